@@ -1,0 +1,68 @@
+"""Typed errors raised by LightningStore implementations.
+
+Each error subclasses the builtin exception the contract historically documents (ValueError for unknown ids and
+invalid arguments, RuntimeError for evicted spans), so `except ValueError` keeps working while callers that care can
+catch the precise type.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StoreError",
+    "InvalidArgumentError",
+    "InvalidArgumentTypeError",
+    "RolloutNotFoundError",
+    "AttemptNotFoundError",
+    "NoAttemptsError",
+    "SpansEvictedError",
+    "StoreClosedError",
+]
+
+
+class StoreError(Exception):
+    """Base class of every error a LightningStore raises on purpose."""
+
+
+class InvalidArgumentError(StoreError, ValueError):
+    """An argument has an illegal value (unknown status, negative timeout, bad sort field, ...)."""
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument has the wrong type (for example `heartbeat_stats=None`)."""
+
+
+class RolloutNotFoundError(StoreError, ValueError):
+    """The rollout id is not known to the store."""
+
+    def __init__(self, rollout_id: str) -> None:
+        super().__init__(f"Rollout {rollout_id} not found")
+        self.rollout_id = rollout_id
+
+
+class AttemptNotFoundError(StoreError, ValueError):
+    """The attempt id is not known for the given rollout."""
+
+    def __init__(self, rollout_id: str, attempt_id: str) -> None:
+        super().__init__(f"Attempt {attempt_id} not found for rollout {rollout_id}")
+        self.rollout_id = rollout_id
+        self.attempt_id = attempt_id
+
+
+class NoAttemptsError(StoreError, ValueError):
+    """The rollout exists but has no attempt yet (it was never dequeued or started)."""
+
+    def __init__(self, rollout_id: str) -> None:
+        super().__init__(f"No attempts found for rollout {rollout_id}")
+        self.rollout_id = rollout_id
+
+
+class SpansEvictedError(StoreError, RuntimeError):
+    """The spans of this rollout were removed by memory eviction or a retention policy."""
+
+    def __init__(self, rollout_id: str) -> None:
+        super().__init__(f"Spans for rollout {rollout_id} have been evicted")
+        self.rollout_id = rollout_id
+
+
+class StoreClosedError(StoreError, RuntimeError):
+    """The store was closed and cannot serve requests any more."""

@@ -1,0 +1,145 @@
+"""`InMemoryLightningStore`: the fastest store, for one process (shared by its threads and event loops).
+
+Spans are accounted in bytes; when their total exceeds the eviction threshold, the spans of whole rollouts are
+dropped (finished rollouts first, then the oldest) until the total is at most the safe threshold. `query_spans` on an
+evicted rollout raises SpansEvictedError.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from typing import Any, Callable, Optional, Union
+
+from pydantic import BaseModel
+
+from agentlightning.types import Span
+
+from .core import CoreLightningStore
+from .ids import generate_attempt_id, generate_resources_id, generate_rollout_id
+from .memory_storage import InMemoryStorage, SpanMemoryBudget
+
+__all__ = ["InMemoryLightningStore", "estimate_model_size"]
+
+logger = logging.getLogger(__name__)
+
+_FALLBACK_MEMORY_BYTES = 8 * 1024**3
+
+# Kept under their historical names for code that imports them.
+_generate_rollout_id = generate_rollout_id
+_generate_attempt_id = generate_attempt_id
+_generate_resources_id = generate_resources_id
+
+
+def estimate_model_size(obj: Any) -> int:
+    """Approximate the memory held by `obj`: `sys.getsizeof` of the object plus, recursively, of the values of
+    pydantic fields, mapping values (keys are not counted) and list/tuple/set members."""
+    total = 0
+    stack = [obj]
+    getsizeof = sys.getsizeof
+    while stack:
+        item = stack.pop()
+        total += getsizeof(item)
+        kind = type(item)
+        if kind is str or kind is int or kind is float or kind is bool or item is None:
+            continue
+        if isinstance(item, BaseModel):
+            stack.extend(item.__dict__.values())
+        elif isinstance(item, Mapping):
+            stack.extend(item.values())  # type: ignore[arg-type]
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(item)  # type: ignore[arg-type]
+    return total
+
+
+def _detect_total_memory_bytes() -> int:
+    """Physical memory of this machine (8 GiB when psutil is unavailable)."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is a declared dependency
+        logger.error("psutil is not installed; assuming %d bytes of memory", _FALLBACK_MEMORY_BYTES)
+        return _FALLBACK_MEMORY_BYTES
+    return int(psutil.virtual_memory().total)
+
+
+def _resolve_memory_threshold(
+    value: Union[float, int, None], *, default_ratio: float, capacity_bytes: int, name: str, minimum: int
+) -> int:
+    """A float is a ratio of capacity, an int is bytes, None is the default ratio."""
+    if value is None:
+        resolved = int(capacity_bytes * default_ratio)
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a float ratio or an int number of bytes, got {value!r}")
+    elif isinstance(value, float):
+        if minimum == 0:
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} ratio must be between 0 and 1 inclusive, got {value}")
+        elif not 0 < value <= 1:
+            raise ValueError(f"{name} ratio must be greater than 0 and at most 1, got {value}")
+        resolved = int(capacity_bytes * value)
+    else:
+        if value < 0:
+            raise ValueError(f"{name} must be non-negative, got {value}")
+        resolved = value
+    if resolved < minimum:
+        raise ValueError(f"{name} must be at least {minimum} bytes, got {resolved}")
+    return resolved
+
+
+class InMemoryLightningStore(CoreLightningStore):
+    """A LightningStore kept in this process's memory. Safe to share between threads and event loops.
+
+    Args:
+        thread_safe: accepted for compatibility; this store is always thread-safe.
+        eviction_memory_threshold: span bytes (int) or fraction of physical memory (float) above which spans are
+            evicted. Defaults to 70% of memory.
+        safe_memory_threshold: eviction stops once span bytes are at most this. Defaults to 80% of the eviction
+            threshold; must be smaller than it.
+        span_size_estimator: bytes of one span; defaults to `estimate_model_size`.
+        scan_debounce_seconds: minimum interval between health scans (0 checks whenever a deadline may have passed).
+    """
+
+    def __init__(
+        self,
+        *,
+        thread_safe: bool = True,
+        eviction_memory_threshold: Union[float, int, None] = None,
+        safe_memory_threshold: Union[float, int, None] = None,
+        span_size_estimator: Optional[Callable[[Span], int]] = None,
+        tracker: Any = None,
+        scan_debounce_seconds: float = 0.0,
+    ) -> None:
+        capacity = _detect_total_memory_bytes()
+        if capacity <= 0:
+            raise ValueError(f"Detected memory capacity must be positive, got {capacity}")
+        eviction = _resolve_memory_threshold(
+            eviction_memory_threshold,
+            default_ratio=0.7,
+            capacity_bytes=capacity,
+            name="eviction_memory_threshold",
+            minimum=1,
+        )
+        if safe_memory_threshold is None:
+            safe = max(int(eviction * 0.8), 0)
+        else:
+            safe = _resolve_memory_threshold(
+                safe_memory_threshold,
+                default_ratio=eviction / capacity,
+                capacity_bytes=capacity,
+                name="safe_memory_threshold",
+                minimum=0,
+            )
+        if not 0 <= safe < eviction:
+            raise ValueError("safe_memory_threshold must be smaller than eviction_memory_threshold")
+        self._memory_capacity_bytes = capacity
+        self._eviction_threshold_bytes = eviction
+        self._safe_threshold_bytes = safe
+        self._tracker = tracker
+        budget = SpanMemoryBudget(span_size_estimator or estimate_model_size, eviction, safe)
+        super().__init__(InMemoryStorage(budget), scan_debounce_seconds=scan_debounce_seconds)
+
+    async def statistics(self):  # type: ignore[override]
+        stats = await super().statistics()
+        stats["memory_capacity_bytes"] = self._memory_capacity_bytes
+        return stats

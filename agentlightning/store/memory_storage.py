@@ -1,0 +1,334 @@
+"""Process-local storage for `InMemoryLightningStore`: dicts and a queue under one thread lock.
+
+Every transaction method runs without suspending, so holding a `threading.Lock` for the whole transaction makes
+each store operation atomic across tasks, event loops and threads, at the cost of a few hundred nanoseconds.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
+
+from .base import FINISHED_STATUSES, RUNNING_STATUSES, LightningStoreCapabilities
+from .errors import SpansEvictedError
+from .lifecycle import has_health_rules, health_deadline
+from .query import Query
+from .storage import Storage, StorageTransaction
+
+
+class SpanMemoryBudget:
+    """Byte accounting of stored spans with eviction between two thresholds."""
+
+    def __init__(self, estimator: Callable[[Span], int], eviction_bytes: int, safe_bytes: int) -> None:
+        self.estimator = estimator
+        self.eviction_bytes = eviction_bytes
+        self.safe_bytes = safe_bytes
+        self.total_bytes = 0
+        self.bytes_by_rollout: Dict[str, int] = {}
+
+    def add(self, rollout_id: str, span: Span) -> None:
+        size = max(int(self.estimator(span)), 0)
+        self.bytes_by_rollout[rollout_id] = self.bytes_by_rollout.get(rollout_id, 0) + size
+        self.total_bytes += size
+
+    def over_budget(self) -> bool:
+        return self.total_bytes > self.eviction_bytes
+
+    def release(self, rollout_id: str) -> None:
+        self.total_bytes = max(self.total_bytes - self.bytes_by_rollout.pop(rollout_id, 0), 0)
+
+
+class InMemoryStorage(Storage):
+    tracks_health_deadlines = True
+
+    def __init__(self, budget: SpanMemoryBudget) -> None:
+        self.lock = threading.Lock()
+        self.budget = budget
+        self.rollouts: Dict[str, Rollout] = {}
+        self.attempts: Dict[str, List[Attempt]] = {}
+        self.attempt_count = 0
+        self.queue: Deque[Tuple[str, int]] = deque()
+        self.queued: Dict[str, int] = {}
+        self.queue_tokens = 0
+        self.spans: Dict[str, List[Span]] = {}
+        self.span_keys: Dict[str, Set[Tuple[str, str]]] = {}
+        self.span_count = 0
+        self.span_sequence: Dict[str, int] = {}
+        self.evicted: Set[str] = set()
+        self.resources: Dict[str, ResourcesUpdate] = {}
+        self.latest_resources_id: Optional[str] = None
+        self.workers: Dict[str, Worker] = {}
+        self.health_watch: Set[str] = set()
+        self.health_hint = math.inf
+        self._tx = _MemoryTransaction(self)
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=False, otlp_traces=False)
+
+    @asynccontextmanager
+    async def transaction(self, *, write: bool = True) -> AsyncIterator[StorageTransaction]:
+        with self.lock:
+            yield self._tx
+
+    def health_scan_due(self, now: float) -> bool:
+        return now >= self.health_hint
+
+    def next_health_deadline(self) -> Optional[float]:
+        return self.health_hint if self.health_hint != math.inf else None
+
+    async def statistics(self) -> Dict[str, object]:
+        return {
+            "total_span_bytes": self.budget.total_bytes,
+            "eviction_threshold_bytes": self.budget.eviction_bytes,
+            "safe_threshold_bytes": self.budget.safe_bytes,
+        }
+
+    # ---------------------------------------------------------------------------------------------- health tracking
+    def watch_health(self, rollout: Rollout) -> None:
+        """Track the health deadline of a running rollout with health rules (forget it otherwise)."""
+        rollout_id = rollout.rollout_id
+        if rollout.status not in RUNNING_STATUSES or not has_health_rules(rollout.config):
+            self.health_watch.discard(rollout_id)
+            return
+        self.health_watch.add(rollout_id)
+        attempts = self.attempts.get(rollout_id)
+        if attempts:
+            deadline = health_deadline(attempts[-1], rollout.config)
+        else:
+            deadline = rollout.start_time + min(
+                value
+                for value in (rollout.config.timeout_seconds, rollout.config.unresponsive_seconds)
+                if value is not None
+            )
+        if deadline is not None and deadline < self.health_hint:
+            self.health_hint = deadline
+
+    def evict_if_needed(self) -> None:
+        budget = self.budget
+        if not budget.over_budget():
+            return
+
+        def age(rollout_id: str) -> Tuple[bool, float, str]:
+            rollout = self.rollouts.get(rollout_id)
+            if rollout is None:
+                spans = self.spans[rollout_id]
+                return (False, spans[0].start_time or 0.0, rollout_id)
+            # Finished rollouts go first; within each group the oldest goes first.
+            return (rollout.status not in FINISHED_STATUSES, rollout.start_time, rollout_id)
+
+        for rollout_id in sorted((rid for rid, spans in self.spans.items() if spans), key=age):
+            if budget.total_bytes <= budget.safe_bytes:
+                break
+            removed = self.spans.pop(rollout_id)
+            self.span_keys.pop(rollout_id, None)
+            self.span_count -= len(removed)
+            budget.release(rollout_id)
+            self.evicted.add(rollout_id)
+
+
+class _MemoryTransaction(StorageTransaction):
+    def __init__(self, storage: InMemoryStorage) -> None:
+        self.s = storage
+
+    # --------------------------------------------------------------------------------------------- rollouts + queue
+    async def insert_rollouts(self, rollouts: Sequence[Rollout], *, enqueue: bool) -> None:
+        s = self.s
+        for rollout in rollouts:
+            s.rollouts[rollout.rollout_id] = rollout
+            s.watch_health(rollout)
+        if enqueue:
+            await self.enqueue([rollout.rollout_id for rollout in rollouts])
+
+    async def get_rollouts(self, rollout_ids: Sequence[str]) -> Dict[str, Rollout]:
+        rollouts = self.s.rollouts
+        return {rollout_id: rollouts[rollout_id] for rollout_id in rollout_ids if rollout_id in rollouts}
+
+    async def update_rollouts(self, rollouts: Sequence[Rollout]) -> None:
+        s = self.s
+        for rollout in rollouts:
+            s.rollouts[rollout.rollout_id] = rollout
+            s.watch_health(rollout)
+
+    async def query_rollouts(self, query: Query) -> Tuple[List[Rollout], int]:
+        return query.apply(self.s.rollouts.values())
+
+    async def enqueue(self, rollout_ids: Sequence[str]) -> None:
+        s = self.s
+        for rollout_id in rollout_ids:
+            if rollout_id in s.queued:
+                continue
+            s.queue_tokens += 1
+            s.queued[rollout_id] = s.queue_tokens
+            s.queue.append((rollout_id, s.queue_tokens))
+
+    async def remove_from_queue(self, rollout_ids: Sequence[str]) -> None:
+        queued = self.s.queued
+        for rollout_id in rollout_ids:
+            queued.pop(rollout_id, None)  # the deque entry becomes stale and is skipped when popped
+
+    async def claim_queued(self, limit: int) -> List[Rollout]:
+        s = self.s
+        claimed: List[Rollout] = []
+        while s.queue and len(claimed) < limit:
+            rollout_id, token = s.queue.popleft()
+            if s.queued.get(rollout_id) != token:
+                continue
+            del s.queued[rollout_id]
+            rollout = s.rollouts.get(rollout_id)
+            if rollout is not None and rollout.status in ("queuing", "requeuing"):
+                claimed.append(rollout)
+        return claimed
+
+    # ----------------------------------------------------------------------------------------------------- attempts
+    async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
+        s = self.s
+        for attempt in attempts:
+            s.attempts.setdefault(attempt.rollout_id, []).append(attempt)
+            s.attempt_count += 1
+            rollout = s.rollouts.get(attempt.rollout_id)
+            if rollout is not None:
+                s.watch_health(rollout)
+
+    async def update_attempts(self, attempts: Sequence[Attempt]) -> None:
+        s = self.s
+        for attempt in attempts:
+            stored = s.attempts.get(attempt.rollout_id, [])
+            for index in range(len(stored) - 1, -1, -1):
+                if stored[index].attempt_id == attempt.attempt_id:
+                    stored[index] = attempt
+                    break
+            rollout = s.rollouts.get(attempt.rollout_id)
+            if rollout is not None and attempt.rollout_id in s.health_watch:
+                s.watch_health(rollout)
+
+    async def get_attempts(self, keys: Sequence[Tuple[str, str]]) -> Dict[Tuple[str, str], Attempt]:
+        found: Dict[Tuple[str, str], Attempt] = {}
+        attempts = self.s.attempts
+        for rollout_id, attempt_id in keys:
+            for attempt in reversed(attempts.get(rollout_id, ())):
+                if attempt.attempt_id == attempt_id:
+                    found[(rollout_id, attempt_id)] = attempt
+                    break
+        return found
+
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> Dict[str, Attempt]:
+        attempts = self.s.attempts
+        return {rollout_id: attempts[rollout_id][-1] for rollout_id in rollout_ids if attempts.get(rollout_id)}
+
+    async def query_attempts(self, rollout_id: str, query: Query) -> Tuple[List[Attempt], int]:
+        return query.apply(self.s.attempts.get(rollout_id, ()))
+
+    # -------------------------------------------------------------------------------------------------------- spans
+    async def insert_spans(self, spans: Sequence[Span]) -> List[Span]:
+        s = self.s
+        inserted: List[Span] = []
+        for span in spans:
+            rollout_id = span.rollout_id
+            keys = s.span_keys.get(rollout_id)
+            if keys is None:
+                keys = s.span_keys[rollout_id] = set()
+            key = (span.attempt_id, span.span_id)
+            if key in keys:
+                continue
+            keys.add(key)
+            inserted.append(span)
+            if rollout_id in s.evicted:
+                continue  # the rollout's trace is gone; the span still counts as a heartbeat
+            stored = s.spans.get(rollout_id)
+            if stored is None:
+                stored = s.spans[rollout_id] = []
+            stored.append(span)
+            s.span_count += 1
+            s.budget.add(rollout_id, span)
+        s.evict_if_needed()
+        return inserted
+
+    async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> Tuple[List[Span], int]:
+        s = self.s
+        if rollout_id in s.evicted:
+            raise SpansEvictedError(rollout_id)
+        spans = s.spans.get(rollout_id, ())
+        if attempt_id is not None:
+            spans = [span for span in spans if span.attempt_id == attempt_id]
+        if query.sort_by is None:
+            query = Query(query.conditions, query.logic, "sequence_id", "asc", query.limit, query.offset)
+        return query.apply(spans)
+
+    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> List[int]:
+        counters = self.s.span_sequence
+        allocated: List[int] = []
+        for rollout_id in rollout_ids:
+            value = counters.get(rollout_id, 0) + 1
+            counters[rollout_id] = value
+            allocated.append(value)
+        return allocated
+
+    async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
+        counters = self.s.span_sequence
+        for rollout_id, floor in floors.items():
+            if floor > counters.get(rollout_id, 0):
+                counters[rollout_id] = floor
+
+    # ---------------------------------------------------------------------------------------------------- resources
+    async def get_resources(self, resources_id: str) -> Optional[ResourcesUpdate]:
+        return self.s.resources.get(resources_id)
+
+    async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
+        s = self.s
+        return s.resources.get(s.latest_resources_id) if s.latest_resources_id is not None else None
+
+    async def put_resources(self, update: ResourcesUpdate) -> None:
+        self.s.resources[update.resources_id] = update
+        self.s.latest_resources_id = update.resources_id
+
+    async def query_resources(self, query: Query) -> Tuple[List[ResourcesUpdate], int]:
+        return query.apply(self.s.resources.values())
+
+    # ------------------------------------------------------------------------------------------------------ workers
+    async def get_workers(self, worker_ids: Sequence[str]) -> Dict[str, Worker]:
+        workers = self.s.workers
+        return {worker_id: workers[worker_id] for worker_id in worker_ids if worker_id in workers}
+
+    async def put_workers(self, workers: Sequence[Worker]) -> None:
+        for worker in workers:
+            self.s.workers[worker.worker_id] = worker
+
+    async def query_workers(self, query: Query) -> Tuple[List[Worker], int]:
+        return query.apply(self.s.workers.values())
+
+    # ------------------------------------------------------------------------------------------------------- health
+    async def health_candidates(self, now: float) -> List[Tuple[Rollout, Attempt]]:
+        s = self.s
+        candidates: List[Tuple[Rollout, Attempt]] = []
+        hint = math.inf
+        for rollout_id in list(s.health_watch):
+            rollout = s.rollouts.get(rollout_id)
+            attempts = s.attempts.get(rollout_id)
+            if rollout is None or rollout.status not in RUNNING_STATUSES or not attempts:
+                s.health_watch.discard(rollout_id)
+                continue
+            deadline = health_deadline(attempts[-1], rollout.config)
+            if deadline is None:
+                s.health_watch.discard(rollout_id)
+                continue
+            hint = min(hint, deadline)
+            if deadline <= now:
+                candidates.append((rollout, attempts[-1]))
+        s.health_hint = hint
+        return candidates
+
+    async def count_entities(self) -> Dict[str, int]:
+        s = self.s
+        return {
+            "rollouts": len(s.rollouts),
+            "attempts": s.attempt_count,
+            "spans": s.span_count,
+            "resources": len(s.resources),
+            "workers": len(s.workers),
+        }

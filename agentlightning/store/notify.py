@@ -1,0 +1,68 @@
+"""Wake-ups for `wait_for_rollouts` across tasks, event loops and threads of one process."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Dict, Iterable, Optional, Set
+
+
+class _Waiter:
+    __slots__ = ("event", "loop")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.event = asyncio.Event()
+
+    def wake(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # the waiter's loop is closed; nobody is waiting any more
+            pass
+
+
+class CompletionNotifier:
+    """Lets coroutines wait until one of a set of rollouts is reported finished (by any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: Dict[str, Set[_Waiter]] = {}
+
+    def register(self, rollout_ids: Iterable[str]) -> _Waiter:
+        """Start listening before reading the rollouts, so that no completion is missed in between."""
+        waiter = _Waiter()
+        with self._lock:
+            for rollout_id in rollout_ids:
+                self._waiters.setdefault(rollout_id, set()).add(waiter)
+        return waiter
+
+    def unregister(self, waiter: _Waiter, rollout_ids: Iterable[str]) -> None:
+        with self._lock:
+            for rollout_id in rollout_ids:
+                waiters = self._waiters.get(rollout_id)
+                if waiters is None:
+                    continue
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiters[rollout_id]
+
+    def notify(self, rollout_ids: Iterable[str]) -> None:
+        if not self._waiters:
+            return
+        woken: Set[_Waiter] = set()
+        with self._lock:
+            for rollout_id in rollout_ids:
+                woken.update(self._waiters.get(rollout_id, ()))
+        for waiter in woken:
+            waiter.wake()
+
+    @staticmethod
+    async def wait(waiter: _Waiter, timeout: Optional[float]) -> None:
+        """Wait until woken or `timeout` seconds pass (None: no limit)."""
+        if timeout is None:
+            await waiter.event.wait()
+            return
+        try:
+            await asyncio.wait_for(waiter.event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass

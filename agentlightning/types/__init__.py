@@ -1,0 +1,119 @@
+"""Public data model of Agent Lightning: rollouts, attempts, spans, resources and query helpers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .core import (
+    Attempt,
+    AttemptedRollout,
+    AttemptStatus,
+    Dataset,
+    EnqueueRolloutRequest,
+    FilterField,
+    FilterOptions,
+    GenericResponse,
+    Hook,
+    PaginatedResult,
+    ParallelWorkerBase,
+    Rollout,
+    RolloutConfig,
+    RolloutLegacy,
+    RolloutMode,
+    RolloutStatus,
+    SortOptions,
+    Task,
+    TaskIfAny,
+    TaskInput,
+    Triplet,
+    Worker,
+    WorkerStatus,
+)
+from .resources import (
+    LLM,
+    NamedResources,
+    PromptTemplate,
+    ProxyLLM,
+    Resource,
+    ResourcesUpdate,
+    ResourceUnion,
+)
+from .tracer import (
+    Attributes,
+    AttributeValue,
+    Event,
+    Link,
+    OtelResource,
+    Span,
+    SpanAttributeNames,
+    SpanContext,
+    SpanCoreFields,
+    SpanNames,
+    SpanRecordingContext,
+    StatusCode,
+    TraceState,
+    TraceStatus,
+)
+
+# Names whose value needs the OpenTelemetry SDK; they are resolved on first access to keep imports fast.
+_LAZY = {"SpanLike": "tracer", "RolloutRawResult": "core", "RolloutRawResultLegacy": "core"}
+
+__all__ = [
+    "Triplet",
+    "RolloutLegacy",
+    "Task",
+    "TaskInput",
+    "TaskIfAny",
+    "RolloutRawResultLegacy",
+    "RolloutRawResult",
+    "RolloutMode",
+    "GenericResponse",
+    "ParallelWorkerBase",
+    "Dataset",
+    "AttemptStatus",
+    "RolloutStatus",
+    "RolloutConfig",
+    "Rollout",
+    "Attempt",
+    "AttemptedRollout",
+    "EnqueueRolloutRequest",
+    "WorkerStatus",
+    "Worker",
+    "FilterField",
+    "FilterOptions",
+    "SortOptions",
+    "PaginatedResult",
+    "Hook",
+    "Resource",
+    "LLM",
+    "ProxyLLM",
+    "PromptTemplate",
+    "ResourceUnion",
+    "NamedResources",
+    "ResourcesUpdate",
+    "AttributeValue",
+    "Attributes",
+    "TraceState",
+    "StatusCode",
+    "SpanContext",
+    "TraceStatus",
+    "Event",
+    "Link",
+    "OtelResource",
+    "Span",
+    "SpanCoreFields",
+    "SpanRecordingContext",
+    "SpanNames",
+    "SpanAttributeNames",
+    "SpanLike",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        value = getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from typing import AsyncIterator
+
+import pytest
+
+from agentlightning.store import LightningStore
+
+from .backends import STORE_BACKENDS
+
+
+@pytest.fixture(params=sorted(STORE_BACKENDS))
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[LightningStore]:
+    """A fresh, empty store of each backend."""
+    instance = await STORE_BACKENDS[request.param]()
+    try:
+        yield instance
+    finally:
+        await instance.close()
