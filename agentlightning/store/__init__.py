@@ -13,17 +13,19 @@ from .errors import (
 )
 from .memory import InMemoryLightningStore
 from .threading import LightningStoreThreaded
+from .url import store_from_url
 
 __all__ = [
+    "AttemptNotFoundError",
+    "InMemoryLightningStore",
+    "InvalidArgumentError",
     "LightningStore",
     "LightningStoreCapabilities",
     "LightningStoreStatistics",
-    "InMemoryLightningStore",
     "LightningStoreThreaded",
-    "StoreError",
-    "InvalidArgumentError",
-    "RolloutNotFoundError",
-    "AttemptNotFoundError",
     "NoAttemptsError",
+    "RolloutNotFoundError",
     "SpansEvictedError",
+    "StoreError",
+    "store_from_url",
 ]

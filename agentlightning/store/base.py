@@ -13,15 +13,12 @@ leaves the store unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
-    Dict,
-    List,
     Literal,
     Optional,
-    Sequence,
-    Tuple,
     Union,
 )
 
@@ -33,11 +30,11 @@ from agentlightning.types import (
     AttemptStatus,
     EnqueueRolloutRequest,
     NamedResources,
+    ResourcesUpdate,
     Rollout,
     RolloutConfig,
     RolloutMode,
     RolloutStatus,
-    ResourcesUpdate,
     Span,
     TaskInput,
     Worker,
@@ -48,19 +45,19 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
+    "UNSET",
     "LightningStore",
     "LightningStoreCapabilities",
     "LightningStoreStatistics",
-    "UNSET",
     "Unset",
+    "is_finished",
     "is_queuing",
     "is_running",
-    "is_finished",
 ]
 
-QUEUING_STATUSES: Tuple[RolloutStatus, ...] = ("queuing", "requeuing")
-RUNNING_STATUSES: Tuple[RolloutStatus, ...] = ("preparing", "running")
-FINISHED_STATUSES: Tuple[RolloutStatus, ...] = ("failed", "succeeded", "cancelled")
+QUEUING_STATUSES: tuple[RolloutStatus, ...] = ("queuing", "requeuing")
+RUNNING_STATUSES: tuple[RolloutStatus, ...] = ("preparing", "running")
+FINISHED_STATUSES: tuple[RolloutStatus, ...] = ("failed", "succeeded", "cancelled")
 
 
 def is_queuing(rollout: Rollout) -> bool:
@@ -163,7 +160,7 @@ class LightningStore:
         mode: Optional[RolloutMode] = None,
         resources_id: Optional[str] = None,
         config: Optional[RolloutConfig] = None,
-        metadata: Optional[Dict[str, Any]] = None,
+        metadata: Optional[dict[str, Any]] = None,
         worker_id: Optional[str] = None,
     ) -> AttemptedRollout:
         """Create a rollout that bypasses the queue, already "preparing" with attempt #1.
@@ -178,7 +175,7 @@ class LightningStore:
         mode: Optional[RolloutMode] = None,
         resources_id: Optional[str] = None,
         config: Optional[RolloutConfig] = None,
-        metadata: Optional[Dict[str, Any]] = None,
+        metadata: Optional[dict[str, Any]] = None,
     ) -> Rollout:
         """Append a new "queuing" rollout (without attempts) to the tail of the queue."""
         raise NotImplementedError()
@@ -241,7 +238,7 @@ class LightningStore:
         resources_id: Union[Optional[str], Unset] = UNSET,
         status: Union[RolloutStatus, Unset] = UNSET,
         config: Union[RolloutConfig, Unset] = UNSET,
-        metadata: Union[Optional[Dict[str, Any]], Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
     ) -> Rollout:
         """Replace the given fields (UNSET leaves a field alone; None clears it).
 
@@ -250,7 +247,7 @@ class LightningStore:
         """
         raise NotImplementedError()
 
-    async def wait_for_rollouts(self, *, rollout_ids: List[str], timeout: Optional[float] = None) -> List[Rollout]:
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
         """Wait until the listed rollouts are finished or `timeout` seconds pass (None waits forever).
 
         Returns the finished ones in input order. Unknown ids are ignored. Does not busy-wait.
@@ -281,7 +278,7 @@ class LightningStore:
         status: Union[AttemptStatus, Unset] = UNSET,
         worker_id: Union[str, Unset] = UNSET,
         last_heartbeat_time: Union[float, Unset] = UNSET,
-        metadata: Union[Optional[Dict[str, Any]], Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
     ) -> Attempt:
         """Update an attempt ("latest" targets the highest sequence id).
 
@@ -321,7 +318,7 @@ class LightningStore:
         """Allocate the next span sequence number of a rollout (1, 2, ...; shared by all its attempts)."""
         raise NotImplementedError()
 
-    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[Tuple[str, str]]) -> Sequence[int]:
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
         """Allocate one sequence number per (rollout_id, attempt_id) pair, in order."""
         raise NotImplementedError()
 
@@ -396,8 +393,6 @@ class LightningStore:
     async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
         raise NotImplementedError()
 
-    async def update_worker(
-        self, worker_id: str, heartbeat_stats: Union[Dict[str, Any], Unset] = UNSET
-    ) -> Worker:
+    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
         """Record a worker heartbeat (creating the worker if needed), with an optional stats snapshot."""
         raise NotImplementedError()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Optional
 
 from agentlightning.types import Attempt, Rollout, RolloutStatus, Worker
 
@@ -25,14 +25,14 @@ class Changes:
 
     def __init__(self, now: float) -> None:
         self.now = now
-        self.new_rollouts: List[Rollout] = []
-        self.new_attempts: List[Attempt] = []
-        self.rollouts: Dict[str, Rollout] = {}
-        self.attempts: Dict[Tuple[str, str], Attempt] = {}
-        self.queue_actions: List[Tuple[str, str]] = []
-        self.finished: List[str] = []
-        self.worker_syncs: Dict[str, Optional[Attempt]] = {}
-        self.worker_releases: Dict[str, str] = {}
+        self.new_rollouts: list[Rollout] = []
+        self.new_attempts: list[Attempt] = []
+        self.rollouts: dict[str, Rollout] = {}
+        self.attempts: dict[tuple[str, str], Attempt] = {}
+        self.queue_actions: list[tuple[str, str]] = []
+        self.finished: list[str] = []
+        self.worker_syncs: dict[str, Optional[Attempt]] = {}
+        self.worker_releases: dict[str, str] = {}
 
     def rollout(self, rollout: Rollout) -> Rollout:
         """The modifiable copy of a stored rollout (the same copy on repeated calls)."""
@@ -99,7 +99,7 @@ class Changes:
         if not self.queue_actions:
             return
         # Only the last action per rollout matters; keep the order of the pushes.
-        final: Dict[str, str] = {}
+        final: dict[str, str] = {}
         for action, rollout_id in self.queue_actions:
             final.pop(rollout_id, None)
             final[rollout_id] = action
@@ -117,7 +117,7 @@ class Changes:
         if not ids:
             return
         existing = await tx.get_workers(sorted(ids))
-        changed: List[Worker] = []
+        changed: list[Worker] = []
         for worker_id in sorted(ids):
             stored = existing.get(worker_id)
             worker = stored.model_copy() if stored is not None else Worker(worker_id=worker_id)

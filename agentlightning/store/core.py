@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Literal, Optional, Sequence, Tuple, TypeVar, Union
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar, Union, cast
 
 from agentlightning.types import (
     Attempt,
@@ -20,6 +21,7 @@ from agentlightning.types import (
     ResourcesUpdate,
     Rollout,
     RolloutConfig,
+    RolloutMode,
     Span,
     TaskInput,
     Worker,
@@ -82,7 +84,7 @@ M = TypeVar("M")
 WORKER_STATUSES = ("idle", "busy", "unknown")
 
 
-def _page(items: List[M], total: int, query: Query) -> PaginatedResult[M]:
+def _page(items: list[M], total: int, query: Query) -> PaginatedResult[M]:
     return PaginatedResult[Any].model_construct(items=items, limit=query.limit, offset=query.offset, total=total)  # type: ignore[return-value]
 
 
@@ -177,7 +179,7 @@ class CoreLightningStore(LightningStore):
         mode: Optional[Literal["train", "val", "test"]] = None,
         resources_id: Optional[str] = None,
         config: Optional[RolloutConfig] = None,
-        metadata: Optional[Dict[str, Any]] = None,
+        metadata: Optional[dict[str, Any]] = None,
         worker_id: Optional[str] = None,
     ) -> AttemptedRollout:
         mode = check_mode(mode)
@@ -218,7 +220,7 @@ class CoreLightningStore(LightningStore):
         mode: Optional[Literal["train", "val", "test"]] = None,
         resources_id: Optional[str] = None,
         config: Optional[RolloutConfig] = None,
-        metadata: Optional[Dict[str, Any]] = None,
+        metadata: Optional[dict[str, Any]] = None,
     ) -> Rollout:
         request = EnqueueRolloutRequest.model_construct(
             input=input, mode=mode, resources_id=resources_id, config=config, metadata=metadata
@@ -230,7 +232,7 @@ class CoreLightningStore(LightningStore):
             raise InvalidArgumentTypeError(f"rollouts must be a list of EnqueueRolloutRequest, got {rollouts!r}")
         return await self._enqueue([check_enqueue_request(request) for request in rollouts])
 
-    async def _enqueue(self, requests: Sequence[EnqueueRolloutRequest]) -> List[Rollout]:
+    async def _enqueue(self, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
         checked = [
             (
                 request.input,
@@ -252,7 +254,7 @@ class CoreLightningStore(LightningStore):
                     rollout_id=generate_rollout_id(),
                     input=input,
                     start_time=now,
-                    mode=mode,
+                    mode=cast(Optional[RolloutMode], mode),
                     resources_id=resources_id or latest_id,
                     status="queuing",
                     config=config,
@@ -277,7 +279,7 @@ class CoreLightningStore(LightningStore):
             return []
         now = time.time()
         changes = Changes(now)
-        result: List[AttemptedRollout] = []
+        result: list[AttemptedRollout] = []
         async with self._storage.transaction() as tx:
             claimed = await tx.claim_queued(limit)
             latest = await tx.get_latest_attempts([rollout.rollout_id for rollout in claimed]) if claimed else {}
@@ -377,7 +379,7 @@ class CoreLightningStore(LightningStore):
         resources_id: Union[Optional[str], Unset] = UNSET,
         status: Union[str, Unset] = UNSET,
         config: Union[RolloutConfig, Unset] = UNSET,
-        metadata: Union[Optional[Dict[str, Any]], Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
     ) -> Rollout:
         rollout_id = check_id(rollout_id, "rollout_id")
         if not isinstance(mode, Unset):
@@ -411,12 +413,12 @@ class CoreLightningStore(LightningStore):
         self._notifier.notify(changes.finished)
         return rollout.model_copy()
 
-    async def wait_for_rollouts(self, *, rollout_ids: List[str], timeout: Optional[float] = None) -> List[Rollout]:
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
         ids = check_id_list(rollout_ids, "rollout_ids") or []
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         pending = list(dict.fromkeys(ids))
-        finished: Dict[str, Rollout] = {}
+        finished: dict[str, Rollout] = {}
         first_pass = True
         while pending:
             await self._scan_health()
@@ -487,7 +489,7 @@ class CoreLightningStore(LightningStore):
         status: Union[str, Unset] = UNSET,
         worker_id: Union[str, Unset] = UNSET,
         last_heartbeat_time: Union[float, Unset] = UNSET,
-        metadata: Union[Optional[Dict[str, Any]], Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
     ) -> Attempt:
         rollout_id = check_id(rollout_id, "rollout_id")
         attempt_id = check_id(attempt_id, "attempt_id")
@@ -495,8 +497,10 @@ class CoreLightningStore(LightningStore):
             check_attempt_status(status)
         if not isinstance(worker_id, Unset) and worker_id is not None and not isinstance(worker_id, str):
             raise InvalidArgumentTypeError(f"worker_id must be a string, got {worker_id!r}")
-        heartbeat = None if isinstance(last_heartbeat_time, Unset) else check_timestamp(
-            last_heartbeat_time, "last_heartbeat_time"
+        heartbeat = (
+            None
+            if isinstance(last_heartbeat_time, Unset)
+            else check_timestamp(last_heartbeat_time, "last_heartbeat_time")
         )
         new_metadata = None if isinstance(metadata, Unset) else check_metadata(metadata)
         await self._scan_health()
@@ -558,10 +562,12 @@ class CoreLightningStore(LightningStore):
             sequence_id = await self.get_next_span_sequence_id(rollout_id, attempt_id)
         elif isinstance(sequence_id, bool) or not isinstance(sequence_id, int):
             raise InvalidArgumentTypeError(f"sequence_id must be an integer, got {sequence_id!r}")
-        span = Span.from_opentelemetry(readable_span, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=sequence_id)
+        span = Span.from_opentelemetry(
+            readable_span, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=sequence_id
+        )
         return await self.add_span(span)
 
-    async def _ingest_spans(self, spans: List[Span]) -> List[Span]:
+    async def _ingest_spans(self, spans: list[Span]) -> list[Span]:
         """Validate the whole batch, store the new spans, record heartbeats and promote statuses."""
         for span in spans:
             check_span_ids(span)
@@ -580,7 +586,7 @@ class CoreLightningStore(LightningStore):
             for key in keys:
                 if key not in attempts:
                     raise AttemptNotFoundError(*key)
-            floors: Dict[str, int] = {}
+            floors: dict[str, int] = {}
             for span in spans:
                 if span.sequence_id > floors.get(span.rollout_id, 0):
                     floors[span.rollout_id] = span.sequence_id
@@ -606,7 +612,7 @@ class CoreLightningStore(LightningStore):
     async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
         return (await self.get_many_span_sequence_ids([(rollout_id, attempt_id)]))[0]
 
-    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[Tuple[str, str]]) -> Sequence[int]:
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
         pairs = [(check_id(pair[0], "rollout_id"), check_id(pair[1], "attempt_id")) for pair in rollout_attempt_ids]
         if not pairs:
             return []
@@ -769,7 +775,7 @@ class CoreLightningStore(LightningStore):
             worker = (await tx.get_workers([worker_id])).get(worker_id)
         return worker.model_copy() if worker is not None else None
 
-    async def update_worker(self, worker_id: str, heartbeat_stats: Union[Dict[str, Any], Unset] = UNSET) -> Worker:
+    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
         worker_id = check_id(worker_id, "worker_id")
         if not isinstance(heartbeat_stats, Unset) and not isinstance(heartbeat_stats, dict):
             raise InvalidArgumentTypeError(
@@ -784,4 +790,3 @@ class CoreLightningStore(LightningStore):
                 worker.heartbeat_stats = dict(heartbeat_stats)
             await tx.put_workers([worker])
         return worker.model_copy()
-

@@ -8,14 +8,14 @@ catch the precise type.
 from __future__ import annotations
 
 __all__ = [
-    "StoreError",
+    "AttemptNotFoundError",
     "InvalidArgumentError",
     "InvalidArgumentTypeError",
-    "RolloutNotFoundError",
-    "AttemptNotFoundError",
     "NoAttemptsError",
+    "RolloutNotFoundError",
     "SpansEvictedError",
     "StoreClosedError",
+    "StoreError",
 ]
 
 

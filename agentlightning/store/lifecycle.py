@@ -57,7 +57,7 @@ def derive_rollout_status(attempt: Attempt, config: RolloutConfig) -> RolloutSta
 
 
 def unhealthy_attempt_status(attempt: Attempt, config: RolloutConfig, now: float) -> Optional[AttemptStatus]:
-    """"timeout" or "unresponsive" when the attempt broke a health rule at `now`, else None.
+    """ "timeout" or "unresponsive" when the attempt broke a health rule at `now`, else None.
 
     Timeout is measured from the attempt start and wins over unresponsiveness, which is measured from the last
     heartbeat (or from the start when no heartbeat arrived).

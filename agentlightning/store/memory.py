@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, Union
 
 from pydantic import BaseModel
 
 from agentlightning.types import Span
 
 from .core import CoreLightningStore
+from .errors import InvalidArgumentError
 from .ids import generate_attempt_id, generate_resources_id, generate_rollout_id
 from .memory_storage import InMemoryStorage, SpanMemoryBudget
 
@@ -143,3 +144,13 @@ class InMemoryLightningStore(CoreLightningStore):
         stats = await super().statistics()
         stats["memory_capacity_bytes"] = self._memory_capacity_bytes
         return stats
+
+
+def store_from_url(url: str) -> InMemoryLightningStore:
+    """`memory://` opens a new, empty in-memory store."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme != "memory" or parts.netloc or parts.path not in ("", "/"):
+        raise InvalidArgumentError(f"Invalid in-memory store URL {url!r}: use memory://")
+    return InMemoryLightningStore()

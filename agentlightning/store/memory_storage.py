@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Callable, Deque, Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
@@ -29,7 +30,7 @@ class SpanMemoryBudget:
         self.eviction_bytes = eviction_bytes
         self.safe_bytes = safe_bytes
         self.total_bytes = 0
-        self.bytes_by_rollout: Dict[str, int] = {}
+        self.bytes_by_rollout: dict[str, int] = {}
 
     def add(self, rollout_id: str, span: Span) -> None:
         size = max(int(self.estimator(span)), 0)
@@ -49,21 +50,21 @@ class InMemoryStorage(Storage):
     def __init__(self, budget: SpanMemoryBudget) -> None:
         self.lock = threading.Lock()
         self.budget = budget
-        self.rollouts: Dict[str, Rollout] = {}
-        self.attempts: Dict[str, List[Attempt]] = {}
+        self.rollouts: dict[str, Rollout] = {}
+        self.attempts: dict[str, list[Attempt]] = {}
         self.attempt_count = 0
-        self.queue: Deque[Tuple[str, int]] = deque()
-        self.queued: Dict[str, int] = {}
+        self.queue: deque[tuple[str, int]] = deque()
+        self.queued: dict[str, int] = {}
         self.queue_tokens = 0
-        self.spans: Dict[str, List[Span]] = {}
-        self.span_keys: Dict[str, Set[Tuple[str, str]]] = {}
+        self.spans: dict[str, list[Span]] = {}
+        self.span_keys: dict[str, set[tuple[str, str]]] = {}
         self.span_count = 0
-        self.span_sequence: Dict[str, int] = {}
-        self.evicted: Set[str] = set()
-        self.resources: Dict[str, ResourcesUpdate] = {}
+        self.span_sequence: dict[str, int] = {}
+        self.evicted: set[str] = set()
+        self.resources: dict[str, ResourcesUpdate] = {}
         self.latest_resources_id: Optional[str] = None
-        self.workers: Dict[str, Worker] = {}
-        self.health_watch: Set[str] = set()
+        self.workers: dict[str, Worker] = {}
+        self.health_watch: set[str] = set()
         self.health_hint = math.inf
         self._tx = _MemoryTransaction(self)
 
@@ -82,7 +83,7 @@ class InMemoryStorage(Storage):
     def next_health_deadline(self) -> Optional[float]:
         return self.health_hint if self.health_hint != math.inf else None
 
-    async def statistics(self) -> Dict[str, object]:
+    async def statistics(self) -> dict[str, object]:
         return {
             "total_span_bytes": self.budget.total_bytes,
             "eviction_threshold_bytes": self.budget.eviction_bytes,
@@ -114,7 +115,7 @@ class InMemoryStorage(Storage):
         if not budget.over_budget():
             return
 
-        def age(rollout_id: str) -> Tuple[bool, float, str]:
+        def age(rollout_id: str) -> tuple[bool, float, str]:
             rollout = self.rollouts.get(rollout_id)
             if rollout is None:
                 spans = self.spans[rollout_id]
@@ -145,7 +146,7 @@ class _MemoryTransaction(StorageTransaction):
         if enqueue:
             await self.enqueue([rollout.rollout_id for rollout in rollouts])
 
-    async def get_rollouts(self, rollout_ids: Sequence[str]) -> Dict[str, Rollout]:
+    async def get_rollouts(self, rollout_ids: Sequence[str]) -> dict[str, Rollout]:
         rollouts = self.s.rollouts
         return {rollout_id: rollouts[rollout_id] for rollout_id in rollout_ids if rollout_id in rollouts}
 
@@ -155,7 +156,7 @@ class _MemoryTransaction(StorageTransaction):
             s.rollouts[rollout.rollout_id] = rollout
             s.watch_health(rollout)
 
-    async def query_rollouts(self, query: Query) -> Tuple[List[Rollout], int]:
+    async def query_rollouts(self, query: Query) -> tuple[list[Rollout], int]:
         return query.apply(self.s.rollouts.values())
 
     async def enqueue(self, rollout_ids: Sequence[str]) -> None:
@@ -172,9 +173,9 @@ class _MemoryTransaction(StorageTransaction):
         for rollout_id in rollout_ids:
             queued.pop(rollout_id, None)  # the deque entry becomes stale and is skipped when popped
 
-    async def claim_queued(self, limit: int) -> List[Rollout]:
+    async def claim_queued(self, limit: int) -> list[Rollout]:
         s = self.s
-        claimed: List[Rollout] = []
+        claimed: list[Rollout] = []
         while s.queue and len(claimed) < limit:
             rollout_id, token = s.queue.popleft()
             if s.queued.get(rollout_id) != token:
@@ -207,8 +208,8 @@ class _MemoryTransaction(StorageTransaction):
             if rollout is not None and attempt.rollout_id in s.health_watch:
                 s.watch_health(rollout)
 
-    async def get_attempts(self, keys: Sequence[Tuple[str, str]]) -> Dict[Tuple[str, str], Attempt]:
-        found: Dict[Tuple[str, str], Attempt] = {}
+    async def get_attempts(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Attempt]:
+        found: dict[tuple[str, str], Attempt] = {}
         attempts = self.s.attempts
         for rollout_id, attempt_id in keys:
             for attempt in reversed(attempts.get(rollout_id, ())):
@@ -217,17 +218,17 @@ class _MemoryTransaction(StorageTransaction):
                     break
         return found
 
-    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> Dict[str, Attempt]:
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         attempts = self.s.attempts
         return {rollout_id: attempts[rollout_id][-1] for rollout_id in rollout_ids if attempts.get(rollout_id)}
 
-    async def query_attempts(self, rollout_id: str, query: Query) -> Tuple[List[Attempt], int]:
+    async def query_attempts(self, rollout_id: str, query: Query) -> tuple[list[Attempt], int]:
         return query.apply(self.s.attempts.get(rollout_id, ()))
 
     # -------------------------------------------------------------------------------------------------------- spans
-    async def insert_spans(self, spans: Sequence[Span]) -> List[Span]:
+    async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
         s = self.s
-        inserted: List[Span] = []
+        inserted: list[Span] = []
         for span in spans:
             rollout_id = span.rollout_id
             keys = s.span_keys.get(rollout_id)
@@ -249,7 +250,7 @@ class _MemoryTransaction(StorageTransaction):
         s.evict_if_needed()
         return inserted
 
-    async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> Tuple[List[Span], int]:
+    async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> tuple[list[Span], int]:
         s = self.s
         if rollout_id in s.evicted:
             raise SpansEvictedError(rollout_id)
@@ -260,9 +261,9 @@ class _MemoryTransaction(StorageTransaction):
             query = Query(query.conditions, query.logic, "sequence_id", "asc", query.limit, query.offset)
         return query.apply(spans)
 
-    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> List[int]:
+    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> list[int]:
         counters = self.s.span_sequence
-        allocated: List[int] = []
+        allocated: list[int] = []
         for rollout_id in rollout_ids:
             value = counters.get(rollout_id, 0) + 1
             counters[rollout_id] = value
@@ -287,11 +288,11 @@ class _MemoryTransaction(StorageTransaction):
         self.s.resources[update.resources_id] = update
         self.s.latest_resources_id = update.resources_id
 
-    async def query_resources(self, query: Query) -> Tuple[List[ResourcesUpdate], int]:
+    async def query_resources(self, query: Query) -> tuple[list[ResourcesUpdate], int]:
         return query.apply(self.s.resources.values())
 
     # ------------------------------------------------------------------------------------------------------ workers
-    async def get_workers(self, worker_ids: Sequence[str]) -> Dict[str, Worker]:
+    async def get_workers(self, worker_ids: Sequence[str]) -> dict[str, Worker]:
         workers = self.s.workers
         return {worker_id: workers[worker_id] for worker_id in worker_ids if worker_id in workers}
 
@@ -299,13 +300,13 @@ class _MemoryTransaction(StorageTransaction):
         for worker in workers:
             self.s.workers[worker.worker_id] = worker
 
-    async def query_workers(self, query: Query) -> Tuple[List[Worker], int]:
+    async def query_workers(self, query: Query) -> tuple[list[Worker], int]:
         return query.apply(self.s.workers.values())
 
     # ------------------------------------------------------------------------------------------------------- health
-    async def health_candidates(self, now: float) -> List[Tuple[Rollout, Attempt]]:
+    async def health_candidates(self, now: float) -> list[tuple[Rollout, Attempt]]:
         s = self.s
-        candidates: List[Tuple[Rollout, Attempt]] = []
+        candidates: list[tuple[Rollout, Attempt]] = []
         hint = math.inf
         for rollout_id in list(s.health_watch):
             rollout = s.rollouts.get(rollout_id)
@@ -323,7 +324,7 @@ class _MemoryTransaction(StorageTransaction):
         s.health_hint = hint
         return candidates
 
-    async def count_entities(self) -> Dict[str, int]:
+    async def count_entities(self) -> dict[str, int]:
         s = self.s
         return {
             "rollouts": len(s.rollouts),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Dict, Iterable, Optional, Set
+from collections.abc import Iterable
+from typing import Optional
 
 
 class _Waiter:
@@ -26,7 +27,7 @@ class CompletionNotifier:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: Dict[str, Set[_Waiter]] = {}
+        self._waiters: dict[str, set[_Waiter]] = {}
 
     def register(self, rollout_ids: Iterable[str]) -> _Waiter:
         """Start listening before reading the rollouts, so that no completion is missed in between."""
@@ -49,7 +50,7 @@ class CompletionNotifier:
     def notify(self, rollout_ids: Iterable[str]) -> None:
         if not self._waiters:
             return
-        woken: Set[_Waiter] = set()
+        woken: set[_Waiter] = set()
         with self._lock:
             for rollout_id in rollout_ids:
                 woken.update(self._waiters.get(rollout_id, ()))

@@ -7,8 +7,9 @@ value (first when ascending, last when descending) and ties keep creation order.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Literal, Optional, TypeVar
 
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 
@@ -17,8 +18,8 @@ T = TypeVar("T")
 ConditionOp = Literal["exact", "within", "contains"]
 
 # Fields that can be filtered and sorted on, per entity. Anything else is rejected with a clear error.
-ROLLOUT_FIELDS: Tuple[str, ...] = ("rollout_id", "status", "mode", "resources_id", "start_time", "end_time")
-ATTEMPT_FIELDS: Tuple[str, ...] = (
+ROLLOUT_FIELDS: tuple[str, ...] = ("rollout_id", "status", "mode", "resources_id", "start_time", "end_time")
+ATTEMPT_FIELDS: tuple[str, ...] = (
     "rollout_id",
     "attempt_id",
     "sequence_id",
@@ -28,7 +29,7 @@ ATTEMPT_FIELDS: Tuple[str, ...] = (
     "end_time",
     "last_heartbeat_time",
 )
-SPAN_FIELDS: Tuple[str, ...] = (
+SPAN_FIELDS: tuple[str, ...] = (
     "rollout_id",
     "attempt_id",
     "sequence_id",
@@ -39,8 +40,8 @@ SPAN_FIELDS: Tuple[str, ...] = (
     "start_time",
     "end_time",
 )
-RESOURCES_FIELDS: Tuple[str, ...] = ("resources_id", "create_time", "update_time", "version")
-WORKER_FIELDS: Tuple[str, ...] = (
+RESOURCES_FIELDS: tuple[str, ...] = ("resources_id", "create_time", "update_time", "version")
+WORKER_FIELDS: tuple[str, ...] = (
     "worker_id",
     "status",
     "last_heartbeat_time",
@@ -73,7 +74,7 @@ class Condition:
 class Query:
     """Conditions combined with `logic`, then sorting and a page window (`limit=-1` means all)."""
 
-    conditions: Tuple[Condition, ...] = ()
+    conditions: tuple[Condition, ...] = ()
     logic: Literal["and", "or"] = "and"
     sort_by: Optional[str] = None
     sort_order: Literal["asc", "desc"] = "asc"
@@ -87,12 +88,12 @@ class Query:
             return all(condition.matches(item) for condition in self.conditions)
         return any(condition.matches(item) for condition in self.conditions)
 
-    def window(self, items: List[T]) -> List[T]:
+    def window(self, items: list[T]) -> list[T]:
         if self.limit == -1:
             return items[self.offset :]
         return items[self.offset : self.offset + self.limit]
 
-    def apply(self, items: Iterable[T]) -> Tuple[List[T], int]:
+    def apply(self, items: Iterable[T]) -> tuple[list[T], int]:
         """Filter, sort and paginate `items` (given in creation order). Returns (page, total matches)."""
         matched = [item for item in items if self.matches(item)] if self.conditions else list(items)
         if self.sort_by is not None:
@@ -100,8 +101,8 @@ class Query:
         return self.window(matched), len(matched)
 
 
-def sort_key(field: str) -> Callable[[Any], Tuple[Any, ...]]:
-    def key(item: Any) -> Tuple[Any, ...]:
+def sort_key(field: str) -> Callable[[Any], tuple[Any, ...]]:
+    def key(item: Any) -> tuple[Any, ...]:
         value = getattr(item, field)
         return (0,) if value is None else (1, value)
 
@@ -118,9 +119,9 @@ def build_query(
     entity: str,
     allowed_fields: Sequence[str],
     *,
-    exact: Optional[Dict[str, Any]] = None,
-    within: Optional[Dict[str, Optional[Sequence[Any]]]] = None,
-    contains: Optional[Dict[str, Optional[str]]] = None,
+    exact: Optional[dict[str, Any]] = None,
+    within: Optional[dict[str, Optional[Sequence[Any]]]] = None,
+    contains: Optional[dict[str, Optional[str]]] = None,
     filter_logic: Any = "and",
     sort_by: Any = None,
     sort_order: Any = "asc",
@@ -133,14 +134,12 @@ def build_query(
     if sort_order not in ("asc", "desc"):
         raise InvalidArgumentError(f"Invalid sort_order: {sort_order!r}, expected 'asc' or 'desc'")
     if sort_by is not None and sort_by not in allowed_fields:
-        raise InvalidArgumentError(
-            f"Invalid sort_by: {sort_by}, allowed fields are: {', '.join(allowed_fields)}"
-        )
+        raise InvalidArgumentError(f"Invalid sort_by: {sort_by}, allowed fields are: {', '.join(allowed_fields)}")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
         raise InvalidArgumentError(f"Invalid limit: {limit!r}, expected -1 (no limit) or a non-negative integer")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidArgumentError(f"Invalid offset: {offset!r}, expected a non-negative integer")
-    conditions: List[Condition] = []
+    conditions: list[Condition] = []
     for field, value in (exact or {}).items():
         if value is not None:
             conditions.append(Condition(field, "exact", value))

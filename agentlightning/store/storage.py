@@ -12,7 +12,9 @@ writes every change back through an `update_*` call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import AsyncContextManager, Dict, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
@@ -29,7 +31,7 @@ class StorageTransaction(ABC):
         """Insert new rollouts (ids are fresh); when `enqueue`, append them to the queue tail in order."""
 
     @abstractmethod
-    async def get_rollouts(self, rollout_ids: Sequence[str]) -> Dict[str, Rollout]:
+    async def get_rollouts(self, rollout_ids: Sequence[str]) -> dict[str, Rollout]:
         """The known rollouts among `rollout_ids`."""
 
     @abstractmethod
@@ -37,7 +39,7 @@ class StorageTransaction(ABC):
         """Write back modified rollouts (matched by id)."""
 
     @abstractmethod
-    async def query_rollouts(self, query: Query) -> Tuple[List[Rollout], int]:
+    async def query_rollouts(self, query: Query) -> tuple[list[Rollout], int]:
         """Rollouts matching `query` (creation order unless sorted) and the total number of matches."""
 
     @abstractmethod
@@ -49,7 +51,7 @@ class StorageTransaction(ABC):
         """Take rollouts out of the queue (ids not in it are ignored)."""
 
     @abstractmethod
-    async def claim_queued(self, limit: int) -> List[Rollout]:
+    async def claim_queued(self, limit: int) -> list[Rollout]:
         """Pop up to `limit` rollouts from the queue head whose status is queuing or requeuing.
 
         Entries whose rollout is no longer queuing-like are dropped on the way. Concurrent claims (from any thread
@@ -64,32 +66,30 @@ class StorageTransaction(ABC):
     async def update_attempts(self, attempts: Sequence[Attempt]) -> None: ...
 
     @abstractmethod
-    async def get_attempts(self, keys: Sequence[Tuple[str, str]]) -> Dict[Tuple[str, str], Attempt]:
+    async def get_attempts(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Attempt]:
         """The known attempts among the (rollout_id, attempt_id) pairs."""
 
     @abstractmethod
-    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> Dict[str, Attempt]:
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         """The attempt with the highest sequence id of each rollout that has one."""
 
     @abstractmethod
-    async def query_attempts(self, rollout_id: str, query: Query) -> Tuple[List[Attempt], int]:
+    async def query_attempts(self, rollout_id: str, query: Query) -> tuple[list[Attempt], int]:
         """Attempts of one rollout (ascending sequence id unless sorted) and the total number of matches."""
 
     # -------------------------------------------------------------------------------------------------------- spans
     @abstractmethod
-    async def insert_spans(self, spans: Sequence[Span]) -> List[Span]:
+    async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
         """Insert spans whose rollout and attempt exist; skip those whose (rollout, attempt, span id) is already
         stored or repeated earlier in the batch. Returns the inserted ones, in order."""
 
     @abstractmethod
-    async def query_spans(
-        self, rollout_id: str, attempt_id: Optional[str], query: Query
-    ) -> Tuple[List[Span], int]:
+    async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> tuple[list[Span], int]:
         """Spans of a rollout (and attempt), ascending sequence id unless sorted. Raises SpansEvictedError when
         the rollout's spans were removed."""
 
     @abstractmethod
-    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> List[int]:
+    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> list[int]:
         """Allocate one number per entry from each rollout's counter (repeated ids get consecutive numbers)."""
 
     @abstractmethod
@@ -109,27 +109,27 @@ class StorageTransaction(ABC):
         """Insert or replace a snapshot and make it the latest."""
 
     @abstractmethod
-    async def query_resources(self, query: Query) -> Tuple[List[ResourcesUpdate], int]: ...
+    async def query_resources(self, query: Query) -> tuple[list[ResourcesUpdate], int]: ...
 
     # ------------------------------------------------------------------------------------------------------ workers
     @abstractmethod
-    async def get_workers(self, worker_ids: Sequence[str]) -> Dict[str, Worker]: ...
+    async def get_workers(self, worker_ids: Sequence[str]) -> dict[str, Worker]: ...
 
     @abstractmethod
     async def put_workers(self, workers: Sequence[Worker]) -> None:
         """Insert or replace workers."""
 
     @abstractmethod
-    async def query_workers(self, query: Query) -> Tuple[List[Worker], int]: ...
+    async def query_workers(self, query: Query) -> tuple[list[Worker], int]: ...
 
     # ------------------------------------------------------------------------------------------------------- health
     @abstractmethod
-    async def health_candidates(self, now: float) -> List[Tuple[Rollout, Attempt]]:
+    async def health_candidates(self, now: float) -> list[tuple[Rollout, Attempt]]:
         """Running-like rollouts with health rules (timeout or unresponsive seconds) whose latest attempt may have
         broken them by `now`, each with that attempt. Returning more than needed is allowed."""
 
     @abstractmethod
-    async def count_entities(self) -> Dict[str, int]:
+    async def count_entities(self) -> dict[str, int]:
         """Totals for statistics: keys rollouts, attempts, spans, resources, workers."""
 
 
@@ -147,7 +147,7 @@ class Storage(ABC):
     def capabilities(self) -> LightningStoreCapabilities: ...
 
     @abstractmethod
-    def transaction(self, *, write: bool = True) -> AsyncContextManager[StorageTransaction]:
+    def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
         """An atomic unit of work. Read-only work passes `write=False`."""
 
     def health_scan_due(self, now: float) -> bool:
@@ -158,9 +158,9 @@ class Storage(ABC):
         """The earliest time a health rule may fire, when the storage tracks it; else None."""
         return None
 
-    async def statistics(self) -> Dict[str, object]:
+    async def statistics(self) -> dict[str, object]:
         """Backend-specific figures merged into `LightningStore.statistics()`."""
         return {}
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, AsyncIterator, Dict, List, Literal, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from agentlightning.types import (
     Attempt,
@@ -39,7 +40,7 @@ class _ThreadAndLoopLock:
 
     def __init__(self) -> None:
         self._thread_lock = threading.Lock()
-        self._loop_locks: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = (
+        self._loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
         self._guard = threading.Lock()
@@ -66,10 +67,10 @@ class LightningStoreThreaded(LightningStore):
         self.store = store
         self._lock = _ThreadAndLoopLock()
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         return {"store": self.store}
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.store = state["store"]
         self._lock = _ThreadAndLoopLock()
 
@@ -103,7 +104,7 @@ class LightningStoreThreaded(LightningStore):
         mode: Optional[Literal["train", "val", "test"]] = None,
         resources_id: Optional[str] = None,
         config: Optional[RolloutConfig] = None,
-        metadata: Optional[Dict[str, Any]] = None,
+        metadata: Optional[dict[str, Any]] = None,
         worker_id: Optional[str] = None,
     ) -> AttemptedRollout:
         async with self._serialized():
@@ -117,7 +118,7 @@ class LightningStoreThreaded(LightningStore):
         mode: Optional[Literal["train", "val", "test"]] = None,
         resources_id: Optional[str] = None,
         config: Optional[RolloutConfig] = None,
-        metadata: Optional[Dict[str, Any]] = None,
+        metadata: Optional[dict[str, Any]] = None,
     ) -> Rollout:
         async with self._serialized():
             return await self.store.enqueue_rollout(input, mode, resources_id, config, metadata)
@@ -160,7 +161,7 @@ class LightningStoreThreaded(LightningStore):
         resources_id: Union[Optional[str], Unset] = UNSET,
         status: Union[Any, Unset] = UNSET,
         config: Union[RolloutConfig, Unset] = UNSET,
-        metadata: Union[Optional[Dict[str, Any]], Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
     ) -> Rollout:
         async with self._serialized():
             return await self.store.update_rollout(
@@ -173,7 +174,7 @@ class LightningStoreThreaded(LightningStore):
                 metadata=metadata,
             )
 
-    async def wait_for_rollouts(self, *, rollout_ids: List[str], timeout: Optional[float] = None) -> List[Rollout]:
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
         return await self.store.wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout)
 
     async def query_attempts(self, rollout_id: str, **kwargs: Any) -> Sequence[Attempt]:  # type: ignore[override]
@@ -191,7 +192,7 @@ class LightningStoreThreaded(LightningStore):
         status: Union[Any, Unset] = UNSET,
         worker_id: Union[str, Unset] = UNSET,
         last_heartbeat_time: Union[float, Unset] = UNSET,
-        metadata: Union[Optional[Dict[str, Any]], Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
     ) -> Attempt:
         async with self._serialized():
             return await self.store.update_attempt(
@@ -225,7 +226,7 @@ class LightningStoreThreaded(LightningStore):
         async with self._serialized():
             return await self.store.get_next_span_sequence_id(rollout_id, attempt_id)
 
-    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[Tuple[str, str]]) -> Sequence[int]:
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
         async with self._serialized():
             return await self.store.get_many_span_sequence_ids(rollout_attempt_ids)
 
@@ -263,6 +264,6 @@ class LightningStoreThreaded(LightningStore):
         async with self._serialized():
             return await self.store.get_worker_by_id(worker_id)
 
-    async def update_worker(self, worker_id: str, heartbeat_stats: Union[Dict[str, Any], Unset] = UNSET) -> Worker:
+    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
         async with self._serialized():
             return await self.store.update_worker(worker_id, heartbeat_stats)

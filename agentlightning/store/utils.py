@@ -8,18 +8,18 @@ rules in `agentlightning.store.lifecycle`.
 from __future__ import annotations
 
 import time
-from typing import Awaitable, Callable, Dict, List, Sequence, Tuple
+from collections.abc import Awaitable, Callable, Sequence
 
 from agentlightning.types import Attempt, AttemptedRollout, AttemptStatus, Rollout, RolloutConfig, RolloutStatus
 
 from .lifecycle import derive_rollout_status, unhealthy_attempt_status
 
 __all__ = [
-    "UpdateRolloutStatus",
-    "UpdateAttemptStatus",
     "LATENCY_BUCKETS",
-    "propagate_status",
+    "UpdateAttemptStatus",
+    "UpdateRolloutStatus",
     "healthcheck",
+    "propagate_status",
     "rollout_status_from_attempt",
     "scan_unhealthy_rollouts",
 ]
@@ -27,13 +27,15 @@ __all__ = [
 UpdateRolloutStatus = Callable[[str, RolloutStatus], Awaitable[Rollout]]
 UpdateAttemptStatus = Callable[[str, str, AttemptStatus], Awaitable[Attempt]]
 
-LATENCY_BUCKETS: Tuple[float, ...] = (
+LATENCY_BUCKETS: tuple[float, ...] = (
     1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
 
 
-async def propagate_status(update_rollout_status: UpdateRolloutStatus, attempt: Attempt, config: RolloutConfig) -> Rollout:
+async def propagate_status(
+    update_rollout_status: UpdateRolloutStatus, attempt: Attempt, config: RolloutConfig
+) -> Rollout:
     """Move the attempt's rollout to the status its attempt implies, through `update_rollout_status`.
 
     Raises ValueError("Invalid attempt status: ...") without calling back for a status outside AttemptStatus.
@@ -48,7 +50,7 @@ async def rollout_status_from_attempt(attempt: Attempt, config: RolloutConfig) -
 
 
 async def healthcheck(
-    rollouts: List[AttemptedRollout],
+    rollouts: list[AttemptedRollout],
     update_rollout_status: UpdateRolloutStatus,
     update_attempt_status: UpdateAttemptStatus,
 ) -> None:
@@ -70,20 +72,21 @@ async def healthcheck(
         if config.timeout_seconds is not None and now - attempt.start_time > config.timeout_seconds:
             await update_attempt_status(rollout.rollout_id, attempt.attempt_id, "timeout")
             continue
-        if attempt.last_heartbeat_time:
+        heartbeat = attempt.last_heartbeat_time
+        if heartbeat:
             if attempt.status == "preparing":
                 attempt = await update_attempt_status(rollout.rollout_id, attempt.attempt_id, "running")
-            if config.unresponsive_seconds is not None and now - attempt.last_heartbeat_time > config.unresponsive_seconds:  # type: ignore[operator]
+            if config.unresponsive_seconds is not None and now - heartbeat > config.unresponsive_seconds:
                 await update_attempt_status(rollout.rollout_id, attempt.attempt_id, "unresponsive")
             continue
         if config.unresponsive_seconds is not None and now - attempt.start_time > config.unresponsive_seconds:
             await update_attempt_status(rollout.rollout_id, attempt.attempt_id, "unresponsive")
 
 
-async def scan_unhealthy_rollouts(rollouts: Sequence[AttemptedRollout]) -> Dict[Tuple[str, str], AttemptStatus]:
+async def scan_unhealthy_rollouts(rollouts: Sequence[AttemptedRollout]) -> dict[tuple[str, str], AttemptStatus]:
     """The attempts that broke a health rule now, keyed by (rollout_id, attempt_id)."""
     now = time.time()
-    found: Dict[Tuple[str, str], AttemptStatus] = {}
+    found: dict[tuple[str, str], AttemptStatus] = {}
     for rollout in rollouts:
         attempt = rollout.attempt
         if not attempt:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -21,7 +22,7 @@ from agentlightning.types import (
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
 from .lifecycle import ATTEMPT_STATUSES, ROLLOUT_STATUSES
 
-ROLLOUT_MODES: Tuple[str, ...] = ("train", "val", "test")
+ROLLOUT_MODES: tuple[str, ...] = ("train", "val", "test")
 
 _named_resources_adapter: Optional[TypeAdapter[Any]] = None
 
@@ -95,7 +96,7 @@ def check_config(config: Any) -> RolloutConfig:
     raise InvalidArgumentTypeError(f"config must be a RolloutConfig, got {type(config).__name__}: {config!r}")
 
 
-def check_metadata(metadata: Any, name: str = "metadata") -> Optional[Dict[str, Any]]:
+def check_metadata(metadata: Any, name: str = "metadata") -> Optional[dict[str, Any]]:
     """A shallow copy of the metadata dict (None stays None)."""
     if metadata is None:
         return None

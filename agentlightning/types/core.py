@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
-    Dict,
     Generic,
-    Iterator,
-    List,
     Literal,
-    Mapping,
     Optional,
     Protocol,
-    Sequence,
     SupportsIndex,
     TypeVar,
     Union,
@@ -29,31 +26,31 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
-    "Triplet",
-    "RolloutLegacy",
-    "Task",
-    "TaskInput",
-    "TaskIfAny",
-    "RolloutRawResultLegacy",
-    "RolloutRawResult",
-    "RolloutMode",
-    "GenericResponse",
-    "ParallelWorkerBase",
-    "Dataset",
-    "AttemptStatus",
-    "RolloutStatus",
-    "RolloutConfig",
-    "Rollout",
     "Attempt",
+    "AttemptStatus",
     "AttemptedRollout",
+    "Dataset",
     "EnqueueRolloutRequest",
-    "WorkerStatus",
-    "Worker",
     "FilterField",
     "FilterOptions",
-    "SortOptions",
-    "PaginatedResult",
+    "GenericResponse",
     "Hook",
+    "PaginatedResult",
+    "ParallelWorkerBase",
+    "Rollout",
+    "RolloutConfig",
+    "RolloutLegacy",
+    "RolloutMode",
+    "RolloutRawResult",  # noqa: F822 - resolved lazily by __getattr__
+    "RolloutRawResultLegacy",  # noqa: F822 - resolved lazily by __getattr__
+    "RolloutStatus",
+    "SortOptions",
+    "Task",
+    "TaskIfAny",
+    "TaskInput",
+    "Triplet",
+    "Worker",
+    "WorkerStatus",
 ]
 
 T = TypeVar("T")
@@ -75,7 +72,7 @@ class Triplet(BaseModel):
     prompt: Any
     response: Any
     reward: Optional[float] = None
-    metadata: Dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class RolloutConfig(BaseModel):
@@ -89,7 +86,7 @@ class RolloutConfig(BaseModel):
     timeout_seconds: Optional[float] = Field(default=None, ge=0)
     unresponsive_seconds: Optional[float] = Field(default=None, ge=0)
     max_attempts: int = Field(default=1, ge=1)
-    retry_condition: List[AttemptStatus] = Field(default_factory=list)
+    retry_condition: list[AttemptStatus] = Field(default_factory=list)
 
 
 class Rollout(BaseModel):
@@ -103,7 +100,7 @@ class Rollout(BaseModel):
     resources_id: Optional[str] = None
     status: RolloutStatus = "queuing"
     config: RolloutConfig = Field(default_factory=RolloutConfig)
-    metadata: Optional[Dict[str, Any]] = None
+    metadata: Optional[dict[str, Any]] = None
 
 
 class Attempt(BaseModel):
@@ -117,7 +114,7 @@ class Attempt(BaseModel):
     status: AttemptStatus = "preparing"
     worker_id: Optional[str] = None
     last_heartbeat_time: Optional[float] = None
-    metadata: Optional[Dict[str, Any]] = None
+    metadata: Optional[dict[str, Any]] = None
 
 
 class AttemptedRollout(Rollout):
@@ -139,7 +136,7 @@ class EnqueueRolloutRequest(BaseModel):
     mode: Optional[RolloutMode] = None
     resources_id: Optional[str] = None
     config: Optional[RolloutConfig] = None
-    metadata: Optional[Dict[str, Any]] = None
+    metadata: Optional[dict[str, Any]] = None
 
 
 class Worker(BaseModel):
@@ -147,7 +144,7 @@ class Worker(BaseModel):
 
     worker_id: str
     status: WorkerStatus = "unknown"
-    heartbeat_stats: Optional[Dict[str, Any]] = None
+    heartbeat_stats: Optional[dict[str, Any]] = None
     last_heartbeat_time: Optional[float] = None
     last_dequeue_time: Optional[float] = None
     last_busy_time: Optional[float] = None
@@ -173,10 +170,10 @@ class SortOptions(TypedDict):
     order: Literal["asc", "desc"]
 
 
-class PaginatedResult(BaseModel, Generic[T]):
+class PaginatedResult(BaseModel, Sequence[T], Generic[T]):
     """One page of a query. Behaves like a read-only list of `items`; `total` counts all matches."""
 
-    items: List[T]
+    items: list[T]
     limit: int
     offset: int
     total: int
@@ -188,9 +185,9 @@ class PaginatedResult(BaseModel, Generic[T]):
     def __getitem__(self, index: SupportsIndex) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> List[T]: ...
+    def __getitem__(self, index: slice) -> list[T]: ...
 
-    def __getitem__(self, index: Union[SupportsIndex, slice]) -> Union[T, List[T]]:
+    def __getitem__(self, index: Union[SupportsIndex, slice]) -> Union[T, list[T]]:
         return self.items[index]
 
     def __iter__(self) -> Iterator[T]:  # type: ignore[override]
@@ -205,8 +202,8 @@ class PaginatedResult(BaseModel, Generic[T]):
     def __bool__(self) -> bool:
         return bool(self.items)
 
-    def index(self, value: Any) -> int:
-        return self.items.index(value)
+    def index(self, value: Any, start: int = 0, stop: int = sys.maxsize) -> int:
+        return self.items.index(value, start, stop)
 
     def count(self, value: Any) -> int:
         return self.items.count(value)
@@ -226,19 +223,16 @@ class PaginatedResult(BaseModel, Generic[T]):
         return f"<PaginatedResult ({self.offset}:{end} of {self.total}) {preview}>"
 
 
-Sequence.register(PaginatedResult)  # type: ignore[attr-defined]
-
-
 class RolloutLegacy(BaseModel):
     """Deprecated v0.1 rollout result."""
 
     rollout_id: str
     task: Optional[Task] = None
     final_reward: Optional[float] = None
-    triplets: Optional[List[Triplet]] = None
-    trace: Optional[List[Dict[str, Any]]] = None
-    logs: Optional[List[str]] = None
-    metadata: Dict[str, Any] = Field(default_factory=dict)
+    triplets: Optional[list[Triplet]] = None
+    trace: Optional[list[dict[str, Any]]] = None
+    logs: Optional[list[str]] = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class Task(BaseModel):
@@ -251,7 +245,7 @@ class Task(BaseModel):
     create_time: Optional[float] = None
     last_claim_time: Optional[float] = None
     num_claims: Optional[int] = None
-    metadata: Dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class TaskIfAny(BaseModel):
@@ -266,7 +260,7 @@ class GenericResponse(BaseModel):
 
     status: str = "success"
     message: Optional[str] = None
-    data: Optional[Dict[str, Any]] = None
+    data: Optional[dict[str, Any]] = None
 
 
 RolloutLegacy.model_rebuild()
@@ -322,7 +316,7 @@ class Hook(ParallelWorkerBase):
         agent: Any,
         runner: Any,
         rollout: Rollout,
-        spans: Union[List[ReadableSpan], List[Span]],
+        spans: Union[list[ReadableSpan], list[Span]],
     ) -> None:
         """Called after the agent finished a rollout, with the spans it produced."""
 
@@ -334,9 +328,9 @@ def __getattr__(name: str) -> Any:
 
         values = {
             "RolloutRawResultLegacy": Union[
-                None, float, List[Triplet], List[Dict[str, Any]], List[ReadableSpan], RolloutLegacy
+                None, float, list[Triplet], list[dict[str, Any]], list[ReadableSpan], RolloutLegacy
             ],
-            "RolloutRawResult": Union[None, float, List[ReadableSpan], List[Span], List[SpanCoreFields]],
+            "RolloutRawResult": Union[None, float, list[ReadableSpan], list[Span], list[SpanCoreFields]],
         }
         globals().update(values)
         return values[name]

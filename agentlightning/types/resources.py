@@ -5,19 +5,19 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from typing import Annotated, Any, Dict, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, Field
 
 from .core import AttemptedRollout
 
 __all__ = [
-    "Resource",
     "LLM",
-    "ProxyLLM",
-    "PromptTemplate",
-    "ResourceUnion",
     "NamedResources",
+    "PromptTemplate",
+    "ProxyLLM",
+    "Resource",
+    "ResourceUnion",
     "ResourcesUpdate",
 ]
 
@@ -37,7 +37,7 @@ class LLM(Resource):
     endpoint: str
     model: str
     api_key: Optional[str] = None
-    sampling_parameters: Dict[str, Any] = Field(default_factory=dict)
+    sampling_parameters: dict[str, Any] = Field(default_factory=dict)
 
     def get_base_url(self, *args: Any, **kwargs: Any) -> str:
         """The base URL to give an OpenAI client. Plain LLMs ignore the rollout arguments."""
@@ -113,7 +113,7 @@ class PromptTemplate(Resource):
 
 
 ResourceUnion = Annotated[Union[LLM, ProxyLLM, PromptTemplate], Field(discriminator="resource_type")]
-NamedResources = Dict[str, ResourceUnion]
+NamedResources = dict[str, ResourceUnion]
 
 
 class ResourcesUpdate(BaseModel):

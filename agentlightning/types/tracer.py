@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Dict, List, Literal, Mapping, Optional, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol, Union, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,24 +26,24 @@ if TYPE_CHECKING:
 __all__ = [
     "AttributeValue",
     "Attributes",
-    "TraceState",
-    "StatusCode",
-    "SpanContext",
-    "TraceStatus",
     "Event",
     "Link",
     "OtelResource",
     "Span",
-    "SpanCoreFields",
-    "SpanRecordingContext",
-    "SpanNames",
     "SpanAttributeNames",
-    "SpanLike",
+    "SpanContext",
+    "SpanCoreFields",
+    "SpanLike",  # noqa: F822 - resolved lazily by __getattr__
+    "SpanNames",
+    "SpanRecordingContext",
+    "StatusCode",
+    "TraceState",
+    "TraceStatus",
 ]
 
 AttributeValue = Union[str, bool, int, float, Sequence[str], Sequence[bool], Sequence[int], Sequence[float]]
-Attributes = Dict[str, AttributeValue]
-TraceState = Dict[str, str]
+Attributes = dict[str, AttributeValue]
+TraceState = dict[str, str]
 StatusCode = Literal["UNSET", "OK", "ERROR"]
 
 VIRTUAL_SPAN_NAME = "agentlightning.virtual"
@@ -60,7 +61,7 @@ def convert_timestamp(timestamp: Optional[int]) -> Optional[float]:
     return timestamp  # type: ignore[return-value]
 
 
-def extract_extra_fields(src: Any, excluded_fields: List[str]) -> Dict[str, Any]:
+def extract_extra_fields(src: Any, excluded_fields: list[str]) -> dict[str, Any]:
     """Collect the attributes of an OpenTelemetry object that our models do not declare.
 
     Leading underscores are stripped from attribute names; names in `excluded_fields` (with or without one leading
@@ -73,7 +74,7 @@ def extract_extra_fields(src: Any, excluded_fields: List[str]) -> Dict[str, Any]
     raw = getattr(src, "__dict__", None)
     if not isinstance(raw, dict):
         return {}
-    extras: Dict[str, Any] = {}
+    extras: dict[str, Any] = {}
     for key, value in raw.items():
         if not isinstance(key, str) or key in excluded:
             continue
@@ -87,6 +88,11 @@ def extract_extra_fields(src: Any, excluded_fields: List[str]) -> Dict[str, Any]
         return json.loads(json.dumps(extras, default=str))
     except (TypeError, ValueError):
         return {key: str(value) for key, value in extras.items()}
+
+
+def _attributes(src: Any) -> Attributes:
+    """A plain-dict copy of OpenTelemetry attributes ({} when missing)."""
+    return cast(Attributes, dict(src)) if src else {}
 
 
 def _format_trace_id(value: int) -> str:
@@ -149,7 +155,7 @@ class Event(BaseModel):
     def from_opentelemetry(cls, src: SdkEvent) -> Event:
         return cls(
             name=src.name,
-            attributes=dict(src.attributes) if src.attributes else {},
+            attributes=_attributes(src.attributes),
             timestamp=convert_timestamp(src.timestamp),
             **extract_extra_fields(src, ["name", "attributes", "timestamp"]),
         )
@@ -167,7 +173,7 @@ class Link(BaseModel):
     def from_opentelemetry(cls, src: SdkLink) -> Link:
         return cls(
             context=SpanContext.from_opentelemetry(src.context),
-            attributes=dict(src.attributes) if src.attributes else None,
+            attributes=_attributes(src.attributes) if src.attributes else None,
             **extract_extra_fields(src, ["context", "attributes"]),
         )
 
@@ -181,7 +187,7 @@ class OtelResource(BaseModel):
     @classmethod
     def from_opentelemetry(cls, src: SdkResource) -> OtelResource:
         return cls(
-            attributes=dict(src.attributes) if src.attributes else {},
+            attributes=_attributes(src.attributes),
             schema_url=src.schema_url or "",
         )
 
@@ -242,8 +248,8 @@ class Span(BaseModel):
     name: str
     status: TraceStatus
     attributes: Attributes
-    events: List[Event]
-    links: List[Link]
+    events: list[Event]
+    links: list[Link]
     start_time: Optional[float]
     end_time: Optional[float]
     context: Optional[SpanContext]
@@ -251,9 +257,7 @@ class Span(BaseModel):
     resource: OtelResource
 
     @classmethod
-    def from_opentelemetry(
-        cls, src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int
-    ) -> Span:
+    def from_opentelemetry(cls, src: ReadableSpan, rollout_id: str, attempt_id: str, sequence_id: int) -> Span:
         """Convert a finished OpenTelemetry SDK span."""
         context = src.get_span_context()
         trace_id = _format_trace_id(context.trace_id if context is not None else 0)
@@ -268,7 +272,7 @@ class Span(BaseModel):
             parent_id=_format_span_id(parent.span_id) if parent else None,
             name=src.name,
             status=TraceStatus.from_opentelemetry(src.status),
-            attributes=dict(src.attributes) if src.attributes else {},
+            attributes=_attributes(src.attributes),
             events=[Event.from_opentelemetry(event) for event in src.events] if src.events else [],
             links=[Link.from_opentelemetry(link) for link in src.links] if src.links else [],
             start_time=convert_timestamp(src.start_time),

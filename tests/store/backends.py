@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable, Dict
+from collections.abc import Awaitable, Callable
 
 from agentlightning.store import InMemoryLightningStore, LightningStore, LightningStoreCapabilities
 from agentlightning.store.threading import LightningStoreThreaded
@@ -26,7 +26,7 @@ async def make_threaded_store() -> LightningStore:
 
 StoreFactory = Callable[[], Awaitable[LightningStore]]
 
-STORE_BACKENDS: Dict[str, StoreFactory] = {
+STORE_BACKENDS: dict[str, StoreFactory] = {
     "memory": make_memory_store,
     "threaded": make_threaded_store,
 }

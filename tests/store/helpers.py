@@ -10,7 +10,8 @@ from opentelemetry.sdk.resources import Resource as SdkResource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from agentlightning.types import Event, Link, OtelResource, Span, SpanContext as AglSpanContext, TraceStatus
+from agentlightning.types import Event, Link, OtelResource, Span, TraceStatus
+from agentlightning.types import SpanContext as AglSpanContext
 
 
 def make_span(

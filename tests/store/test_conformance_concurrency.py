@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from typing import List, Optional
+from typing import Optional
 
 from agentlightning.store import LightningStore
 from agentlightning.types import LLM, EnqueueRolloutRequest
@@ -25,7 +25,7 @@ async def test_hundreds_of_concurrent_dequeuers_get_each_rollout_exactly_once(st
 
 async def test_concurrent_dequeuers_in_threads_get_each_rollout_exactly_once(store: LightningStore) -> None:
     queued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=i) for i in range(120)])
-    claimed: List[Optional[str]] = []
+    claimed: list[Optional[str]] = []
     lock = threading.Lock()
     barrier = threading.Barrier(16)
 
@@ -54,12 +54,12 @@ async def test_concurrent_enqueues_all_get_unique_ids(store: LightningStore) -> 
 
 
 async def test_concurrent_enqueue_many_and_dequeue_many_never_duplicate(store: LightningStore) -> None:
-    async def producer(batch: int) -> List[str]:
+    async def producer(batch: int) -> list[str]:
         rollouts = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=(batch, i)) for i in range(10)])
         return [r.rollout_id for r in rollouts]
 
-    async def consumer() -> List[str]:
-        got: List[str] = []
+    async def consumer() -> list[str]:
+        got: list[str] = []
         for _ in range(20):
             got.extend(r.rollout_id for r in await store.dequeue_many_rollouts(limit=3))
             await asyncio.sleep(0)
@@ -101,7 +101,7 @@ async def test_concurrent_updates_of_one_resource_id_lose_no_version(store: Ligh
 
 async def test_threads_adding_resources_get_unique_ids(store: LightningStore) -> None:
     llm = LLM(endpoint="http://127.0.0.1:1/v1", model="m")
-    ids: List[str] = []
+    ids: list[str] = []
     lock = threading.Lock()
 
     def worker() -> None:

@@ -116,9 +116,7 @@ async def test_query_rollouts_combines_status_and_id_filters_with_and(store: Lig
     first = await store.enqueue_rollout("a")
     second = await store.enqueue_rollout("b")
     await store.update_rollout(second.rollout_id, status="succeeded")
-    result = await store.query_rollouts(
-        status_in=["queuing"], rollout_id_in=[first.rollout_id, second.rollout_id]
-    )
+    result = await store.query_rollouts(status_in=["queuing"], rollout_id_in=[first.rollout_id, second.rollout_id])
     assert [r.rollout_id for r in result] == [first.rollout_id]
 
 

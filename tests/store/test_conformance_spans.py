@@ -328,9 +328,7 @@ async def test_query_spans_filters_by_exact_trace_id(store: LightningStore) -> N
 
 async def test_query_spans_or_logic_unions_the_filters(store: LightningStore) -> None:
     rollout_id, _ = await _tree(store)
-    result = await store.query_spans(
-        rollout_id, span_id="1000000000000001", trace_id_contains="bbb", filter_logic="or"
-    )
+    result = await store.query_spans(rollout_id, span_id="1000000000000001", trace_id_contains="bbb", filter_logic="or")
     assert [s.sequence_id for s in result] == [1, 3, 4]
 
 

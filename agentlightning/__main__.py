@@ -1,0 +1,5 @@
+import sys
+
+from agentlightning.cli import main
+
+sys.exit(main())
