@@ -602,10 +602,9 @@ class CoreLightningStore(LightningStore):
                         changes.sync_worker(attempt)
                     latest_attempt = latest.get(key[0])
                     if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
-                        rollout = changes.rollout(rollouts[key[0]])
-                        promoted = rollout_status_after_span(rollout)
+                        promoted = rollout_status_after_span(rollouts[key[0]])
                         if promoted is not None:
-                            changes.set_rollout_status(rollout, promoted)
+                            changes.set_rollout_status(changes.rollout(rollouts[key[0]]), promoted)
                 await changes.flush(tx)
         return inserted
 
