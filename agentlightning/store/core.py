@@ -118,6 +118,17 @@ class CoreLightningStore(LightningStore):
         self._notifier = CompletionNotifier()
         self._created_at = time.time()
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_scan_guard", None)
+        state.pop("_notifier", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scan_guard = threading.Lock()
+        self._notifier = CompletionNotifier()
+
     # ------------------------------------------------------------------------------------------------------- basics
     @property
     def capabilities(self) -> LightningStoreCapabilities:
