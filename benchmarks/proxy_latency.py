@@ -8,7 +8,6 @@ Usage:
     python benchmarks/proxy_latency.py [--requests 2000] [--warmup 200]
 """
 
-
 import argparse
 import asyncio
 import json
@@ -82,7 +81,10 @@ def serve_proxy(port: int, upstream_port: int) -> None:
         port=port,
         store=store,
         model_list=[
-            {"model_name": "bench", "litellm_params": {"model": "bench", "api_base": f"http://127.0.0.1:{upstream_port}/v1"}}
+            {
+                "model_name": "bench",
+                "litellm_params": {"model": "bench", "api_base": f"http://127.0.0.1:{upstream_port}/v1"},
+            }
         ],
     )
     proxy.start()
@@ -149,21 +151,28 @@ def main() -> None:
     upstream_port, proxy_port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(upstream_port)])
     proxy = subprocess.Popen(
-        [sys.executable, __file__, "--serve-proxy", str(proxy_port), str(upstream_port)], stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__, "--serve-proxy", str(proxy_port), str(upstream_port)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         wait_ready(f"http://127.0.0.1:{upstream_port}/docs")
         assert proxy.stdout is not None
         ids = json.loads(proxy.stdout.readline())
         direct = f"http://127.0.0.1:{upstream_port}/v1/chat/completions"
-        proxied = f"http://127.0.0.1:{proxy_port}/rollout/{ids['rollout_id']}/attempt/{ids['attempt_id']}/v1/chat/completions"
+        proxied = (
+            f"http://127.0.0.1:{proxy_port}/rollout/{ids['rollout_id']}/attempt/{ids['attempt_id']}/v1/chat/completions"
+        )
         print(f"{'mode':<11}{'path':<8}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
         with httpx.Client(timeout=30) as client:
             for stream in (False, True):
                 label = "streaming" if stream else "plain"
                 measure(client, direct, stream, args.warmup)
                 measure(client, proxied, stream, args.warmup)
-                rows = {name: measure(client, url, stream, args.requests) for name, url in (("direct", direct), ("proxy", proxied))}
+                rows = {
+                    name: measure(client, url, stream, args.requests)
+                    for name, url in (("direct", direct), ("proxy", proxied))
+                }
                 for name, samples in rows.items():
                     print(
                         f"{label:<11}{name:<8}{percentile(samples, 0.5) * 1e3:>9.2f}{percentile(samples, 0.99) * 1e3:>9.2f}"

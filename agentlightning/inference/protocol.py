@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from .engine import SequenceState, StreamDelta, TokenLogprob
 from .sampling import SamplingParams
 
+ObjectKind = Literal["chat", "completion"]
+
 
 class _SamplingRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -126,58 +128,57 @@ def _completion_logprobs(entries: list[TokenLogprob]) -> dict[str, Any]:
     }
 
 
+def _response(
+    request: _SamplingRequest, *, kind: ObjectKind, model: str, prompt_ids: list[int], choices: list[dict[str, Any]],
+    sequences: list[SequenceState],
+) -> dict[str, Any]:  # fmt: skip
+    """The envelope shared by chat and completion responses, with vLLM's token ids when asked."""
+    if request.return_token_ids:
+        for choice, sequence in zip(choices, sequences, strict=True):
+            choice["token_ids"] = list(sequence.token_ids)
+    body: dict[str, Any] = {
+        "id": new_id("chatcmpl" if kind == "chat" else "cmpl"),
+        "object": "chat.completion" if kind == "chat" else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage(len(prompt_ids), sum(len(s.token_ids) for s in sequences)),
+    }
+    if request.return_token_ids:
+        body["prompt_token_ids"] = list(prompt_ids)
+    return body
+
+
 def chat_response(
     request: ChatCompletionRequest, model: str, prompt_ids: list[int], sequences: list[SequenceState]
 ) -> dict[str, Any]:
-    choices = []
-    for sequence in sequences:
-        choice: dict[str, Any] = {
+    choices = [
+        {
             "index": sequence.index,
             "message": {"role": "assistant", "content": sequence.text},
             "finish_reason": sequence.finish_reason,
             "logprobs": {"content": [_chat_logprob(e) for e in sequence.logprobs]} if request.logprobs else None,
         }
-        if request.return_token_ids:
-            choice["token_ids"] = list(sequence.token_ids)
-        choices.append(choice)
-    body: dict[str, Any] = {
-        "id": new_id("chatcmpl"),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": usage(len(prompt_ids), sum(len(s.token_ids) for s in sequences)),
-    }
-    if request.return_token_ids:
-        body["prompt_token_ids"] = list(prompt_ids)
-    return body
+        for sequence in sequences
+    ]
+    return _response(request, kind="chat", model=model, prompt_ids=prompt_ids, choices=choices, sequences=sequences)
 
 
 def completion_response(
     request: CompletionRequest, model: str, prompt_ids: list[int], prompt_text: str, sequences: list[SequenceState]
 ) -> dict[str, Any]:
-    choices = []
-    for sequence in sequences:
-        choice: dict[str, Any] = {
+    choices = [
+        {
             "index": sequence.index,
             "text": (prompt_text if request.echo else "") + sequence.text,
             "finish_reason": sequence.finish_reason,
             "logprobs": _completion_logprobs(sequence.logprobs) if request.logprobs is not None else None,
         }
-        if request.return_token_ids:
-            choice["token_ids"] = list(sequence.token_ids)
-        choices.append(choice)
-    body: dict[str, Any] = {
-        "id": new_id("cmpl"),
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": usage(len(prompt_ids), sum(len(s.token_ids) for s in sequences)),
-    }
-    if request.return_token_ids:
-        body["prompt_token_ids"] = list(prompt_ids)
-    return body
+        for sequence in sequences
+    ]
+    return _response(
+        request, kind="completion", model=model, prompt_ids=prompt_ids, choices=choices, sequences=sequences
+    )
 
 
 def chat_chunk(
@@ -243,6 +244,3 @@ def completion_chunk(
 def error_body(message: str, *, kind: str = "invalid_request_error", code: Optional[str] = None,
                param: Optional[str] = None) -> dict[str, Any]:  # fmt: skip
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-ObjectKind = Literal["chat", "completion"]

@@ -196,60 +196,76 @@ def _sse(payload: Any) -> bytes:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
-async def _stream_chat(
-    engine: InferenceEngine, request: ChatCompletionRequest, prompt_ids: list[int], params: SamplingParams
+async def _stream_events(
+    engine: InferenceEngine,
+    prompt_ids: list[int],
+    params: SamplingParams,
+    *,
+    prelude: list[dict[str, Any]],
+    render: Callable[[StreamDelta, bool], dict[str, Any]],
+    usage_chunk: Optional[Callable[[dict[str, int]], dict[str, Any]]],
 ) -> AsyncIterator[bytes]:
-    chunk_id, created = new_id("chatcmpl"), int(time.time())
-    common = {"chunk_id": chunk_id, "model": request.model, "created": created}
-    for index in range(params.n):
-        yield _sse(chat_chunk(request, role_for=index, prompt_ids=prompt_ids if index == 0 else None, **common))
+    """The SSE stream of a generation: prelude chunks, one chunk per delta, the usage chunk, then [DONE]."""
+    for chunk in prelude:
+        yield _sse(chunk)
     final: list[SequenceState] = []
+    first = not prelude
     try:
         async for item in _deltas(engine, prompt_ids, params):
             if item and isinstance(item[0], SequenceState):
                 final = item  # type: ignore[assignment]
                 continue
             for delta in item:
-                yield _sse(chat_chunk(request, delta=delta, **common))  # type: ignore[arg-type]
-    except Exception as exc:
-        logger.exception("Streaming generation failed")
-        yield _sse(error_body(f"Generation failed: {exc}", kind="server_error"))
-        return
-    if request.include_usage:
-        yield _sse(
-            {**chat_chunk(request, **common), "usage": usage(len(prompt_ids), sum(len(s.token_ids) for s in final))}
-        )
-    yield b"data: [DONE]\n\n"
-
-
-async def _stream_completion(
-    engine: InferenceEngine, request: CompletionRequest, prompt_ids: list[int], params: SamplingParams
-) -> AsyncIterator[bytes]:
-    chunk_id, created = new_id("cmpl"), int(time.time())
-    first = True
-    final: list[SequenceState] = []
-    try:
-        async for item in _deltas(engine, prompt_ids, params):
-            if item and isinstance(item[0], SequenceState):
-                final = item  # type: ignore[assignment]
-                continue
-            for delta in item:
-                yield _sse(
-                    completion_chunk(
-                        request, chunk_id=chunk_id, model=request.model, created=created, delta=delta,  # type: ignore[arg-type]
-                        prompt_ids=prompt_ids if first else None,
-                    )
-                )  # fmt: skip
+                yield _sse(render(delta, first))  # type: ignore[arg-type]
                 first = False
     except Exception as exc:
         logger.exception("Streaming generation failed")
         yield _sse(error_body(f"Generation failed: {exc}", kind="server_error"))
         return
-    if request.include_usage:
-        body = {"id": chunk_id, "object": "text_completion", "created": created, "model": request.model, "choices": []}
-        body["usage"] = usage(len(prompt_ids), sum(len(s.token_ids) for s in final))
-        yield _sse(body)
+    if usage_chunk is not None:
+        yield _sse(usage_chunk(usage(len(prompt_ids), sum(len(s.token_ids) for s in final))))
     yield b"data: [DONE]\n\n"
+
+
+def _stream_chat(
+    engine: InferenceEngine, request: ChatCompletionRequest, prompt_ids: list[int], params: SamplingParams
+) -> AsyncIterator[bytes]:
+    common: dict[str, Any] = {"chunk_id": new_id("chatcmpl"), "model": request.model, "created": int(time.time())}
+    prelude = [
+        chat_chunk(request, role_for=index, prompt_ids=prompt_ids if index == 0 else None, **common)
+        for index in range(params.n)
+    ]
+    return _stream_events(
+        engine,
+        prompt_ids,
+        params,
+        prelude=prelude,
+        render=lambda delta, _first: chat_chunk(request, delta=delta, **common),
+        usage_chunk=(lambda counts: {**chat_chunk(request, **common), "usage": counts})
+        if request.include_usage
+        else None,
+    )
+
+
+def _stream_completion(
+    engine: InferenceEngine, request: CompletionRequest, prompt_ids: list[int], params: SamplingParams
+) -> AsyncIterator[bytes]:
+    common: dict[str, Any] = {"chunk_id": new_id("cmpl"), "model": request.model, "created": int(time.time())}
+
+    def usage_chunk(counts: dict[str, int]) -> dict[str, Any]:
+        return {"id": common["chunk_id"], "object": "text_completion", "created": common["created"],
+                "model": request.model, "choices": [], "usage": counts}  # fmt: skip
+
+    return _stream_events(
+        engine,
+        prompt_ids,
+        params,
+        prelude=[],
+        render=lambda delta, first: completion_chunk(
+            request, delta=delta, prompt_ids=prompt_ids if first else None, **common
+        ),
+        usage_chunk=usage_chunk if request.include_usage else None,
+    )
 
 
 class InferenceServer:
