@@ -1,0 +1,271 @@
+"""Server side of one operation: parse the request once, call the store, serialise the answer or the error."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import typing
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pydantic import BaseModel, RootModel, ValidationError
+from pydantic_core import PydanticSerializationError, to_json
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentlightning.store.base import LightningStore
+from agentlightning.types import PaginatedResult, Span
+
+from .bodies import BodyError, read_body
+from .errors import error_context, error_status, validation_error_to_store_error
+from .idempotency import CachedResponse, IdempotencyCache, IdempotencyConflict
+from .models import PydanticUnset, SpanPayload
+from .operations import Operation
+
+__all__ = ["JSON", "OperationHandler", "ServerLimits", "error_body", "json_response"]
+
+logger = logging.getLogger(__name__)
+
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_body_bytes: int = 32 * 1024**2
+    body_timeout_seconds: float = 30.0
+    max_wait_seconds: float = 10.0
+
+
+def error_body(status: int, error_type: str, detail: str, **extra: Any) -> bytes:
+    payload: dict[str, Any] = {"detail": detail, "error_type": error_type}
+    payload.update({key: value for key, value in extra.items() if value is not None})
+    return to_json(payload, fallback=str)
+
+
+def json_response(status: int, body: bytes, headers: Optional[dict[str, str]] = None) -> Response:
+    return Response(content=body, status_code=status, media_type=JSON, headers=headers)
+
+
+class _ClientGone(Exception):
+    """The client disconnected while the server waited for it."""
+
+
+def _unwrap(value: Any) -> Any:
+    return value.root if isinstance(value, RootModel) else value
+
+
+def _list_fields(model: type[BaseModel]) -> frozenset[str]:
+    names = set()
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        candidates = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Union else (annotation,)
+        if any(typing.get_origin(candidate) in (list, tuple, Sequence) for candidate in candidates):
+            names.add(name)
+    return frozenset(names)
+
+
+def _to_span(payload: SpanPayload, sequence_id: int) -> Span:
+    values = dict(payload.__dict__)
+    values["sequence_id"] = sequence_id
+    values.update(payload.__pydantic_extra__ or {})
+    return Span.model_construct(_fields_set=set(payload.model_fields_set) | {"sequence_id"}, **values)
+
+
+class OperationHandler:
+    """The ASGI endpoints of one operation: its REST route, its GET search alias and its `/ops/{name}` route."""
+
+    def __init__(
+        self,
+        op: Operation,
+        store: LightningStore,
+        limits: ServerLimits,
+        idempotency: Optional[IdempotencyCache],
+    ) -> None:
+        self.op = op
+        self.store = store
+        self.limits = limits
+        self.idempotency = idempotency
+        self._query_lists = _list_fields(op.body) if op.body is not None and op.query_route else frozenset()
+        self._call: Callable[[dict[str, Any], Request], Awaitable[Any]] = getattr(
+            self, f"_call_{op.name}", self._call_store
+        )
+
+    # ------------------------------------------------------------------------------------------------ endpoints
+    async def rest(self, request: Request) -> Response:
+        return await self._handle(request, self._parse_rest)
+
+    async def query(self, request: Request) -> Response:
+        return await self._handle(request, self._parse_query)
+
+    async def ops(self, request: Request) -> Response:
+        return await self._handle(request, self._parse_ops)
+
+    # -------------------------------------------------------------------------------------------------- parsing
+    async def _body(self, request: Request) -> bytes:
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in request.scope["headers"]}
+        return await read_body(
+            request.receive,
+            headers,
+            max_bytes=self.limits.max_body_bytes,
+            timeout_seconds=self.limits.body_timeout_seconds,
+        )
+
+    def _arguments(self, model: BaseModel) -> dict[str, Any]:
+        return {
+            name: _unwrap(getattr(model, name))
+            for name in model.model_fields_set
+            if not isinstance(getattr(model, name), PydanticUnset)
+        }
+
+    async def _parse_rest(self, request: Request, body: bytes) -> dict[str, Any]:
+        op = self.op
+        args: dict[str, Any] = {}
+        if op.body is not None:
+            if op.body_argument is not None:
+                model = op.body.model_validate_json(body, strict=True)
+                args[op.body_argument] = _unwrap(model)
+            else:
+                model = op.body.model_validate_json(body or b"{}", strict=True)
+                args.update(self._arguments(model))
+        elif body.strip():
+            raise BodyError(400, "InvalidArgumentError", f"{op.method} {op.path} takes no request body")
+        args.update(request.path_params)
+        return args
+
+    async def _parse_query(self, request: Request, body: bytes) -> dict[str, Any]:
+        assert self.op.body is not None
+        params = request.query_params
+        data: dict[str, Any] = {key: params.getlist(key) if key in self._query_lists else params[key] for key in params}
+        data.update(request.path_params)
+        model = self.op.ops_body.model_validate(data)
+        return self._arguments(model)
+
+    async def _parse_ops(self, request: Request, body: bytes) -> dict[str, Any]:
+        model = self.op.ops_body.model_validate_json(body or b"{}", strict=True)
+        return self._arguments(model)
+
+    # ------------------------------------------------------------------------------------------------- handling
+    async def _handle(self, request: Request, parse: Callable[[Request, bytes], Awaitable[dict[str, Any]]]) -> Response:
+        request.scope["agl.operation"] = self.op.name
+        try:
+            body = await self._body(request)
+            args = await parse(request, body)
+        except BodyError as exc:
+            return json_response(exc.status, error_body(exc.status, exc.error_type, exc.detail))
+        except ValidationError as exc:
+            error = validation_error_to_store_error(exc, (self.op.body_argument,) if self.op.body_argument else ())
+            return json_response(
+                422,
+                error_body(422, type(error).__name__, str(error), errors=exc.errors(include_url=False)),
+            )
+        key = request.headers.get("idempotency-key")
+        if key is None or self.op.idempotent or self.idempotency is None:
+            status, payload = await self._execute(args, request)
+            return json_response(status, payload)
+        return await self._execute_once(key, (self.op.name, request.url.path, hash(body)), args, request)
+
+    async def _execute_once(
+        self, key: str, fingerprint: tuple[str, str, int], args: dict[str, Any], request: Request
+    ) -> Response:
+        cache = self.idempotency
+        assert cache is not None
+        try:
+            cached = await cache.begin(key, fingerprint)
+        except IdempotencyConflict as exc:
+            return json_response(422, error_body(422, "IdempotencyKeyConflict", str(exc)))
+        if cached is not None:
+            return json_response(cached.status, cached.body, {"Idempotent-Replayed": "true"})
+        try:
+            status, payload = await self._execute(args, request)
+        except BaseException:
+            cache.abandon(key)
+            raise
+        if status >= 500:
+            cache.abandon(key)
+        else:
+            cache.finish(key, CachedResponse(status, payload))
+        return json_response(status, payload)
+
+    async def _execute(self, args: dict[str, Any], request: Request) -> tuple[int, bytes]:
+        """(status, JSON body) of running the operation; store errors become their 4xx answers."""
+        op = self.op
+        try:
+            result = await self._call(args, request)
+            return op.status_code, to_json(result, inf_nan_mode="constants")
+        except _ClientGone:
+            return 499, b""
+        except PydanticSerializationError as exc:
+            logger.error("Cannot serialise the result of %s: %s", op.name, exc)
+            return 500, error_body(500, "SerializationError", f"The result of {op.name} is not JSON-serialisable")
+        except Exception as exc:
+            status = error_status(exc)
+            if status is None:
+                logger.exception("Unexpected error in %s", op.name)
+                return 500, error_body(500, type(exc).__name__, "Internal server error")
+            detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+            return status, error_body(status, type(exc).__name__, detail, context=error_context(exc))
+
+    # ------------------------------------------------------------------------------------------ store calls
+    async def _call_store(self, args: dict[str, Any], request: Request) -> Any:
+        result = await getattr(self.store, self.op.name)(**args)
+        if self.op.paginated and not isinstance(result, PaginatedResult):
+            items = list(result)
+            return PaginatedResult[Any].model_construct(items=items, limit=-1, offset=0, total=len(items))
+        return result
+
+    async def _call_statistics(self, args: dict[str, Any], request: Request) -> Any:
+        return dict(await self.store.statistics())
+
+    async def _call_add_span(self, args: dict[str, Any], request: Request) -> Any:
+        payload: SpanPayload = args["span"]
+        sequence_id = payload.sequence_id
+        if sequence_id is None:
+            sequence_id = await self.store.get_next_span_sequence_id(payload.rollout_id, payload.attempt_id)
+        return await self.store.add_span(_to_span(payload, sequence_id))
+
+    async def _call_add_many_spans(self, args: dict[str, Any], request: Request) -> Any:
+        payloads: list[SpanPayload] = args["spans"]
+        missing = [payload for payload in payloads if payload.sequence_id is None]
+        allocated: dict[int, int] = {}
+        if missing:
+            ids = await self.store.get_many_span_sequence_ids(
+                [(payload.rollout_id, payload.attempt_id) for payload in missing]
+            )
+            allocated = {id(payload): sequence_id for payload, sequence_id in zip(missing, ids, strict=True)}
+        spans = [
+            _to_span(payload, payload.sequence_id if payload.sequence_id is not None else allocated[id(payload)])
+            for payload in payloads
+        ]
+        return list(await self.store.add_many_spans(spans))
+
+    async def _call_get_next_span_sequence_id(self, args: dict[str, Any], request: Request) -> Any:
+        return {"sequence_id": int(await self.store.get_next_span_sequence_id(**args))}
+
+    async def _call_get_many_span_sequence_ids(self, args: dict[str, Any], request: Request) -> Any:
+        ids = await self.store.get_many_span_sequence_ids(args["rollout_attempt_ids"])
+        return {"sequence_ids": [int(value) for value in ids]}
+
+    async def _call_wait_for_rollouts(self, args: dict[str, Any], request: Request) -> Any:
+        timeout = args.get("timeout")
+        cap = self.limits.max_wait_seconds
+        if timeout is None or timeout > cap:
+            timeout = cap
+        wait = asyncio.ensure_future(self.store.wait_for_rollouts(rollout_ids=args["rollout_ids"], timeout=timeout))
+        watch = asyncio.ensure_future(_until_disconnect(request))
+        try:
+            await asyncio.wait({wait, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (wait, watch):
+                if not task.done():
+                    task.cancel()
+        if not wait.done() or wait.cancelled():
+            raise _ClientGone()
+        return wait.result()
+
+
+async def _until_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
