@@ -88,6 +88,8 @@ __all__ = [
     "LLMProxy",
     "LightningStore",
     "LightningStoreCapabilities",
+    "LightningStoreClient",
+    "LightningStoreServer",
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "Link",
@@ -143,4 +145,8 @@ def __getattr__(name: str) -> Any:
         from . import types
 
         return getattr(types, name)
+    if name in ("LightningStoreClient", "LightningStoreServer"):
+        from . import store
+
+        return getattr(store, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
