@@ -22,6 +22,13 @@ def start_server(store: Optional[LightningStore] = None, **kwargs: Any) -> Light
     return server
 
 
+async def start_server_async(store: Optional[LightningStore] = None, **kwargs: Any) -> LightningStoreServer:
+    """`start_server` for async tests."""
+    server = LightningStoreServer(store or InMemoryLightningStore(), host="127.0.0.1", port=0, **kwargs)
+    await server.start()
+    return server
+
+
 def stop_server(server: LightningStoreServer) -> None:
     asyncio.run(server.stop())
 

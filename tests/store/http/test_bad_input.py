@@ -172,9 +172,7 @@ def test_a_stalled_sender_gets_408_while_others_are_served() -> None:
 def test_a_vanished_client_does_not_lose_its_write(server: LightningStoreServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         body = b'{"rollouts": [{"input": "fire and forget"}]}'
-        sock.sendall(
-            f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
-        )
+        sock.sendall(f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         items = call(server, "GET", "/v1/agl/rollouts").json["items"]

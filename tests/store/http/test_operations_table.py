@@ -59,7 +59,9 @@ def test_server_object_overrides_every_store_member() -> None:
 
 def test_the_app_has_a_rest_route_and_an_ops_route_per_operation() -> None:
     app = create_app(InMemoryLightningStore())
-    routes = {(method, route.path) for route in app.routes if isinstance(route, Route) for method in route.methods or ()}
+    routes = {
+        (method, route.path) for route in app.routes if isinstance(route, Route) for method in route.methods or ()
+    }
     for op in OPERATIONS:
         assert (op.method, op.route) in routes, op.name
         assert ("POST", op.ops_route) in routes, op.name
