@@ -45,7 +45,7 @@ async def test_capabilities_and_otlp_endpoint(client: LightningStoreClient, serv
 
 
 async def test_a_typed_error_keeps_its_type_message_and_ids(client: LightningStoreClient) -> None:
-    with pytest.raises(RolloutNotFoundError, match="^Rollout ro-x not found$") as caught:
+    with pytest.raises(RolloutNotFoundError, match=r"^Rollout ro-x not found$") as caught:
         await client.start_attempt("ro-x")
     assert caught.value.rollout_id == "ro-x"
     assert isinstance(caught.value, ValueError)

@@ -151,7 +151,7 @@ async def test_explicit_retry_delays_are_followed_exactly(server: LightningStore
     calls = _count_requests(server, fail_first=2, status=502)
     client = LightningStoreClient(server.endpoint, retry_delays=(0.05, 0.1))
     await client.enqueue_rollout("x")
-    gaps = [b - a for a, b in zip(calls["times"], calls["times"][1:])]
+    gaps = [b - a for a, b in zip(calls["times"], calls["times"][1:], strict=False)]
     assert calls["n"] == 3
     assert 0.05 <= gaps[0] < 0.5 and 0.1 <= gaps[1] < 0.6
     await client.close()
