@@ -15,6 +15,7 @@ from starlette.responses import Response
 from agentlightning.store.base import LightningStore
 
 from .bodies import BodyError, read_body
+from .dispatch import OperationDispatcher, RouteEntry
 from .handlers import OperationHandler, ServerLimits, error_body, json_response
 from .idempotency import IdempotencyCache
 from .middleware import ApiKeyMiddleware, TimingMiddleware
@@ -43,11 +44,6 @@ class ServerSettings:
     cors_allow_origins: Optional[tuple[str, ...]] = None
 
 
-def _route_order(entry: tuple[str, str, Any]) -> int:
-    # Literal routes must win over parametrised routes of the same shape (/resources/latest before /resources/{id}).
-    return entry[1].count("{")
-
-
 def create_app(store: LightningStore, settings: Optional[ServerSettings] = None) -> FastAPI:
     """An ASGI app serving `store` under /v1/agl (see docs/http.md)."""
     settings = settings or ServerSettings()
@@ -68,20 +64,21 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         max_bytes=settings.idempotency_max_bytes,
         ttl_seconds=settings.idempotency_ttl_seconds,
     )
-    routes: list[tuple[str, str, Any]] = []
+    routes: list[RouteEntry] = []
     for op in OPERATIONS:
         handler = OperationHandler(op, store, settings.limits, cache)
         routes.append((op.method, op.route, handler.rest))
         if op.query_route is not None:
             routes.append(("GET", API_PREFIX + op.query_route, handler.query))
         routes.append(("POST", op.ops_route, handler.ops))
-    for method, path, endpoint in sorted(routes, key=_route_order):
-        app.add_route(path, endpoint, methods=[method], include_in_schema=False)
 
     metrics = _make_metrics(store) if settings.metrics else None
     _add_service_routes(app, store, settings.limits, metrics)
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
+    # Middleware added first runs innermost: store operations are dispatched after the key check and timing,
+    # without going through FastAPI's router and exception layers.
+    app.add_middleware(OperationDispatcher, routes=routes)
     if settings.api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, open_paths=frozenset({HEALTH_PATH}))
     if settings.cors_allow_origins:
@@ -98,6 +95,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     app.add_middleware(TimingMiddleware, observe=metrics.observe if metrics is not None else None)
     app.state.store = store
     app.state.idempotency = cache
+    app.state.operation_routes = routes
     return app
 
 

@@ -32,8 +32,8 @@ async def read_body(
 ) -> bytes:
     """The (decompressed) body of a request, read from the ASGI `receive` callable.
 
-    `headers` maps lower-case header names to values. Raises BodyError for a body over `max_bytes`, a sender that
-    stalls for `timeout_seconds`, or an unsupported Content-Encoding (gzip and deflate are accepted).
+    `headers` maps lower-case header names to values. Raises BodyError for a body over `max_bytes`, a sender whose
+    whole body does not arrive within `timeout_seconds`, or an unsupported Content-Encoding (gzip and deflate are accepted).
     """
     length = headers.get("content-length")
     if length is not None:
@@ -47,20 +47,38 @@ async def read_body(
     chunks: list[bytes] = []
     received = 0
     more = True
-    while more:
-        try:
-            message = await asyncio.wait_for(receive(), timeout_seconds)
-        except asyncio.TimeoutError:
-            raise BodyError(408, "RequestTimeout", f"Request body not received within {timeout_seconds} s") from None
-        if message["type"] == "http.disconnect":
-            raise BodyError(400, "ClientDisconnected", "The client disconnected before sending the whole body")
-        chunk = message.get("body", b"")
-        if chunk:
-            received += len(chunk)
-            if received > max_bytes:
-                raise _too_large(max_bytes)
-            chunks.append(chunk)
-        more = bool(message.get("more_body", False))
+    task = asyncio.current_task()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        if task is not None:
+            task.cancel()
+
+    # One timer for the whole body (cheaper than wait_for per chunk, which creates a task each time).
+    timer = asyncio.get_running_loop().call_later(timeout_seconds, expire)
+    try:
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BodyError(400, "ClientDisconnected", "The client disconnected before sending the whole body")
+            chunk = message.get("body", b"")
+            if chunk:
+                received += len(chunk)
+                if received > max_bytes:
+                    raise _too_large(max_bytes)
+                chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+    except asyncio.CancelledError:
+        if not expired:
+            raise
+        uncancel = getattr(task, "uncancel", None)  # Python >= 3.11: undo our own cancellation request
+        if uncancel is not None:
+            uncancel()
+        raise BodyError(408, "RequestTimeout", f"Request body not received within {timeout_seconds} s") from None
+    finally:
+        timer.cancel()
     body = b"".join(chunks)
     if encoding in ("gzip", "x-gzip", "deflate") and body:
         body = _decompress(body, encoding, max_bytes)

@@ -184,10 +184,16 @@ class LightningStoreClient(LightningStore):
             options["timeout"] = aiohttp.ClientTimeout(
                 total=None, connect=self._connection_timeout, sock_read=self._request_timeout + extra_timeout
             )
-        delays = self._retries.delays()
+        delays: Optional[list[float]] = None  # drawn on the first failure only
         failure: Optional[BaseException] = None
-        for attempt in range(len(delays) + 1):
+        attempt = -1
+        while True:
+            attempt += 1
             if attempt:
+                if delays is None:
+                    delays = self._retries.delays()
+                if attempt > len(delays):
+                    break
                 await asyncio.sleep(delays[attempt - 1])
                 if self._health_retry_delays and not await self._wait_until_healthy():
                     break

@@ -8,10 +8,10 @@ import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
+from urllib.parse import parse_qs
 
 from pydantic import BaseModel, RootModel, ValidationError
 from pydantic_core import PydanticSerializationError, to_json
-from starlette.requests import Request
 from starlette.responses import Response
 
 from agentlightning.store.base import LightningStore
@@ -72,6 +72,21 @@ def _to_span(payload: SpanPayload, sequence_id: int) -> Span:
     return Span.model_construct(_fields_set=set(payload.model_fields_set) | {"sequence_id"}, **values)
 
 
+class _Endpoint:
+    """A raw ASGI endpoint (Starlette routes call class instances directly, without building a Request)."""
+
+    def __init__(self, handler: OperationHandler, kind: str) -> None:
+        self._handler = handler
+        self._kind = kind
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        status, body, headers = await self._handler.handle(scope, receive, self._kind)
+        raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        raw_headers.extend((key.encode(), value.encode()) for key, value in headers.items())
+        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+        await send({"type": "http.response.body", "body": body})
+
+
 class OperationHandler:
     """The ASGI endpoints of one operation: its REST route, its GET search alias and its `/ops/{name}` route."""
 
@@ -87,30 +102,14 @@ class OperationHandler:
         self.limits = limits
         self.idempotency = idempotency
         self._query_lists = _list_fields(op.body) if op.body is not None and op.query_route else frozenset()
-        self._call: Callable[[dict[str, Any], Request], Awaitable[Any]] = getattr(
+        self._call: Callable[[dict[str, Any], Any], Awaitable[Any]] = getattr(
             self, f"_call_{op.name}", self._call_store
         )
-
-    # ------------------------------------------------------------------------------------------------ endpoints
-    async def rest(self, request: Request) -> Response:
-        return await self._handle(request, self._parse_rest)
-
-    async def query(self, request: Request) -> Response:
-        return await self._handle(request, self._parse_query)
-
-    async def ops(self, request: Request) -> Response:
-        return await self._handle(request, self._parse_ops)
+        self.rest = _Endpoint(self, "rest")
+        self.query = _Endpoint(self, "query")
+        self.ops = _Endpoint(self, "ops")
 
     # -------------------------------------------------------------------------------------------------- parsing
-    async def _body(self, request: Request) -> bytes:
-        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in request.scope["headers"]}
-        return await read_body(
-            request.receive,
-            headers,
-            max_bytes=self.limits.max_body_bytes,
-            timeout_seconds=self.limits.body_timeout_seconds,
-        )
-
     def _arguments(self, model: BaseModel) -> dict[str, Any]:
         return {
             name: _unwrap(getattr(model, name))
@@ -118,66 +117,70 @@ class OperationHandler:
             if not isinstance(getattr(model, name), PydanticUnset)
         }
 
-    async def _parse_rest(self, request: Request, body: bytes) -> dict[str, Any]:
+    def _parse(self, kind: str, scope: dict[str, Any], body: bytes) -> dict[str, Any]:
         op = self.op
+        path_params: dict[str, Any] = scope.get("path_params", {})
+        if kind == "ops":
+            return self._arguments(op.ops_body.model_validate_json(body or b"{}", strict=True))
+        if kind == "query":
+            if body.strip():
+                raise BodyError(400, "InvalidArgumentError", f"GET {scope['path']} takes no request body")
+            query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+            data: dict[str, Any] = {
+                key: values if key in self._query_lists else values[-1] for key, values in query.items()
+            }
+            data.update(path_params)
+            return self._arguments(op.ops_body.model_validate(data))
         args: dict[str, Any] = {}
         if op.body is not None:
             if op.body_argument is not None:
-                model = op.body.model_validate_json(body, strict=True)
-                args[op.body_argument] = _unwrap(model)
+                args[op.body_argument] = _unwrap(op.body.model_validate_json(body, strict=True))
             else:
-                model = op.body.model_validate_json(body or b"{}", strict=True)
-                args.update(self._arguments(model))
+                args.update(self._arguments(op.body.model_validate_json(body or b"{}", strict=True)))
         elif body.strip():
-            raise BodyError(400, "InvalidArgumentError", f"{op.method} {op.path} takes no request body")
-        args.update(request.path_params)
+            raise BodyError(400, "InvalidArgumentError", f"{op.method} {scope['path']} takes no request body")
+        args.update(path_params)
         return args
 
-    async def _parse_query(self, request: Request, body: bytes) -> dict[str, Any]:
-        assert self.op.body is not None
-        params = request.query_params
-        data: dict[str, Any] = {key: params.getlist(key) if key in self._query_lists else params[key] for key in params}
-        data.update(request.path_params)
-        model = self.op.ops_body.model_validate(data)
-        return self._arguments(model)
-
-    async def _parse_ops(self, request: Request, body: bytes) -> dict[str, Any]:
-        model = self.op.ops_body.model_validate_json(body or b"{}", strict=True)
-        return self._arguments(model)
-
     # ------------------------------------------------------------------------------------------------- handling
-    async def _handle(self, request: Request, parse: Callable[[Request, bytes], Awaitable[dict[str, Any]]]) -> Response:
-        request.scope["agl.operation"] = self.op.name
+    async def handle(self, scope: dict[str, Any], receive: Any, kind: str) -> tuple[int, bytes, dict[str, str]]:
+        """(status, JSON body, extra headers) of one request."""
+        scope["agl.operation"] = self.op.name
+        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
         try:
-            body = await self._body(request)
-            args = await parse(request, body)
-        except BodyError as exc:
-            return json_response(exc.status, error_body(exc.status, exc.error_type, exc.detail))
-        except ValidationError as exc:
-            error = validation_error_to_store_error(exc, (self.op.body_argument,) if self.op.body_argument else ())
-            return json_response(
-                422,
-                error_body(422, type(error).__name__, str(error), errors=exc.errors(include_url=False)),
+            body = await read_body(
+                receive,
+                headers,
+                max_bytes=self.limits.max_body_bytes,
+                timeout_seconds=self.limits.body_timeout_seconds,
             )
-        key = request.headers.get("idempotency-key")
+            args = self._parse(kind, scope, body)
+        except BodyError as exc:
+            return exc.status, error_body(exc.status, exc.error_type, exc.detail), {}
+        except ValidationError as exc:
+            prefix = (self.op.body_argument,) if self.op.body_argument and kind == "rest" else ()
+            error = validation_error_to_store_error(exc, prefix)
+            errors = exc.errors(include_url=False, include_context=False)
+            return 422, error_body(422, type(error).__name__, str(error), errors=errors), {}
+        key = headers.get("idempotency-key")
         if key is None or self.op.idempotent or self.idempotency is None:
-            status, payload = await self._execute(args, request)
-            return json_response(status, payload)
-        return await self._execute_once(key, (self.op.name, request.url.path, hash(body)), args, request)
+            status, payload = await self._execute(args, receive)
+            return status, payload, {}
+        return await self._execute_once(key, (self.op.name, scope["path"], hash(body)), args, receive)
 
     async def _execute_once(
-        self, key: str, fingerprint: tuple[str, str, int], args: dict[str, Any], request: Request
-    ) -> Response:
+        self, key: str, fingerprint: tuple[str, str, int], args: dict[str, Any], receive: Any
+    ) -> tuple[int, bytes, dict[str, str]]:
         cache = self.idempotency
         assert cache is not None
         try:
             cached = await cache.begin(key, fingerprint)
         except IdempotencyConflict as exc:
-            return json_response(422, error_body(422, "IdempotencyKeyConflict", str(exc)))
+            return 422, error_body(422, "IdempotencyKeyConflict", str(exc)), {}
         if cached is not None:
-            return json_response(cached.status, cached.body, {"Idempotent-Replayed": "true"})
+            return cached.status, cached.body, {"idempotent-replayed": "true"}
         try:
-            status, payload = await self._execute(args, request)
+            status, payload = await self._execute(args, receive)
         except BaseException:
             cache.abandon(key)
             raise
@@ -185,13 +188,13 @@ class OperationHandler:
             cache.abandon(key)
         else:
             cache.finish(key, CachedResponse(status, payload))
-        return json_response(status, payload)
+        return status, payload, {}
 
-    async def _execute(self, args: dict[str, Any], request: Request) -> tuple[int, bytes]:
+    async def _execute(self, args: dict[str, Any], receive: Any) -> tuple[int, bytes]:
         """(status, JSON body) of running the operation; store errors become their 4xx answers."""
         op = self.op
         try:
-            result = await self._call(args, request)
+            result = await self._call(args, receive)
             return op.status_code, to_json(result, inf_nan_mode="constants")
         except _ClientGone:
             return 499, b""
@@ -207,24 +210,24 @@ class OperationHandler:
             return status, error_body(status, type(exc).__name__, detail, context=error_context(exc))
 
     # ------------------------------------------------------------------------------------------ store calls
-    async def _call_store(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_store(self, args: dict[str, Any], receive: Any) -> Any:
         result = await getattr(self.store, self.op.name)(**args)
         if self.op.paginated and not isinstance(result, PaginatedResult):
             items = list(result)
             return PaginatedResult[Any].model_construct(items=items, limit=-1, offset=0, total=len(items))
         return result
 
-    async def _call_statistics(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_statistics(self, args: dict[str, Any], receive: Any) -> Any:
         return dict(await self.store.statistics())
 
-    async def _call_add_span(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_add_span(self, args: dict[str, Any], receive: Any) -> Any:
         payload: SpanPayload = args["span"]
         sequence_id = payload.sequence_id
         if sequence_id is None:
             sequence_id = await self.store.get_next_span_sequence_id(payload.rollout_id, payload.attempt_id)
         return await self.store.add_span(_to_span(payload, sequence_id))
 
-    async def _call_add_many_spans(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_add_many_spans(self, args: dict[str, Any], receive: Any) -> Any:
         payloads: list[SpanPayload] = args["spans"]
         missing = [payload for payload in payloads if payload.sequence_id is None]
         allocated: dict[int, int] = {}
@@ -239,20 +242,20 @@ class OperationHandler:
         ]
         return list(await self.store.add_many_spans(spans))
 
-    async def _call_get_next_span_sequence_id(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_get_next_span_sequence_id(self, args: dict[str, Any], receive: Any) -> Any:
         return {"sequence_id": int(await self.store.get_next_span_sequence_id(**args))}
 
-    async def _call_get_many_span_sequence_ids(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_get_many_span_sequence_ids(self, args: dict[str, Any], receive: Any) -> Any:
         ids = await self.store.get_many_span_sequence_ids(args["rollout_attempt_ids"])
         return {"sequence_ids": [int(value) for value in ids]}
 
-    async def _call_wait_for_rollouts(self, args: dict[str, Any], request: Request) -> Any:
+    async def _call_wait_for_rollouts(self, args: dict[str, Any], receive: Any) -> Any:
         timeout = args.get("timeout")
         cap = self.limits.max_wait_seconds
         if timeout is None or timeout > cap:
             timeout = cap
         wait = asyncio.ensure_future(self.store.wait_for_rollouts(rollout_ids=args["rollout_ids"], timeout=timeout))
-        watch = asyncio.ensure_future(_until_disconnect(request))
+        watch = asyncio.ensure_future(_until_disconnect(receive))
         try:
             await asyncio.wait({wait, watch}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -264,8 +267,8 @@ class OperationHandler:
         return wait.result()
 
 
-async def _until_disconnect(request: Request) -> None:
+async def _until_disconnect(receive: Any) -> None:
     while True:
-        message = await request.receive()
+        message = await receive()
         if message["type"] == "http.disconnect":
             return

@@ -96,12 +96,17 @@ class IdempotencyCache:
                 break
             self._drop(key)
 
+    def _over_limits(self) -> bool:
+        return len(self._entries) > self.max_entries or self._bytes > self.max_bytes
+
     def _shrink(self) -> None:
-        for key in list(self._entries):
-            if len(self._entries) <= self.max_entries and self._bytes <= self.max_bytes:
-                break
-            if self._entries[key].response is not None:
-                self._drop(key)
+        """Drop the oldest finished entries until the cache is within its limits (O(1) when it already is)."""
+        if not self._over_limits():
+            return
+        for key in [key for key, entry in self._entries.items() if entry.response is not None]:
+            self._drop(key)
+            if not self._over_limits():
+                return
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key)

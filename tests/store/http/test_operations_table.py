@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from starlette.routing import Route
-
 from agentlightning.store import InMemoryLightningStore, LightningStore
 from agentlightning.store.client_server import LightningStoreClient, LightningStoreServer
 from agentlightning.store.http.app import create_app
@@ -59,9 +57,7 @@ def test_server_object_overrides_every_store_member() -> None:
 
 def test_the_app_has_a_rest_route_and_an_ops_route_per_operation() -> None:
     app = create_app(InMemoryLightningStore())
-    routes = {
-        (method, route.path) for route in app.routes if isinstance(route, Route) for method in route.methods or ()
-    }
+    routes = {(method, path) for method, path, _ in app.state.operation_routes}
     for op in OPERATIONS:
         assert (op.method, op.route) in routes, op.name
         assert ("POST", op.ops_route) in routes, op.name
@@ -69,11 +65,12 @@ def test_the_app_has_a_rest_route_and_an_ops_route_per_operation() -> None:
             assert ("GET", API_PREFIX + op.query_route) in routes, op.name
 
 
-def test_literal_routes_are_matched_before_id_routes() -> None:
-    app = create_app(InMemoryLightningStore())
-    paths = [route.path for route in app.routes if isinstance(route, Route)]
-    assert paths.index(f"{API_PREFIX}/resources/latest") < paths.index(f"{API_PREFIX}/resources/{{resources_id}}")
-    assert paths.index(f"{API_PREFIX}/rollouts/search") < paths.index(f"{API_PREFIX}/rollouts/{{rollout_id}}")
+def test_literal_segments_win_over_ids(server: LightningStoreServer) -> None:
+    from .conftest import call
+
+    assert call(server, "GET", "/v1/agl/resources/latest").json is None
+    assert call(server, "POST", "/v1/agl/rollouts/search", {}).json["total"] == 0
+    assert call(server, "GET", "/v1/agl/rollouts/").status == 404
 
 
 def test_docs_openapi_json_is_up_to_date() -> None:

@@ -206,7 +206,7 @@ def _count_requests(
 ) -> dict[str, Any]:
     """Wrap the server's app: count store requests and answer `status` to the first `fail_first` of them."""
     state: dict[str, Any] = {"n": 0, "health": 0, "times": []}
-    inner = server.app.router
+    inner = server.app.middleware_stack or server.app.build_middleware_stack()
 
     async def counting(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].endswith("/health"):
@@ -222,9 +222,7 @@ def _count_requests(
                 return
         await inner(scope, receive, send)
 
-    server.app.router = counting  # type: ignore[assignment]
-    server.app.middleware_stack = None
-    server.app.middleware_stack = server.app.build_middleware_stack()
+    server.app.middleware_stack = counting  # type: ignore[assignment]
     return state
 
 
