@@ -48,7 +48,8 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
         return result
 
     rollouts = 0
-    deadline = time.monotonic() + seconds
+    began = time.monotonic()
+    deadline = began + seconds
     while time.monotonic() < deadline:
         await timed(client.enqueue_rollout({"question": "1+1", "worker": worker}))
         claimed = await timed(client.dequeue_rollout(worker_id=worker))
@@ -72,8 +73,9 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
                 await timed(client.add_span(span))
         await timed(client.update_attempt(claimed.rollout_id, claimed.attempt.attempt_id, status="succeeded"))
         rollouts += 1
+    duration = time.monotonic() - began
     await client.close()
-    return {"rollouts": rollouts, "client_ms": client_ms}
+    return {"rollouts": rollouts, "client_ms": client_ms, "duration": duration}
 
 
 def _server_quantiles(url: str) -> tuple[float, float, int]:
@@ -171,10 +173,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         for process in processes:
             process.start()
         time.sleep(2.0)  # let every client import before the clock starts
-        started = time.monotonic()
         start.set()
         results = [queue.get(timeout=args.seconds + 120) for _ in processes]
-        elapsed = time.monotonic() - started
+        elapsed = max(result["duration"] for result in results)
         for process in processes:
             process.join(30)
         server_p50, server_p99, server_requests = _server_quantiles(url)

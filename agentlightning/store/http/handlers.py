@@ -40,7 +40,7 @@ class ServerLimits:
 def error_body(status: int, error_type: str, detail: str, **extra: Any) -> bytes:
     payload: dict[str, Any] = {"detail": detail, "error_type": error_type}
     payload.update({key: value for key, value in extra.items() if value is not None})
-    return to_json(payload, fallback=str)
+    return to_json(payload, fallback=repr, bytes_mode="base64")
 
 
 def json_response(status: int, body: bytes, headers: Optional[dict[str, str]] = None) -> Response:
@@ -160,7 +160,7 @@ class OperationHandler:
         except ValidationError as exc:
             prefix = (self.op.body_argument,) if self.op.body_argument and kind == "rest" else ()
             error = validation_error_to_store_error(exc, prefix)
-            errors = exc.errors(include_url=False, include_context=False)
+            errors = exc.errors(include_url=False, include_context=False, include_input=False)
             return 422, error_body(422, type(error).__name__, str(error), errors=errors), {}
         key = headers.get("idempotency-key")
         if key is None or self.op.idempotent or self.idempotency is None:
