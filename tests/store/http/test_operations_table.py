@@ -90,3 +90,12 @@ def test_openapi_documents_every_operation() -> None:
         assert op.method.lower() in document["paths"][op.route], op.name
         assert "post" in document["paths"][op.ops_route], op.name
     assert document["paths"][f"{API_PREFIX}/health"]["get"]["security"] == []
+
+
+def test_the_server_serves_the_same_openapi_document(server: LightningStoreServer) -> None:
+    from agentlightning.store.http.openapi import build_openapi
+
+    from .conftest import call
+
+    answer = call(server, "GET", "/v1/agl/openapi.json")
+    assert answer.status == 200 and answer.json == build_openapi()
