@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from agentlightning.store.client_server import LightningStoreClient
 
 
@@ -97,3 +99,25 @@ def test_agl_store_rejects_an_unknown_backend() -> None:
     process = _agl("--backend", "nosuch://x")
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 2 and "Unknown store URL scheme" in stderr
+
+
+def test_the_worker_app_factory_reads_its_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlightning.store.http.app import create_app_from_env
+
+    monkeypatch.setenv("AGL_STORE_BACKEND", "memory://")
+    monkeypatch.setenv("AGL_STORE_API_KEY", "worker-key")
+    monkeypatch.setenv("AGL_STORE_MAX_BODY_BYTES", "2048")
+    app = create_app_from_env()
+    assert type(app.state.store).__name__ == "InMemoryLightningStore"
+    middleware = {entry.cls.__name__: entry.kwargs for entry in app.user_middleware}  # type: ignore[attr-defined]
+    assert middleware["ApiKeyMiddleware"]["api_key"] == "worker-key"
+    handler = app.state.operation_routes[0][2]._handler
+    assert handler.limits.max_body_bytes == 2048
+
+
+def test_the_worker_app_factory_needs_a_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlightning.store.http.app import create_app_from_env
+
+    monkeypatch.delenv("AGL_STORE_BACKEND", raising=False)
+    with pytest.raises(RuntimeError, match="AGL_STORE_BACKEND"):
+        create_app_from_env()

@@ -28,6 +28,7 @@ __all__ = ["JSON", "OperationHandler", "ServerLimits", "error_body", "json_respo
 logger = logging.getLogger(__name__)
 
 JSON = "application/json"
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,9 @@ class OperationHandler:
             errors = exc.errors(include_url=False, include_context=False, include_input=False)
             return 422, error_body(422, type(error).__name__, str(error), errors=errors), {}
         key = headers.get("idempotency-key")
+        if key is not None and not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_LENGTH:
+            detail = f"Idempotency-Key must have 1 to {MAX_IDEMPOTENCY_KEY_LENGTH} characters"
+            return 400, error_body(400, "InvalidArgumentError", detail), {}
         if key is None or self.op.idempotent or self.idempotency is None:
             status, payload = await self._execute(args, receive)
             return status, payload, {}

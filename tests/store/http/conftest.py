@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import multiprocessing
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -73,3 +74,12 @@ def call(
         return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
     finally:
         connection.close()
+
+
+def enqueue_in_child(store: LightningStore, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    """Run in a child process: enqueue one rollout through `store` and report its id (or the error)."""
+    try:
+        rollout = asyncio.run(store.enqueue_rollout("from child"))
+        queue.put(rollout.rollout_id)
+    except BaseException as exc:  # pragma: no cover - reported to the parent
+        queue.put(repr(exc))

@@ -19,7 +19,7 @@ from agentlightning.store.http.handlers import ServerLimits
 from agentlightning.store.url import store_from_url as open_store
 from agentlightning.types import LLM, PaginatedResult, Rollout
 
-from .conftest import call, start_server_async
+from .conftest import call, enqueue_in_child, start_server_async
 
 LLM_RESOURCE = LLM(endpoint="http://127.0.0.1:1/v1", model="m")
 
@@ -174,20 +174,12 @@ async def test_threads_with_their_own_loops_share_one_client(client: LightningSt
     assert (await client.query_rollouts(limit=0)).total == 40  # type: ignore[attr-defined]
 
 
-def _child_enqueue(client: LightningStoreClient, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    try:
-        rollout = asyncio.run(client.enqueue_rollout("from child"))
-        queue.put(rollout.rollout_id)
-    except BaseException as exc:  # pragma: no cover - reported to the parent
-        queue.put(repr(exc))
-
-
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 async def test_a_client_used_before_fork_works_in_the_child(client: LightningStoreClient, method: str) -> None:
     await client.enqueue_rollout("from parent")  # the parent's session now holds a pooled connection
     context = multiprocessing.get_context(method)
     queue = context.Queue()
-    process = context.Process(target=_child_enqueue, args=(client, queue))
+    process = context.Process(target=enqueue_in_child, args=(client, queue))
     process.start()
     result = await asyncio.to_thread(queue.get, True, 60)
     await asyncio.to_thread(process.join, 30)

@@ -17,7 +17,7 @@ from agentlightning.store.client_server import (
 )
 from agentlightning.store.threading import LightningStoreThreaded
 
-from .conftest import call, start_server, start_server_async, stop_server
+from .conftest import call, enqueue_in_child, start_server, start_server_async, stop_server
 
 
 def test_the_default_bind_is_loopback_on_4747() -> None:
@@ -132,21 +132,13 @@ def test_several_workers_need_a_shared_store() -> None:
         LightningStoreServer(InMemoryLightningStore(), port=0, launcher_args={"port": 1})
 
 
-def _child_writes(server: LightningStoreServer, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
-    try:
-        rollout = asyncio.run(server.enqueue_rollout("from child"))
-        queue.put(rollout.rollout_id)
-    except BaseException as exc:  # pragma: no cover - reported to the parent
-        queue.put(repr(exc))
-
-
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 async def test_a_server_object_in_a_child_process_writes_through_http(method: str) -> None:
     server = await start_server_async(api_key="child-key")
     try:
         context = multiprocessing.get_context(method)
         queue = context.Queue()
-        process = context.Process(target=_child_writes, args=(server, queue))
+        process = context.Process(target=enqueue_in_child, args=(server, queue))
         process.start()
         result = await asyncio.to_thread(queue.get, True, 60)
         await asyncio.to_thread(process.join, 30)
@@ -161,3 +153,20 @@ def test_a_pickled_server_delegates_even_in_the_same_process() -> None:
     copy = pickle.loads(pickle.dumps(server))
     assert copy.store is None
     assert isinstance(copy._backend(), LightningStoreClient)
+
+
+def test_an_overlong_idempotency_key_is_rejected(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", "/v1/agl/queues/rollouts/dequeue", {}, headers={"Idempotency-Key": "k" * 300})
+    assert answer.status == 400 and "Idempotency-Key" in answer.json["detail"]
+
+
+def test_cors_allows_only_configured_origins() -> None:
+    server = start_server(cors_allow_origins=["http://dashboard.local"])
+    try:
+        preflight = {"Origin": "http://dashboard.local", "Access-Control-Request-Method": "POST"}
+        allowed = call(server, "OPTIONS", "/v1/agl/rollouts/search", headers=preflight)
+        assert allowed.headers.get("access-control-allow-origin") == "http://dashboard.local"
+        other = call(server, "GET", "/v1/agl/statistics", headers={"Origin": "http://evil.local"})
+        assert "access-control-allow-origin" not in other.headers
+    finally:
+        stop_server(server)
