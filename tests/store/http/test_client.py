@@ -208,3 +208,27 @@ async def test_the_api_key_comes_from_the_environment(monkeypatch: pytest.Monkey
     finally:
         await server.stop()
     assert os.environ["AGL_STORE_API_KEY"] == "from-env"
+
+
+async def test_batches_and_otel_spans_take_one_request_each(
+    server: LightningStoreServer, client: LightningStoreClient
+) -> None:
+    from ..helpers import make_readable_span, make_span
+
+    started = await client.start_rollout("task")
+    rollout_id, attempt_id = started.rollout_id, started.attempt.attempt_id
+    await client.add_many_spans([make_span(rollout_id, attempt_id, i) for i in range(1, 51)])
+    await client.get_many_span_sequence_ids([(rollout_id, attempt_id)] * 10)
+    await client.enqueue_many_rollouts([{"input": i} for i in range(20)])  # type: ignore[misc]
+    await client.add_otel_span(rollout_id, attempt_id, make_readable_span())
+    text = call(server, "GET", "/v1/agl/metrics").body.decode()
+    counts = {
+        line.split('operation="', 1)[1].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("agl_http_request_duration_seconds_count{")
+    }
+    assert counts["add_many_spans"] == 1
+    assert counts["get_many_span_sequence_ids"] == 1
+    assert counts["enqueue_many_rollouts"] == 1
+    assert counts["add_span"] == 1
+    assert "get_next_span_sequence_id" not in counts
