@@ -109,7 +109,7 @@ def test_the_worker_app_factory_reads_its_settings_from_the_environment(monkeypa
     monkeypatch.setenv("AGL_STORE_MAX_BODY_BYTES", "2048")
     app = create_app_from_env()
     assert type(app.state.store).__name__ == "InMemoryLightningStore"
-    middleware = {entry.cls.__name__: entry.kwargs for entry in app.user_middleware}  # type: ignore[attr-defined]
+    middleware = {cls.__name__: options for cls, options in app.front_middleware}  # type: ignore[attr-defined]
     assert middleware["ApiKeyMiddleware"]["api_key"] == "worker-key"
     handler = app.state.operation_routes[0][2]._handler
     assert handler.limits.max_body_bytes == 2048

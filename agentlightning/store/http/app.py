@@ -21,7 +21,7 @@ from .idempotency import IdempotencyCache
 from .middleware import ApiKeyMiddleware, TimingMiddleware
 from .operations import API_PREFIX, OPERATIONS
 
-__all__ = ["HEALTH_PATH", "METRICS_PATH", "ServerSettings", "create_app", "create_app_from_env"]
+__all__ = ["HEALTH_PATH", "METRICS_PATH", "ServerSettings", "StoreApp", "create_app", "create_app_from_env"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +44,28 @@ class ServerSettings:
     cors_allow_origins: Optional[tuple[str, ...]] = None
 
 
-def create_app(store: LightningStore, settings: Optional[ServerSettings] = None) -> FastAPI:
+class StoreApp(FastAPI):
+    """A FastAPI app with `front_middleware` (class, kwargs) pairs wrapped around its whole stack, outermost first."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.front_middleware: list[tuple[Any, dict[str, Any]]] = []
+
+    def build_middleware_stack(self) -> Any:
+        app = super().build_middleware_stack()
+        for cls, options in reversed(self.front_middleware):
+            app = cls(app, **options)
+        return app
+
+
+def create_app(store: LightningStore, settings: Optional[ServerSettings] = None) -> StoreApp:
     """An ASGI app serving `store` under /v1/agl (see docs/http.md)."""
     settings = settings or ServerSettings()
     from agentlightning import __version__
 
     from .openapi import build_openapi
 
-    app = FastAPI(
+    app = StoreApp(
         title="LightningStore Server",
         version=__version__,
         openapi_url=f"{API_PREFIX}/openapi.json",
@@ -76,23 +90,25 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     _add_service_routes(app, store, settings.limits, metrics)
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
-    # Middleware added first runs innermost: store operations are dispatched after the key check and timing,
-    # without going through FastAPI's router and exception layers.
-    app.add_middleware(OperationDispatcher, routes=routes)
-    if settings.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=settings.api_key, open_paths=frozenset({HEALTH_PATH}))
+    # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
+    # store operations never pay for them. Outermost first.
+    app.front_middleware.append((TimingMiddleware, {"observe": metrics.observe if metrics is not None else None}))
     if settings.cors_allow_origins:
         from starlette.middleware.cors import CORSMiddleware
 
         origins = list(settings.cors_allow_origins)
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=origins,
-            allow_credentials="*" not in origins,
-            allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["*"],
+        cors = {
+            "allow_origins": origins,
+            "allow_credentials": "*" not in origins,
+            "allow_methods": ["GET", "POST", "OPTIONS"],
+            "allow_headers": ["*"],
+        }
+        app.front_middleware.append((CORSMiddleware, cors))
+    if settings.api_key:
+        app.front_middleware.append(
+            (ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": frozenset({HEALTH_PATH})})
         )
-    app.add_middleware(TimingMiddleware, observe=metrics.observe if metrics is not None else None)
+    app.front_middleware.append((OperationDispatcher, {"routes": routes}))
     app.state.store = store
     app.state.idempotency = cache
     app.state.operation_routes = routes
@@ -170,7 +186,7 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
     return json_response(exc.status_code, body, dict(exc.headers or {}))
 
 
-def create_app_from_env() -> FastAPI:
+def create_app_from_env() -> StoreApp:
     """App factory for multi-process serving (`agl store --workers N`): each worker opens the store named by
     AGL_STORE_BACKEND and reads its settings from the AGL_STORE_* variables set by the CLI."""
     from agentlightning.store.url import store_from_url
