@@ -122,5 +122,6 @@ def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: i
         access_log=False,
         lifespan="off",
         timeout_keep_alive=60,
+        timeout_graceful_shutdown=5,
     )
     return 0

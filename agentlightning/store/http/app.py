@@ -16,7 +16,7 @@ from agentlightning.store.base import LightningStore
 
 from .bodies import BodyError, read_body
 from .dispatch import OperationDispatcher, RouteEntry
-from .handlers import OperationHandler, ServerLimits, error_body, json_response
+from .handlers import OperationHandler, ServerLimits, ShutdownSignal, error_body, json_response
 from .idempotency import IdempotencyCache
 from .middleware import ApiKeyMiddleware, TimingMiddleware
 from .operations import API_PREFIX, OPERATIONS
@@ -78,9 +78,10 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         max_bytes=settings.idempotency_max_bytes,
         ttl_seconds=settings.idempotency_ttl_seconds,
     )
+    shutdown = ShutdownSignal()
     routes: list[RouteEntry] = []
     for op in OPERATIONS:
-        handler = OperationHandler(op, store, settings.limits, cache)
+        handler = OperationHandler(op, store, settings.limits, cache, shutdown)
         routes.append((op.method, op.route, handler.rest))
         if op.query_route is not None:
             routes.append(("GET", API_PREFIX + op.query_route, handler.query))
@@ -112,6 +113,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     app.state.store = store
     app.state.idempotency = cache
     app.state.operation_routes = routes
+    app.state.shutdown = shutdown
     return app
 
 

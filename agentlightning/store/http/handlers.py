@@ -23,7 +23,7 @@ from .idempotency import CachedResponse, IdempotencyCache, IdempotencyConflict
 from .models import PydanticUnset, SpanPayload
 from .operations import Operation
 
-__all__ = ["JSON", "OperationHandler", "ServerLimits", "error_body", "json_response"]
+__all__ = ["JSON", "OperationHandler", "ServerLimits", "ShutdownSignal", "error_body", "json_response"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,35 @@ def error_body(status: int, error_type: str, detail: str, **extra: Any) -> bytes
 
 def json_response(status: int, body: bytes, headers: Optional[dict[str, str]] = None) -> Response:
     return Response(content=body, status_code=status, media_type=JSON, headers=headers)
+
+
+class ShutdownSignal:
+    """Tells long polls that the server is stopping; `trigger()` may be called from any thread."""
+
+    def __init__(self) -> None:
+        self._event: Optional[asyncio.Event] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._triggered = False
+
+    def _ensure(self) -> asyncio.Event:
+        if self._event is None:
+            self._event = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
+            if self._triggered:
+                self._event.set()
+        return self._event
+
+    async def wait(self) -> None:
+        await self._ensure().wait()
+
+    def reset(self) -> None:
+        """Arm the signal again (a server that is started again after a stop)."""
+        self._event, self._loop, self._triggered = None, None, False
+
+    def trigger(self) -> None:
+        self._triggered = True
+        if self._event is not None and self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._event.set)
 
 
 class _ClientGone(Exception):
@@ -97,11 +126,13 @@ class OperationHandler:
         store: LightningStore,
         limits: ServerLimits,
         idempotency: Optional[IdempotencyCache],
+        shutdown: Optional[ShutdownSignal] = None,
     ) -> None:
         self.op = op
         self.store = store
         self.limits = limits
         self.idempotency = idempotency
+        self.shutdown = shutdown or ShutdownSignal()
         self._query_lists = _list_fields(op.body) if op.body is not None and op.query_route else frozenset()
         self._call: Callable[[dict[str, Any], Any], Awaitable[Any]] = getattr(
             self, f"_call_{op.name}", self._call_store
@@ -254,21 +285,27 @@ class OperationHandler:
         return {"sequence_ids": [int(value) for value in ids]}
 
     async def _call_wait_for_rollouts(self, args: dict[str, Any], receive: Any) -> Any:
+        """A long poll, capped at `max_wait_seconds`; ends early when the client leaves or the server stops."""
         timeout = args.get("timeout")
         cap = self.limits.max_wait_seconds
         if timeout is None or timeout > cap:
             timeout = cap
-        wait = asyncio.ensure_future(self.store.wait_for_rollouts(rollout_ids=args["rollout_ids"], timeout=timeout))
-        watch = asyncio.ensure_future(_until_disconnect(receive))
+        rollout_ids = args["rollout_ids"]
+        wait = asyncio.ensure_future(self.store.wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout))
+        gone = asyncio.ensure_future(_until_disconnect(receive))
+        stopping = asyncio.ensure_future(self.shutdown.wait())
         try:
-            await asyncio.wait({wait, watch}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({wait, gone, stopping}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (wait, watch):
+            for task in (wait, gone, stopping):
                 if not task.done():
                     task.cancel()
-        if not wait.done() or wait.cancelled():
+        if wait.done() and not wait.cancelled():
+            return wait.result()
+        if gone.done():
             raise _ClientGone()
-        return wait.result()
+        # The server is stopping: answer with what has finished so far; the client polls again.
+        return await self.store.wait_for_rollouts(rollout_ids=rollout_ids, timeout=0)
 
 
 async def _until_disconnect(receive: Any) -> None:

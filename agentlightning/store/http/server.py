@@ -208,6 +208,7 @@ class LightningStoreServer(LightningStore):
             access_log=False,
             lifespan="off",
             timeout_keep_alive=60,
+            timeout_graceful_shutdown=5,  # long polls in flight are cut after 5 s; their clients poll again
             server_header=False,
         )
         return uvicorn.Server(config)
@@ -226,6 +227,7 @@ class LightningStoreServer(LightningStore):
             raise RuntimeError(f"The LightningStore server on {self.endpoint} is already running")
         sock = self._bind()
         server = self._make_uvicorn()
+        self.app.state.shutdown.reset()
         self._uvicorn, self._thread_error = server, None
 
         def serve() -> None:
@@ -251,6 +253,8 @@ class LightningStoreServer(LightningStore):
     async def stop(self) -> None:
         """Stop serving (waits up to 10 s for in-flight requests). The wrapped store stays open."""
         server, thread = self._uvicorn, self._thread
+        if self._app is not None:
+            self._app.state.shutdown.trigger()  # long polls answer now instead of holding the shutdown
         if server is not None:
             server.should_exit = True
         if thread is not None and thread.is_alive():
@@ -267,6 +271,7 @@ class LightningStoreServer(LightningStore):
         self._check_owner("run_forever")
         sock = self._bind()
         server = self._make_uvicorn()
+        self.app.state.shutdown.reset()
         self._uvicorn = server
         logger.info("LightningStore server listening on %s", self.endpoint)
         try:

@@ -170,3 +170,31 @@ def test_cors_allows_only_configured_origins() -> None:
         assert "access-control-allow-origin" not in other.headers
     finally:
         stop_server(server)
+
+
+async def test_stop_answers_long_polls_at_once_and_the_server_can_start_again() -> None:
+    import time
+
+    from agentlightning.store.client_server import StoreConnectionError
+
+    server = await start_server_async()
+    client = LightningStoreClient(server.endpoint, retry_delays=())
+    started = await client.start_rollout("task")
+    waiter = asyncio.create_task(client.wait_for_rollouts(rollout_ids=[started.rollout_id]))
+    await asyncio.sleep(0.3)
+    began = time.monotonic()
+    await server.stop()
+    assert time.monotonic() - began < 3
+    with pytest.raises(StoreConnectionError):
+        await asyncio.wait_for(waiter, 10)
+    await server.start()  # same port, same store; long polls wait again
+    try:
+        began = time.monotonic()
+        assert await client.wait_for_rollouts(rollout_ids=[started.rollout_id], timeout=0.5) == []
+        assert time.monotonic() - began >= 0.45  # the stop signal was re-armed
+        await client.update_attempt(started.rollout_id, "latest", status="succeeded")
+        done = await client.wait_for_rollouts(rollout_ids=[started.rollout_id], timeout=5)
+        assert [r.status for r in done] == ["succeeded"]
+    finally:
+        await client.close()
+        await server.stop()
