@@ -63,6 +63,13 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _model_required_fields(op: Operation) -> list[str]:
+    model = op.body
+    if model is None:
+        return []
+    return [name for name, info in model.model_fields.items() if info.is_required()]
+
+
 def _path_parameters(op: Operation) -> list[dict[str, Any]]:
     return [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
@@ -105,7 +112,8 @@ def _operation_object(
     if parameters:
         result["parameters"] = parameters
     if request_schema is not None:
-        result["requestBody"] = {"required": True, "content": _json(request_schema)}
+        required = op.body_argument is not None or bool(_model_required_fields(op))
+        result["requestBody"] = {"required": required, "content": _json(request_schema)}
     if not op.idempotent:
         result["parameters"] = [
             *result.get("parameters", []),
