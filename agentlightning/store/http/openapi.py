@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, RootModel, TypeAdapter
 
 from .models import ErrorResponse, HealthResponse
 from .operations import API_PREFIX, OPERATIONS, Operation
@@ -63,11 +63,12 @@ def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _model_required_fields(op: Operation) -> list[str]:
-    model = op.body
+def _body_required(model: Optional[type[BaseModel]]) -> bool:
     if model is None:
-        return []
-    return [name for name, info in model.model_fields.items() if info.is_required()]
+        return False
+    if issubclass(model, RootModel):
+        return True
+    return any(info.is_required() for info in model.model_fields.values())
 
 
 def _path_parameters(op: Operation) -> list[dict[str, Any]]:
@@ -97,6 +98,7 @@ def _operation_object(
     error_schema: dict[str, Any],
     *,
     request_schema: Optional[dict[str, Any]] = None,
+    body_required: bool = False,
     parameters: Optional[list[dict[str, Any]]] = None,
 ) -> dict[str, Any]:
     codes = ["400", "401", "404", "413", "422", *_EXTRA_ERRORS.get(op.name, [])]
@@ -112,8 +114,7 @@ def _operation_object(
     if parameters:
         result["parameters"] = parameters
     if request_schema is not None:
-        required = op.body_argument is not None or bool(_model_required_fields(op))
-        result["requestBody"] = {"required": required, "content": _json(request_schema)}
+        result["requestBody"] = {"required": body_required, "content": _json(request_schema)}
     if not op.idempotent:
         result["parameters"] = [
             *result.get("parameters", []),
@@ -153,6 +154,7 @@ def _document() -> str:
             response_schema,
             error_schema,
             request_schema=body_schema,
+            body_required=_body_required(op.body),
             parameters=_path_parameters(op),
         )
         if op.query_route is not None and body_schema is not None:
@@ -172,6 +174,7 @@ def _document() -> str:
             response_schema,
             error_schema,
             request_schema=schemas[((op.name, "ops"), "validation")],
+            body_required=_body_required(op.ops_body),
         )
     paths[f"{API_PREFIX}/health"] = {
         "get": {
