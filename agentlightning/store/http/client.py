@@ -7,17 +7,11 @@ Idempotency-Key, so the retries of connection failures and 502/503/504 answers n
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import re
 import time
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
-from urllib.parse import quote
-
-from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from agentlightning.store.base import (
     UNSET,
@@ -41,13 +35,11 @@ from agentlightning.types import (
     Worker,
 )
 
-from .errors import InvalidArgumentTypeError, StoreConnectionError, StoreHTTPError, error_from_response
-from .operations import API_PREFIX, OPERATIONS_BY_NAME, RESERVED_SEGMENTS, Operation
-from .retry import RETRYABLE_STATUSES, FixedDelays, RetryPolicy
-from .sessions import SessionPool
+from .errors import InvalidArgumentTypeError, StoreConnectionError
+from .retry import FixedDelays, RetryPolicy
+from .transport import HttpTransport
 
 if TYPE_CHECKING:
-    import aiohttp
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = ["API_KEY_ENV", "LightningStoreClient"]
@@ -55,7 +47,6 @@ __all__ = ["API_KEY_ENV", "LightningStoreClient"]
 logger = logging.getLogger(__name__)
 
 API_KEY_ENV = "AGL_STORE_API_KEY"
-_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~:@!$&'()*+,;=-]+$")
 _DEFAULT_WAIT_SLICE = 5.0
 
 
@@ -92,45 +83,20 @@ class LightningStoreClient(LightningStore):
         if request_timeout <= 0 or connection_timeout <= 0 or wait_slice_seconds <= 0:
             raise ValueError("request_timeout, connection_timeout and wait_slice_seconds must be positive")
         self.server_address = server_address.rstrip("/")
-        self._retry_delays: Optional[tuple[float, ...]] = None
-        if retry_delays is not None:
-            self._retry_delays = tuple(float(delay) for delay in retry_delays)
-        self._health_retry_delays = tuple(float(delay) for delay in health_retry_delays)
-        self._retries: Union[RetryPolicy, FixedDelays] = (
-            RetryPolicy.fixed(self._retry_delays) if self._retry_delays is not None else retry_policy or RetryPolicy()
+        retries: Union[RetryPolicy, FixedDelays] = (
+            RetryPolicy.fixed(retry_delays) if retry_delays is not None else retry_policy or RetryPolicy()
         )
-        self._request_timeout = float(request_timeout)
-        self._connection_timeout = float(connection_timeout)
-        self._api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+        self._transport = HttpTransport(
+            self.server_address,
+            retries=retries,
+            health_retry_delays=tuple(float(delay) for delay in health_retry_delays),
+            request_timeout=float(request_timeout),
+            connection_timeout=float(connection_timeout),
+            api_key=api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None,
+        )
         self._wait_slice = float(wait_slice_seconds)
-        self._pool = SessionPool(self._new_session)
-        self._reached_server = False
 
     # --------------------------------------------------------------------------------------------- plumbing
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_pool"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._pool = SessionPool(self._new_session)
-
-    def _new_session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return aiohttp.ClientSession(
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(
-                total=None, connect=self._connection_timeout, sock_read=self._request_timeout
-            ),
-            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30.0),
-            raise_for_status=False,
-        )
-
     @property
     def capabilities(self) -> LightningStoreCapabilities:
         return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=False, otlp_traces=True)
@@ -139,100 +105,10 @@ class LightningStoreClient(LightningStore):
         return f"{self.server_address}/v1/traces"
 
     async def close(self) -> None:
-        await self._pool.close()
-
-    def _target(self, op: Operation, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The URL of a call and the arguments left for the body. Ids that cannot travel in a path segment make
-        the call go to the operation's `/ops/{name}` route with every argument in the body."""
-        ids = {name: check_id(args[name], name) for name in op.path_params}
-        reserved = RESERVED_SEGMENTS.get(op.name, frozenset())
-        if any(value in reserved or not _SAFE_SEGMENT.match(value) for value in ids.values()):
-            return self.server_address + op.ops_route, args
-        path = op.path.format(**{name: quote(value, safe="") for name, value in ids.items()})
-        rest = {name: value for name, value in args.items() if name not in ids}
-        return self.server_address + API_PREFIX + path, rest
-
-    def _encode(self, op: Operation, body: Any) -> bytes:
-        try:
-            return to_json(body, inf_nan_mode="constants")
-        except PydanticSerializationError as exc:
-            raise InvalidArgumentTypeError(f"The arguments of {op.name} cannot be sent as JSON: {exc}") from None
+        await self._transport.close()
 
     async def _call(self, operation: str, /, *, _wait: float = 0.0, **arguments: Any) -> Any:
-        """Run one operation remotely and decode its answer. UNSET arguments are left out."""
-        op = OPERATIONS_BY_NAME[operation]
-        args = {key: value for key, value in arguments.items() if not isinstance(value, Unset)}
-        url, rest = self._target(op, args)
-        method = op.method
-        data: Optional[bytes] = None
-        if url.endswith(op.ops_route):
-            method, data = "POST", self._encode(op, rest)
-        elif op.body is not None:
-            data = self._encode(op, rest[op.body_argument] if op.body_argument else rest)
-        payload = await self._request(op, method, url, data, extra_timeout=_wait)
-        return op.response_adapter.validate_json(payload)
-
-    async def _request(
-        self, op: Operation, method: str, url: str, data: Optional[bytes], *, extra_timeout: float = 0.0
-    ) -> bytes:
-        """Send a request, retrying connection failures and 502/503/504; the body of the 2xx answer."""
-        import aiohttp
-
-        headers = {} if op.idempotent else {"Idempotency-Key": uuid.uuid4().hex}
-        options: dict[str, Any] = {"headers": headers, "data": data}
-        if extra_timeout:
-            options["timeout"] = aiohttp.ClientTimeout(
-                total=None, connect=self._connection_timeout, sock_read=self._request_timeout + extra_timeout
-            )
-        delays: Optional[list[float]] = None  # drawn on the first failure only
-        failure: Optional[BaseException] = None
-        attempt = -1
-        while True:
-            attempt += 1
-            if attempt:
-                if delays is None:
-                    delays = self._retries.delays()
-                if attempt > len(delays):
-                    break
-                await asyncio.sleep(delays[attempt - 1])
-                if self._health_retry_delays and not await self._wait_until_healthy():
-                    break
-            try:
-                session = await self._pool.get()
-                async with session.request(method, url, **options) as response:
-                    body = await response.read()
-                    status = response.status
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError) as exc:
-                failure = exc
-                logger.debug("%s %s failed (try %d): %r", method, url, attempt + 1, exc)
-                continue
-            self._reached_server = True
-            if status < 300:
-                return body
-            error = error_from_response(status, _decode_error(body))
-            if status not in RETRYABLE_STATUSES:
-                raise error
-            failure = error
-            logger.debug("%s %s answered %d (try %d)", method, url, status, attempt + 1)
-        if isinstance(failure, StoreHTTPError):
-            raise failure
-        raise StoreConnectionError(
-            f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
-        ) from failure
-
-    async def _wait_until_healthy(self) -> bool:
-        """Probe the health route with the 0.2 `health_retry_delays`; False if it never answers 200."""
-        for delay in (*self._health_retry_delays, 0.0):
-            try:
-                session = await self._pool.get()
-                async with session.get(f"{self.server_address}{API_PREFIX}/health") as response:
-                    if response.status == 200:
-                        return True
-            except Exception as exc:
-                logger.debug("health probe failed: %r", exc)
-            if delay > 0:
-                await asyncio.sleep(delay)
-        return False
+        return await self._transport.call(operation, extra_timeout=_wait, **arguments)
 
     # --------------------------------------------------------------------------------------------- rollouts
     async def statistics(self) -> LightningStoreStatistics:
@@ -288,7 +164,7 @@ class LightningStoreClient(LightningStore):
             return await self._call("dequeue_many_rollouts", limit=limit, worker_id=worker_id)
         except StoreConnectionError as exc:
             # A runner polls before the server is up: an unreachable server is an empty queue for it.
-            level = logging.WARNING if self._reached_server else logging.DEBUG
+            level = logging.WARNING if self._transport.reached_server else logging.DEBUG
             logger.log(level, "dequeue: the store server is not reachable (%s)", exc)
             return []
 
@@ -544,10 +420,3 @@ class LightningStoreClient(LightningStore):
 
     async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
         return await self._call("update_worker", worker_id=worker_id, heartbeat_stats=heartbeat_stats)
-
-
-def _decode_error(body: bytes) -> Any:
-    try:
-        return from_json(body)
-    except ValueError:
-        return body.decode("utf-8", "replace")[:500]
