@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable
 
 from agentlightning.store import InMemoryLightningStore, LightningStore, LightningStoreCapabilities
+from agentlightning.store.sqlite import SqliteLightningStore
 from agentlightning.store.threading import LightningStoreThreaded
 
 
@@ -24,9 +28,22 @@ async def make_threaded_store() -> LightningStore:
     return LightningStoreThreaded(_SingleThreadedMemoryStore())
 
 
+class _TemporarySqliteStore(SqliteLightningStore):
+    """An SQLite store in a fresh directory that is removed on close."""
+
+    async def close(self) -> None:
+        await super().close()
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
+
+
+async def make_sqlite_store() -> LightningStore:
+    return _TemporarySqliteStore(os.path.join(tempfile.mkdtemp(prefix="agl-sqlite-"), "store.db"))
+
+
 StoreFactory = Callable[[], Awaitable[LightningStore]]
 
 STORE_BACKENDS: dict[str, StoreFactory] = {
     "memory": make_memory_store,
     "threaded": make_threaded_store,
+    "sqlite": make_sqlite_store,
 }
