@@ -1,0 +1,239 @@
+"""PostgreSQL persistence for `PostgresLightningStore`: one transaction per store operation over a shared pool.
+
+Many processes (trainers, runners, several store servers) may share one database: dequeues lock queue entries and
+rollouts with FOR UPDATE SKIP LOCKED, so each rollout goes to exactly one caller; health scans lock their candidates
+the same way and re-read them inside the transaction, so two scanners never handle the same rollout twice. See
+`sql_transaction` for the locking order that keeps writers free of deadlocks.
+
+The health hint: `health_scan_due` must answer without a query, so each process keeps the earliest deadline it knows
+(from its own writes and from its last scan, which reads the global minimum) and rescans at least every
+`health_refresh_seconds` to notice deadlines set by other processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Optional
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg.pq import TransactionStatus
+
+from .base import LightningStoreCapabilities
+from .errors import StoreError, StoreOpenError
+from .postgres_pool import ConnectionPool
+from .postgres_schema import migrate
+from .retention import RetentionPolicy, RetentionSchedule, apply_retention
+from .sql_dialect import POSTGRESQL
+from .sql_transaction import Row, SqlExecutor, SqlTransaction
+from .storage import Storage, StorageTransaction
+
+logger = logging.getLogger(__name__)
+
+_STATEMENTS: dict[str, str] = {}
+
+
+def _pg_sql(statement: str) -> str:
+    """`?` placeholders in psycopg's `%s` style (cached: the set of statements is small and fixed)."""
+    converted = _STATEMENTS.get(statement)
+    if converted is None:
+        if len(_STATEMENTS) > 2000:
+            _STATEMENTS.clear()
+        converted = _STATEMENTS[statement] = statement.replace("?", "%s")
+    return converted
+
+
+class PostgresExecutor(SqlExecutor):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.cursor = conn.cursor()
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            await self.cursor.executemany(_pg_sql(sql), rows)  # type: ignore[arg-type]
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+        return await self.cursor.fetchall()
+
+
+class PostgresTransaction(SqlTransaction):
+    next_resources_rank_sql = "nextval('resources_latest_seq')"
+
+    def __init__(self, db: SqlExecutor, *, write: bool, lock_namespace: str) -> None:
+        super().__init__(db, POSTGRESQL, write=write)
+        self.lock_namespace = lock_namespace
+        self.scanned = False
+
+    async def lock_keys(self, kind: str, keys: Sequence[str]) -> None:  # type: ignore[override]
+        for key in sorted(set(keys)):
+            await self.db.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{self.lock_namespace}:{kind}:{key}",)
+            )
+
+    async def claim_queued(self, limit: int) -> list:  # type: ignore[override]
+        claimed = []
+        while len(claimed) < limit:
+            rows = await self.db.fetchall(
+                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status FROM rollout_queue q "
+                "JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.seq LIMIT ? "
+                "FOR UPDATE OF q, r SKIP LOCKED",
+                (limit - len(claimed),),
+            )
+            if not rows:
+                break
+            await self.db.execute("DELETE FROM rollout_queue WHERE seq = ANY(?)", ([row[0] for row in rows],))
+            eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
+            claimed.extend(self._decode_rollout_rows(eligible).values())
+        return claimed
+
+    async def health_candidates(self, now: float) -> list:  # type: ignore[override]
+        self.scanned = True
+        return await super().health_candidates(now)
+
+
+class PostgresStorage(Storage):
+    shared_across_processes = True
+    tracks_health_deadlines = False
+    poll_interval = 0.5
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        location: str,
+        schema: str,
+        pool_size: int,
+        connect_timeout: float,
+        acquire_timeout: float,
+        retention: Optional[RetentionPolicy],
+        health_refresh_seconds: float,
+    ) -> None:
+        self.conninfo = conninfo
+        self.location = location
+        self.schema = schema
+        self.connect_timeout = connect_timeout
+        self.health_refresh_seconds = health_refresh_seconds
+        self.pool = ConnectionPool(self._connect, max_size=pool_size, acquire_timeout=acquire_timeout)
+        self.retention = RetentionSchedule(retention)
+        self.retention_runs = 0
+        self.retention_evicted = 0
+        self.schema_ready = False
+        self._hint = -math.inf
+        self._hint_checked = -math.inf
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=False)
+
+    async def _connect(self) -> AsyncConnection:
+        try:
+            conn = await AsyncConnection.connect(
+                self.conninfo,
+                autocommit=False,
+                connect_timeout=max(2, math.ceil(self.connect_timeout)),
+                options=f"-c search_path={self.schema}",
+                application_name="agentlightning",
+            )
+        except psycopg.Error as exc:
+            raise StoreOpenError(f"Cannot connect to the PostgreSQL store {self.location}: {exc}") from exc
+        if not self.schema_ready:
+            try:
+                await migrate(conn, self.schema, self.location)
+            except BaseException:
+                await conn.close()
+                raise
+            self.schema_ready = True
+        return conn
+
+    async def open(self) -> None:
+        """Connect and create or upgrade the schema now (otherwise this happens on first use)."""
+        conn = await self.pool.acquire()
+        self.pool.release(conn, reusable=True)
+
+    # ------------------------------------------------------------------------------------------------ transactions
+    def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
+        return self.sql_transaction(write=write)
+
+    @asynccontextmanager
+    async def sql_transaction(self, *, write: bool = True) -> AsyncIterator[PostgresTransaction]:
+        """One database transaction on a pooled connection, committed when the block exits normally."""
+        conn = await self.pool.acquire()
+        reusable = False
+        tx = PostgresTransaction(PostgresExecutor(conn), write=write, lock_namespace=self.schema)
+        next_deadline: Optional[float] = None
+        try:
+            try:
+                yield tx
+                if write:
+                    await tx.finalize()
+                    if tx.scanned:
+                        rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
+                        next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
+                await conn.commit()
+                reusable = True
+            except BaseException:
+                reusable = await _rollback(conn)
+                raise
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
+        finally:
+            self.pool.release(conn, reusable=reusable)
+        if next_deadline is not None:
+            self._hint = next_deadline
+            self._hint_checked = time.monotonic()
+        if tx.new_deadlines:
+            self._hint = min(self._hint, min(tx.new_deadlines))
+        if write and self.retention.record(tx.spans_inserted):
+            await self.apply_retention()
+
+    # ------------------------------------------------------------------------------------------------------ health
+    def health_scan_due(self, now: float) -> bool:
+        return now >= self._hint or time.monotonic() - self._hint_checked >= self.health_refresh_seconds
+
+    # --------------------------------------------------------------------------------------------------- retention
+    async def apply_retention(self, now: Optional[float] = None) -> list[str]:
+        policy = self.retention.policy
+        if policy is None or not policy.enabled:
+            return []
+        self.retention.started()
+        try:
+            async with self.sql_transaction(write=True) as tx:
+                evicted = await apply_retention(tx, policy, time.time() if now is None else now)
+        finally:
+            self.retention.finished()
+        self.retention_runs += 1
+        self.retention_evicted += len(evicted)
+        if evicted:
+            logger.info("Span retention removed the spans of %d finished rollouts", len(evicted))
+        return evicted
+
+    async def statistics(self) -> dict[str, object]:
+        async with self.sql_transaction(write=False) as tx:
+            _, span_bytes = await tx.span_totals()
+        return {
+            "total_span_bytes": span_bytes,
+            "retention_runs": self.retention_runs,
+            "retention_evicted_rollouts": self.retention_evicted,
+            "connections": self.pool.size,
+        }
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+async def _rollback(conn: AsyncConnection) -> bool:
+    """Roll back after a failure; True when the connection is clean enough to reuse."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        await conn.rollback()
+    except BaseException:  # noqa: BLE001 - a connection that cannot roll back is discarded
+        return False
+    return conn.info.transaction_status == TransactionStatus.IDLE
