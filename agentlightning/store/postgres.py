@@ -33,7 +33,7 @@ def describe_dsn(dsn: str) -> str:
     """The server, database and user of a DSN, without its password (for messages)."""
     try:
         params = conninfo_to_dict(dsn)
-    except Exception as exc:  # noqa: BLE001 - psycopg raises ProgrammingError subclasses here
+    except Exception as exc:
         raise InvalidArgumentError(f"Invalid PostgreSQL DSN: {exc}") from None
     host = params.get("host") or params.get("hostaddr") or "localhost"
     port = params.get("port") or "5432"

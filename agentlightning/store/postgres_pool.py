@@ -187,5 +187,5 @@ class ConnectionPool:
 def _close_quietly(conn: AsyncConnection) -> None:
     try:
         conn.pgconn.finish()
-    except Exception:  # noqa: BLE001 - the connection is being discarded anyway
+    except Exception:
         pass

@@ -64,9 +64,7 @@ def check_schema_name(schema: str) -> str:
 
 
 async def _schema_version(conn: AsyncConnection, schema: str, location: str) -> int:
-    cur = await conn.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
-    )
+    cur = await conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))
     tables = {row[0] for row in await cur.fetchall()}
     if not tables:
         return 0
@@ -82,9 +80,7 @@ async def _schema_version(conn: AsyncConnection, schema: str, location: str) -> 
     return int(meta["schema_version"])
 
 
-async def migrate(
-    conn: AsyncConnection, schema: str, location: str, migrations: list[list[str]] = MIGRATIONS
-) -> int:
+async def migrate(conn: AsyncConnection, schema: str, location: str, migrations: list[list[str]] = MIGRATIONS) -> int:
     """Create or upgrade the store's tables in `schema` (the connection's search_path). Returns the old version."""
     latest = len(migrations)
     async with conn.transaction():

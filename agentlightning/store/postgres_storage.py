@@ -234,6 +234,6 @@ async def _rollback(conn: AsyncConnection) -> bool:
         return False
     try:
         await conn.rollback()
-    except BaseException:  # noqa: BLE001 - a connection that cannot roll back is discarded
+    except BaseException:
         return False
     return conn.info.transaction_status == TransactionStatus.IDLE

@@ -62,9 +62,7 @@ class SqlDialect:
         return " LIMIT ? OFFSET ?", [limit, offset]
 
 
-SQLITE = SqlDialect(
-    name="sqlite", greatest="max", lock_rows="", lock_rows_skip_locked="", max_inline_values=500
-)
+SQLITE = SqlDialect(name="sqlite", greatest="max", lock_rows="", lock_rows_skip_locked="", max_inline_values=500)
 POSTGRESQL = SqlDialect(
     name="postgresql",
     greatest="GREATEST",

@@ -85,7 +85,7 @@ def _update_sql(table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
 
 
 INSERT_ROLLOUT = _insert_sql("rollouts", ROLLOUT_COLUMNS)
-UPDATE_ROLLOUT = _update_sql("rollouts", ROLLOUT_COLUMNS[1:6] + ("data",), ("rollout_id",))
+UPDATE_ROLLOUT = _update_sql("rollouts", (*ROLLOUT_COLUMNS[1:6], "data"), ("rollout_id",))
 INSERT_ATTEMPT = _insert_sql("attempts", ATTEMPT_COLUMNS)
 UPDATE_ATTEMPT = _update_sql("attempts", ATTEMPT_COLUMNS[2:], ("rollout_id", "attempt_id"))
 INSERT_SPAN = _insert_sql("spans", SPAN_COLUMNS)
@@ -287,9 +287,9 @@ class SqlTransaction(StorageTransaction):
         if rollout_id not in self.known_latest:
             return  # unknown: finalize reads the latest attempt
         latest = self.known_latest[rollout_id]
-        if inserted and (latest is None or attempt.sequence_id > latest.sequence_id):
-            self.known_latest[rollout_id] = attempt
-        elif latest is not None and latest.attempt_id == attempt.attempt_id:
+        if (inserted and (latest is None or attempt.sequence_id > latest.sequence_id)) or (
+            latest is not None and latest.attempt_id == attempt.attempt_id
+        ):
             self.known_latest[rollout_id] = attempt
 
     async def get_attempts(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Attempt]:
@@ -551,9 +551,7 @@ class SqlTransaction(StorageTransaction):
         self.touched.clear()
 
     # ---------------------------------------------------------------------------------------------------- retention
-    async def finished_span_holders(
-        self, *, ended_before: Optional[float], limit: int
-    ) -> list[tuple[str, int, int]]:
+    async def finished_span_holders(self, *, ended_before: Optional[float], limit: int) -> list[tuple[str, int, int]]:
         """(rollout_id, span_count, span_bytes) of finished rollouts that still have spans, oldest end first."""
         statuses, status_params = self.dialect.in_list("r.status", list(FINISHED_STATUSES))
         age_sql, age_params = ("", [])

@@ -45,10 +45,14 @@ MIN_SQLITE_VERSION = (3, 24, 0)
 _INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
 
 
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11
     if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)
 
 
@@ -243,7 +247,7 @@ class SqliteStorage(Storage):
 
     async def statistics(self) -> dict[str, object]:
         async with self.sql_transaction(write=False) as tx:
-            spans, span_bytes = await tx.span_totals()
+            _, span_bytes = await tx.span_totals()
         stats: dict[str, object] = {
             "total_span_bytes": span_bytes,
             "retention_runs": self.retention_runs,
@@ -251,9 +255,7 @@ class SqliteStorage(Storage):
         }
         if not self.in_memory:
             stats["database_bytes"] = sum(
-                os.path.getsize(self.path + suffix)
-                for suffix in ("", "-wal")
-                if os.path.exists(self.path + suffix)
+                os.path.getsize(self.path + suffix) for suffix in ("", "-wal") if os.path.exists(self.path + suffix)
             )
         return stats
 
