@@ -8,6 +8,7 @@ race; DDL is transactional in PostgreSQL, so a failed migration leaves nothing h
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from psycopg import AsyncConnection, sql
 
@@ -80,8 +81,11 @@ async def _schema_version(conn: AsyncConnection, schema: str, location: str) -> 
     return int(meta["schema_version"])
 
 
-async def migrate(conn: AsyncConnection, schema: str, location: str, migrations: list[list[str]] = MIGRATIONS) -> int:
+async def migrate(
+    conn: AsyncConnection, schema: str, location: str, migrations: Optional[list[list[str]]] = None
+) -> int:
     """Create or upgrade the store's tables in `schema` (the connection's search_path). Returns the old version."""
+    migrations = MIGRATIONS if migrations is None else migrations
     latest = len(migrations)
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"agl-migrate:{schema}",))

@@ -8,6 +8,7 @@ that belongs to another application raises StoreOpenError instead of being modif
 from __future__ import annotations
 
 import sqlite3
+from typing import Optional
 
 from .errors import SchemaVersionError, StoreOpenError
 
@@ -61,8 +62,9 @@ def schema_version(conn: sqlite3.Connection, location: str) -> int:
     return int(meta["schema_version"])
 
 
-def migrate(conn: sqlite3.Connection, location: str, migrations: list[list[str]] = MIGRATIONS) -> int:
+def migrate(conn: sqlite3.Connection, location: str, migrations: Optional[list[list[str]]] = None) -> int:
     """Bring the database to the latest version in one transaction. Returns the version it had before."""
+    migrations = MIGRATIONS if migrations is None else migrations
     latest = len(migrations)
     found = schema_version(conn, location)
     if found > latest:
