@@ -7,6 +7,7 @@ import pytest
 from agentlightning.store import LightningStore
 
 from .backends import BACKEND_MARKS, STORE_BACKENDS
+from .durable_support import DurableDatabase
 
 
 @pytest.fixture(
@@ -19,3 +20,13 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[LightningStore]
         yield instance
     finally:
         await instance.close()
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"), pytest.param("postgres", marks=pytest.mark.postgres)])
+async def durable(request: pytest.FixtureRequest) -> AsyncIterator[DurableDatabase]:
+    """A fresh database of each durable backend, to open (and reopen) stores on."""
+    database = DurableDatabase(request.param)
+    try:
+        yield database
+    finally:
+        await database.cleanup()
