@@ -146,6 +146,9 @@ class PostgresStorage(Storage):
         if not self.schema_ready:
             try:
                 await migrate(conn, self.schema, self.location)
+            except psycopg.Error as exc:
+                await conn.close()
+                raise StoreOpenError(f"Cannot prepare the PostgreSQL store {self.location}: {exc}") from exc
             except BaseException:
                 await conn.close()
                 raise
