@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import signal
 import subprocess
@@ -29,9 +28,7 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs PO
 
 
 def _worker(*args: str, **kwargs: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.store.process_workers", *args], cwd=ROOT, text=True, **kwargs
-    )
+    return subprocess.Popen([sys.executable, "-m", "tests.store.process_workers", *args], cwd=ROOT, text=True, **kwargs)
 
 
 def _read_acks(path: Path) -> list[dict[str, Any]]:

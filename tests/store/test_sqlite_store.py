@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentlightning.store import InvalidArgumentError, SchemaVersionError, StoreOpenError, store_from_url
-from agentlightning.store import sqlite_schema
+from agentlightning.store import InvalidArgumentError, SchemaVersionError, StoreOpenError, sqlite_schema, store_from_url
 from agentlightning.store.sqlite import SqliteLightningStore, parse_sqlite_url
 
 
