@@ -42,6 +42,23 @@ class SqlDialect:
             return f"{column} IN ({', '.join('?' * len(values))})", list(values)
         return f"{column} IN (SELECT value FROM json_each(?))", [json.dumps(list(values))]
 
+    def select_by_keys(
+        self, select: str, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]
+    ) -> tuple[str, list[Any]]:
+        """`SELECT {select} FROM {table} t` restricted to the rows whose `columns` equal one of `keys` (one index
+        probe per key; `select` refers to the table as `t`)."""
+        names = [f"k{index}" for index in range(len(columns))]
+        on = " AND ".join(f"t.{column} = k.{name}" for column, name in zip(columns, names, strict=True))
+        if self.name == "postgresql":
+            arrays = ", ".join("?::text[]" for _ in columns)
+            params: list[Any] = [[key[index] for key in keys] for index in range(len(columns))]
+            sql = f"SELECT {select} FROM unnest({arrays}) AS k({', '.join(names)}) JOIN {table} t ON {on}"
+            return sql, params
+        row = "(" + ", ".join("?" * len(columns)) + ")"
+        values = ", ".join([row] * len(keys))
+        sql = f"WITH k({', '.join(names)}) AS (VALUES {values}) SELECT {select} FROM k CROSS JOIN {table} t ON {on}"
+        return sql, [value for key in keys for value in key]
+
     def contains(self, column: str) -> str:
         """`column` contains the parameter as a substring (case-sensitive, no wildcard characters)."""
         if self.name == "postgresql":

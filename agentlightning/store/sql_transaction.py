@@ -169,6 +169,16 @@ class SqlTransaction(StorageTransaction):
             rows.extend(await self.db.fetchall(sql.replace("{in}", clause), [*clause_params, *params]))
         return rows
 
+    async def _fetch_keys(
+        self, select: str, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]
+    ) -> list[Row]:
+        """Rows of `table` (aliased `t`) whose `columns` match one of `keys`, in chunks of 250 keys."""
+        rows: list[Row] = []
+        for start in range(0, len(keys), 250):
+            sql, params = self.dialect.select_by_keys(select, table, columns, keys[start : start + 250])
+            rows.extend(await self.db.fetchall(sql, params))
+        return rows
+
     async def _page(
         self,
         table: str,
@@ -293,21 +303,10 @@ class SqlTransaction(StorageTransaction):
             self.known_latest[rollout_id] = attempt
 
     async def get_attempts(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Attempt]:
-        wanted = set(keys)
-        rollout_ids = sorted({rollout_id for rollout_id, _ in wanted})
-        attempt_ids = sorted({attempt_id for _, attempt_id in wanted})
-        clause, params = self.dialect.in_list("attempt_id", attempt_ids)
-        rows = await self._fetch_in(
-            f"SELECT rollout_id, attempt_id, data FROM attempts WHERE {{in}} AND {clause}",
-            "rollout_id",
-            rollout_ids,
-            params,
+        rows = await self._fetch_keys(
+            "t.rollout_id, t.attempt_id, t.data", "attempts", ("rollout_id", "attempt_id"), sorted(set(keys))
         )
-        return {
-            (rollout_id, attempt_id): decode_model(Attempt, data)
-            for rollout_id, attempt_id, data in rows
-            if (rollout_id, attempt_id) in wanted
-        }
+        return {(rollout_id, attempt_id): decode_model(Attempt, data) for rollout_id, attempt_id, data in rows}
 
     async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         ids = sorted(set(rollout_ids))
@@ -336,13 +335,11 @@ class SqlTransaction(StorageTransaction):
         if not unique:
             return []
         rollout_ids = sorted({key[0] for key in unique})
-        span_ids = sorted({key[2] for key in unique})
-        clause, params = self.dialect.in_list("span_id", span_ids)
-        existing = await self._fetch_in(
-            f"SELECT rollout_id, attempt_id, span_id FROM spans WHERE {{in}} AND {clause}",
-            "rollout_id",
-            rollout_ids,
-            params,
+        existing = await self._fetch_keys(
+            "t.rollout_id, t.attempt_id, t.span_id",
+            "spans",
+            ("rollout_id", "attempt_id", "span_id"),
+            list(unique),
         )
         for rollout_id, attempt_id, span_id in existing:
             unique.pop((rollout_id, attempt_id, span_id), None)
