@@ -29,6 +29,7 @@ from .sql_dialect import ORDER_COLUMN, SqlDialect, compile_query, total_from_pag
 from .storage import StorageTransaction
 
 Row = tuple[Any, ...]
+SpanKey = tuple[str, str, str]
 
 ROLLOUT_COLUMNS = ("rollout_id", "status", "mode", "resources_id", "start_time", "end_time", "health_deadline", "data")
 ATTEMPT_COLUMNS = (
@@ -109,6 +110,22 @@ def _rollout_row(rollout: Rollout, deadline: Optional[float]) -> Row:
         rollout.end_time,
         deadline,
         encode_model(rollout, "rollout"),
+    )
+
+
+def _span_row(span: Span) -> Row:
+    """The values of SPAN_COLUMNS."""
+    return (
+        span.rollout_id,
+        span.attempt_id,
+        span.sequence_id,
+        span.trace_id,
+        span.span_id,
+        span.parent_id,
+        span.name,
+        span.start_time,
+        span.end_time,
+        encode_model(span, "span"),
     )
 
 
@@ -329,66 +346,57 @@ class SqlTransaction(StorageTransaction):
 
     # -------------------------------------------------------------------------------------------------------- spans
     async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
-        unique: dict[tuple[str, str, str], Span] = {}
+        unique: dict[SpanKey, Span] = {}
         for span in spans:
             unique.setdefault((span.rollout_id, span.attempt_id, span.span_id), span)
         if not unique:
             return []
-        rollout_ids = sorted({key[0] for key in unique})
+        evicted = await self.evicted_among(sorted({key[0] for key in unique}))
+        # Spans of rollouts whose trace retention removed are not stored but still count as heartbeats.
+        accepted = {key for key in unique if key[0] in evicted}
+        rows = [_span_row(span) for key, span in unique.items() if key[0] not in evicted]
+        if rows:
+            accepted |= await self.store_new_spans(rows)
+        # In the caller's order: the first occurrence of each key that was not stored before.
+        inserted: list[Span] = []
+        for key, span in unique.items():
+            if key in accepted:
+                inserted.append(span)
+        return inserted
+
+    async def evicted_among(self, rollout_ids: Sequence[str]) -> set[str]:
+        """The rollouts among `rollout_ids` whose spans retention removed."""
+        rows = await self._fetch_in(
+            "SELECT rollout_id FROM span_counters WHERE {in} AND evicted = 1", "rollout_id", rollout_ids
+        )
+        return {row[0] for row in rows}
+
+    async def store_new_spans(self, rows: Sequence[Row]) -> set[SpanKey]:
+        """Insert the span rows whose key is not stored yet and count them; returns the keys inserted."""
         existing = await self._fetch_keys(
             "t.rollout_id, t.attempt_id, t.span_id",
             "spans",
             ("rollout_id", "attempt_id", "span_id"),
-            list(unique),
+            [(row[0], row[1], row[4]) for row in rows],
         )
-        for rollout_id, attempt_id, span_id in existing:
-            unique.pop((rollout_id, attempt_id, span_id), None)
-        evicted = {
-            row[0]
-            for row in await self._fetch_in(
-                "SELECT rollout_id FROM span_counters WHERE {in} AND evicted = 1", "rollout_id", rollout_ids
-            )
-        }
-        rows: list[Row] = []
+        known = set(existing)
+        fresh = [row for row in rows if (row[0], row[1], row[4]) not in known]
+        if not fresh:
+            return set()
+        await self.db.executemany(INSERT_SPAN, fresh)
         stats: dict[str, list[int]] = {}
-        for span in unique.values():
-            if span.rollout_id in evicted:
-                continue  # the rollout's trace was removed; the span still counts as a heartbeat
-            data = encode_model(span, "span")
-            rows.append(
-                (
-                    span.rollout_id,
-                    span.attempt_id,
-                    span.sequence_id,
-                    span.trace_id,
-                    span.span_id,
-                    span.parent_id,
-                    span.name,
-                    span.start_time,
-                    span.end_time,
-                    data,
-                )
-            )
-            counts = stats.setdefault(span.rollout_id, [0, 0])
+        for row in fresh:
+            counts = stats.setdefault(row[0], [0, 0])
             counts[0] += 1
-            counts[1] += len(data)
-        if rows:
-            await self.db.executemany(INSERT_SPAN, rows)
-            await self.db.executemany(
-                "INSERT INTO span_counters (rollout_id, span_count, span_bytes) VALUES (?, ?, ?) "
-                "ON CONFLICT (rollout_id) DO UPDATE SET span_count = span_counters.span_count + excluded.span_count, "
-                "span_bytes = span_counters.span_bytes + excluded.span_bytes",
-                [(rollout_id, count, size) for rollout_id, (count, size) in sorted(stats.items())],
-            )
-            self.spans_inserted += len(rows)
-        # In the caller's order: the first occurrence of each key that was not stored before.
-        pending = {id(span) for span in unique.values()}
-        inserted: list[Span] = []
-        for span in spans:
-            if id(span) in pending:
-                pending.discard(id(span))
-                inserted.append(span)
-        return inserted
+            counts[1] += len(row[9].encode())
+        await self.db.executemany(
+            "INSERT INTO span_counters (rollout_id, span_count, span_bytes) VALUES (?, ?, ?) "
+            "ON CONFLICT (rollout_id) DO UPDATE SET span_count = span_counters.span_count + excluded.span_count, "
+            "span_bytes = span_counters.span_bytes + excluded.span_bytes",
+            [(rollout_id, count, size) for rollout_id, (count, size) in sorted(stats.items())],
+        )
+        self.spans_inserted += len(fresh)
+        return {(row[0], row[1], row[4]) for row in fresh}
 
     async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> tuple[list[Span], int]:
         evicted = await self.db.fetchall("SELECT evicted FROM span_counters WHERE rollout_id = ?", (rollout_id,))
