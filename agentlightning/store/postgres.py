@@ -18,7 +18,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "The PostgreSQL store needs psycopg 3; install it with: pip install 'agentlightning[postgres]'"
     ) from exc
 
-from .core import CoreLightningStore
+from .durable import DurableLightningStore
 from .errors import InvalidArgumentError
 from .postgres_schema import check_schema_name
 from .postgres_storage import PostgresStorage
@@ -47,7 +47,7 @@ def _check_number(name: str, value: Any, *, integer: bool = False, minimum: floa
         raise InvalidArgumentError(f"{name} must be a number >= {minimum}, got {value!r}")
 
 
-class PostgresLightningStore(CoreLightningStore):
+class PostgresLightningStore(DurableLightningStore):
     """A LightningStore in a PostgreSQL database.
 
     The constructor does not connect: the first operation (or `await store.open()`, which reports problems early)
@@ -87,7 +87,7 @@ class PostgresLightningStore(CoreLightningStore):
         _check_number("connect_timeout", connect_timeout, minimum=0.1)
         _check_number("acquire_timeout", acquire_timeout)
         _check_number("health_refresh_seconds", health_refresh_seconds, minimum=0.01)
-        self._options: dict[str, Any] = {
+        options: dict[str, Any] = {
             "dsn": dsn,
             "schema": schema,
             "pool_size": pool_size,
@@ -107,7 +107,7 @@ class PostgresLightningStore(CoreLightningStore):
             retention=retention,
             health_refresh_seconds=health_refresh_seconds,
         )
-        super().__init__(self._postgres, scan_debounce_seconds=scan_debounce_seconds)
+        super().__init__(self._postgres, options, scan_debounce_seconds=scan_debounce_seconds)
 
     @property
     def schema(self) -> str:
@@ -120,17 +120,6 @@ class PostgresLightningStore(CoreLightningStore):
     async def open(self) -> None:
         """Connect and prepare the schema now; raises StoreOpenError or SchemaVersionError on problems."""
         await self._postgres.open()
-
-    async def apply_retention(self) -> list[str]:
-        """Apply the retention policy now (it also runs on its own schedule). Returns the rollouts cleared."""
-        return await self._postgres.apply_retention()
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self._options)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        options = dict(state)
-        self.__init__(options.pop("dsn"), **options)  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"PostgresLightningStore({self.location!r})"

@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any, Optional
 
 import psycopg
@@ -27,10 +27,10 @@ from .base import LightningStoreCapabilities
 from .errors import StoreError, StoreOpenError
 from .postgres_pool import ConnectionPool
 from .postgres_schema import migrate
-from .retention import RetentionPolicy, RetentionSchedule, apply_retention
+from .retention import RetentionPolicy
 from .sql_dialect import POSTGRESQL
+from .sql_storage import SqlStorage
 from .sql_transaction import SPAN_COLUMNS, Row, SpanKey, SqlExecutor, SqlTransaction
-from .storage import Storage, StorageTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class PostgresTransaction(SqlTransaction):
         return await super().health_candidates(now)
 
 
-class PostgresStorage(Storage):
+class PostgresStorage(SqlStorage):
     shared_across_processes = True
     tracks_health_deadlines = False
     poll_interval = 0.5
@@ -156,15 +156,13 @@ class PostgresStorage(Storage):
         retention: Optional[RetentionPolicy],
         health_refresh_seconds: float,
     ) -> None:
+        super().__init__(retention)
         self.conninfo = conninfo
         self.location = location
         self.schema = schema
         self.connect_timeout = connect_timeout
         self.health_refresh_seconds = health_refresh_seconds
         self.pool = ConnectionPool(self._connect, max_size=pool_size, acquire_timeout=acquire_timeout)
-        self.retention = RetentionSchedule(retention)
-        self.retention_runs = 0
-        self.retention_evicted = 0
         self.schema_ready = False
         self._hint = -math.inf
         self._hint_checked = -math.inf
@@ -202,9 +200,6 @@ class PostgresStorage(Storage):
         self.pool.release(conn, reusable=True)
 
     # ------------------------------------------------------------------------------------------------ transactions
-    def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
-        return self.sql_transaction(write=write)
-
     @asynccontextmanager
     async def sql_transaction(self, *, write: bool = True) -> AsyncIterator[PostgresTransaction]:
         """One database transaction on a pooled connection, committed when the block exits normally."""
@@ -234,39 +229,14 @@ class PostgresStorage(Storage):
             self._hint_checked = time.monotonic()
         if tx.new_deadlines:
             self._hint = min(self._hint, min(tx.new_deadlines))
-        if write and self.retention.record(tx.spans_inserted):
-            await self.apply_retention()
+        await self.after_commit(tx)
 
     # ------------------------------------------------------------------------------------------------------ health
     def health_scan_due(self, now: float) -> bool:
         return now >= self._hint or time.monotonic() - self._hint_checked >= self.health_refresh_seconds
 
-    # --------------------------------------------------------------------------------------------------- retention
-    async def apply_retention(self, now: Optional[float] = None) -> list[str]:
-        policy = self.retention.policy
-        if policy is None or not policy.enabled:
-            return []
-        self.retention.started()
-        try:
-            async with self.sql_transaction(write=True) as tx:
-                evicted = await apply_retention(tx, policy, time.time() if now is None else now)
-        finally:
-            self.retention.finished()
-        self.retention_runs += 1
-        self.retention_evicted += len(evicted)
-        if evicted:
-            logger.info("Span retention removed the spans of %d finished rollouts", len(evicted))
-        return evicted
-
-    async def statistics(self) -> dict[str, object]:
-        async with self.sql_transaction(write=False) as tx:
-            _, span_bytes = await tx.span_totals()
-        return {
-            "total_span_bytes": span_bytes,
-            "retention_runs": self.retention_runs,
-            "retention_evicted_rollouts": self.retention_evicted,
-            "connections": self.pool.size,
-        }
+    def backend_statistics(self) -> dict[str, object]:
+        return {"connections": self.pool.size}
 
     async def close(self) -> None:
         await self.pool.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import Any, Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
@@ -23,7 +24,7 @@ from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 from .base import FINISHED_STATUSES, RUNNING_STATUSES
 from .errors import SpansEvictedError
 from .lifecycle import has_health_rules, health_deadline
-from .query import Query
+from .query import ATTEMPT_FIELDS, ROLLOUT_FIELDS, SPAN_FIELDS, WORKER_FIELDS, Query
 from .sql_codec import decode_model, encode_model
 from .sql_dialect import ORDER_COLUMN, SqlDialect, compile_query, total_from_page
 from .storage import StorageTransaction
@@ -31,41 +32,11 @@ from .storage import StorageTransaction
 Row = tuple[Any, ...]
 SpanKey = tuple[str, str, str]
 
-ROLLOUT_COLUMNS = ("rollout_id", "status", "mode", "resources_id", "start_time", "end_time", "health_deadline", "data")
-ATTEMPT_COLUMNS = (
-    "rollout_id",
-    "attempt_id",
-    "sequence_id",
-    "status",
-    "worker_id",
-    "start_time",
-    "end_time",
-    "last_heartbeat_time",
-    "data",
-)
-SPAN_COLUMNS = (
-    "rollout_id",
-    "attempt_id",
-    "sequence_id",
-    "trace_id",
-    "span_id",
-    "parent_id",
-    "name",
-    "start_time",
-    "end_time",
-    "data",
-)
-WORKER_COLUMNS = (
-    "worker_id",
-    "status",
-    "last_heartbeat_time",
-    "last_dequeue_time",
-    "last_busy_time",
-    "last_idle_time",
-    "current_rollout_id",
-    "current_attempt_id",
-    "data",
-)
+# Columns: the filterable fields (`query.py`), then the full JSON. Row builders follow the same order.
+ROLLOUT_COLUMNS = (*ROLLOUT_FIELDS, "health_deadline", "data")
+ATTEMPT_COLUMNS = (*ATTEMPT_FIELDS, "data")
+SPAN_COLUMNS = (*SPAN_FIELDS, "data")
+WORKER_COLUMNS = (*WORKER_FIELDS, "data")
 
 #: How many unhealthy rollouts one health scan handles (the next scan picks up the rest).
 HEALTH_SCAN_BATCH = 1000
@@ -100,45 +71,30 @@ def rollout_health_deadline(rollout: Rollout, latest: Optional[Attempt]) -> Opti
     return health_deadline(latest, rollout.config)
 
 
+_rollout_fields = attrgetter(*ROLLOUT_FIELDS)
+_attempt_fields = attrgetter(*ATTEMPT_FIELDS[2:])
+_span_fields = attrgetter(*SPAN_FIELDS)
+_worker_fields = attrgetter(*WORKER_FIELDS)
+
+
 def _rollout_row(rollout: Rollout, deadline: Optional[float]) -> Row:
-    return (
-        rollout.rollout_id,
-        rollout.status,
-        rollout.mode,
-        rollout.resources_id,
-        rollout.start_time,
-        rollout.end_time,
-        deadline,
-        encode_model(rollout, "rollout"),
-    )
+    """The values of ROLLOUT_COLUMNS."""
+    return (*_rollout_fields(rollout), deadline, encode_model(rollout, "rollout"))
 
 
 def _span_row(span: Span) -> Row:
     """The values of SPAN_COLUMNS."""
-    return (
-        span.rollout_id,
-        span.attempt_id,
-        span.sequence_id,
-        span.trace_id,
-        span.span_id,
-        span.parent_id,
-        span.name,
-        span.start_time,
-        span.end_time,
-        encode_model(span, "span"),
-    )
+    return (*_span_fields(span), encode_model(span, "span"))
 
 
 def _attempt_values(attempt: Attempt) -> Row:
-    return (
-        attempt.sequence_id,
-        attempt.status,
-        attempt.worker_id,
-        attempt.start_time,
-        attempt.end_time,
-        attempt.last_heartbeat_time,
-        encode_model(attempt, "attempt"),
-    )
+    """The values of ATTEMPT_COLUMNS after the two key columns."""
+    return (*_attempt_fields(attempt), encode_model(attempt, "attempt"))
+
+
+def _worker_row(worker: Worker) -> Row:
+    """The values of WORKER_COLUMNS."""
+    return (*_worker_fields(worker), encode_model(worker, "worker"))
 
 
 class SqlExecutor(ABC):
@@ -471,23 +427,7 @@ class SqlTransaction(StorageTransaction):
         return {worker_id: decode_model(Worker, data) for worker_id, data in rows}
 
     async def put_workers(self, workers: Sequence[Worker]) -> None:
-        await self.db.executemany(
-            UPSERT_WORKER,
-            [
-                (
-                    worker.worker_id,
-                    worker.status,
-                    worker.last_heartbeat_time,
-                    worker.last_dequeue_time,
-                    worker.last_busy_time,
-                    worker.last_idle_time,
-                    worker.current_rollout_id,
-                    worker.current_attempt_id,
-                    encode_model(worker, "worker"),
-                )
-                for worker in workers
-            ],
-        )
+        await self.db.executemany(UPSERT_WORKER, [_worker_row(worker) for worker in workers])
 
     async def query_workers(self, query: Query) -> tuple[list[Worker], int]:
         rows, total = await self._page("workers", query)

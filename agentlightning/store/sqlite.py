@@ -11,7 +11,7 @@ import os
 from typing import Any, Optional, Union
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .core import CoreLightningStore
+from .durable import DurableLightningStore
 from .errors import InvalidArgumentError
 from .retention import RetentionPolicy
 from .sqlite_storage import SqliteStorage, SynchronousMode
@@ -29,7 +29,7 @@ def _path_from(location: Union[str, os.PathLike[str]]) -> str:
     return text
 
 
-class SqliteLightningStore(CoreLightningStore):
+class SqliteLightningStore(DurableLightningStore):
     """A LightningStore kept in an SQLite database file (WAL mode).
 
     Args:
@@ -56,35 +56,26 @@ class SqliteLightningStore(CoreLightningStore):
         retention: Optional[RetentionPolicy] = None,
         scan_debounce_seconds: float = 0.0,
     ) -> None:
-        self._options: dict[str, Any] = {
+        options: dict[str, Any] = {
             "path": _path_from(path),
             "synchronous": synchronous,
             "busy_timeout": busy_timeout,
             "retention": retention,
             "scan_debounce_seconds": scan_debounce_seconds,
         }
-        storage = SqliteStorage(
-            self._options["path"], synchronous=synchronous, busy_timeout=busy_timeout, retention=retention
+        self._sqlite = SqliteStorage(
+            options["path"], synchronous=synchronous, busy_timeout=busy_timeout, retention=retention
         )
-        self._sqlite = storage
-        super().__init__(storage, scan_debounce_seconds=scan_debounce_seconds)
+        super().__init__(self._sqlite, options, scan_debounce_seconds=scan_debounce_seconds)
 
     @property
     def path(self) -> str:
         return self._sqlite.path
 
-    async def apply_retention(self) -> list[str]:
-        """Apply the retention policy now (it also runs on its own schedule). Returns the rollouts cleared."""
-        return await self._sqlite.apply_retention()
-
     def __getstate__(self) -> dict[str, Any]:
         if self._sqlite.in_memory:
             raise TypeError("An in-memory SQLite store cannot be pickled; use a database file")
-        return dict(self._options)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        options = dict(state)
-        self.__init__(options.pop("path"), **options)  # type: ignore[misc]
+        return super().__getstate__()
 
     def __repr__(self) -> str:
         return f"SqliteLightningStore({self.path!r})"

@@ -22,16 +22,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Any, Literal, Optional
 
 from .base import LightningStoreCapabilities
 from .errors import InvalidArgumentError, StoreBusyError, StoreClosedError, StoreError, StoreOpenError
-from .retention import RetentionPolicy, RetentionSchedule, apply_retention
+from .retention import RetentionPolicy
 from .sql_dialect import SQLITE
+from .sql_storage import SqlStorage
 from .sql_transaction import Row, SqlExecutor, SqlTransaction
 from .sqlite_schema import migrate
-from .storage import Storage, StorageTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class SqliteExecutor(SqlExecutor):
         return self.conn.execute(sql, params).fetchall()
 
 
-class SqliteStorage(Storage):
+class SqliteStorage(SqlStorage):
     tracks_health_deadlines = False
     poll_interval = 0.2
 
@@ -94,9 +94,7 @@ class SqliteStorage(Storage):
         self.shared_across_processes = not self.in_memory
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
-        self.retention = RetentionSchedule(retention)
-        self.retention_runs = 0
-        self.retention_evicted = 0
+        super().__init__(retention)
         self._lock = threading.Lock()
         self._conn: Optional[sqlite3.Connection] = None
         self._pid = os.getpid()
@@ -193,9 +191,6 @@ class SqliteStorage(Storage):
             await asyncio.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.01)
 
-    def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
-        return self.sql_transaction(write=write)
-
     @asynccontextmanager
     async def sql_transaction(self, *, write: bool = True) -> AsyncIterator[SqlTransaction]:
         """A transaction exposing the SQL operations (the store's own transactions, retention, tests)."""
@@ -217,8 +212,7 @@ class SqliteStorage(Storage):
             raise StoreError(f"SQLite store {self.path}: {exc}") from exc
         finally:
             self._lock.release()
-        if write and self.retention.record(tx.spans_inserted):
-            await self.apply_retention()
+        await self.after_commit(tx)
 
     # ------------------------------------------------------------------------------------------------------ health
     def health_scan_due(self, now: float) -> bool:
@@ -227,37 +221,11 @@ class SqliteStorage(Storage):
             row = conn.execute("SELECT MIN(health_deadline) FROM rollouts").fetchone()
         return row is not None and row[0] is not None and row[0] <= now
 
-    # --------------------------------------------------------------------------------------------------- retention
-    async def apply_retention(self, now: Optional[float] = None) -> list[str]:
-        """Apply the retention policy now. Returns the rollouts whose spans were removed."""
-        policy = self.retention.policy
-        if policy is None or not policy.enabled:
-            return []
-        self.retention.started()
-        try:
-            async with self.sql_transaction(write=True) as tx:
-                evicted = await apply_retention(tx, policy, time.time() if now is None else now)
-        finally:
-            self.retention.finished()
-        self.retention_runs += 1
-        self.retention_evicted += len(evicted)
-        if evicted:
-            logger.info("Span retention removed the spans of %d finished rollouts", len(evicted))
-        return evicted
-
-    async def statistics(self) -> dict[str, object]:
-        async with self.sql_transaction(write=False) as tx:
-            _, span_bytes = await tx.span_totals()
-        stats: dict[str, object] = {
-            "total_span_bytes": span_bytes,
-            "retention_runs": self.retention_runs,
-            "retention_evicted_rollouts": self.retention_evicted,
-        }
-        if not self.in_memory:
-            stats["database_bytes"] = sum(
-                os.path.getsize(self.path + suffix) for suffix in ("", "-wal") if os.path.exists(self.path + suffix)
-            )
-        return stats
+    def backend_statistics(self) -> dict[str, object]:
+        if self.in_memory:
+            return {}
+        files = [self.path + suffix for suffix in ("", "-wal")]
+        return {"database_bytes": sum(os.path.getsize(path) for path in files if os.path.exists(path))}
 
     async def close(self) -> None:
         with self._lock:
