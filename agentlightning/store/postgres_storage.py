@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import psycopg
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from .base import LightningStoreCapabilities
@@ -177,7 +178,7 @@ class PostgresStorage(SqlStorage):
                 self.conninfo,
                 autocommit=False,
                 connect_timeout=max(2, math.ceil(self.connect_timeout)),
-                options=f"-c search_path={self.schema}",
+                options=self._session_options(),
                 application_name="agentlightning",
             )
         except psycopg.Error as exc:
@@ -193,6 +194,11 @@ class PostgresStorage(SqlStorage):
                 raise
             self.schema_ready = True
         return conn
+
+    def _session_options(self) -> str:
+        """The DSN's own `options` (e.g. `-c synchronous_commit=off`) plus the store's search_path."""
+        own = conninfo_to_dict(self.conninfo).get("options") or ""
+        return f"{own} -c search_path={self.schema}".strip()
 
     async def open(self) -> None:
         """Connect and create or upgrade the schema now (otherwise this happens on first use)."""

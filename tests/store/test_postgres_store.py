@@ -182,3 +182,16 @@ async def test_the_pool_never_opens_more_connections_than_its_size(dsn: str, sch
         assert len(await store.query_rollouts()) == 40
     finally:
         await store.close()
+
+
+async def test_session_options_in_the_dsn_are_kept(dsn: str, schema: str) -> None:
+    from agentlightning.store.postgres import PostgresLightningStore
+
+    store = PostgresLightningStore(f"{dsn}?options=-c%20statement_timeout%3D12345", schema=schema)
+    try:
+        await store.enqueue_rollout("task")
+        async with store._postgres.sql_transaction(write=False) as tx:
+            rows = await tx.db.fetchall("SHOW statement_timeout")
+        assert rows == [("12345ms",)]
+    finally:
+        await store.close()
