@@ -162,3 +162,22 @@ async def test_the_store_pickles_to_a_store_on_the_same_database(durable: Durabl
 async def test_durable_stores_are_shared_by_processes(durable: DurableDatabase) -> None:
     capabilities = durable.open().capabilities
     assert capabilities.get("thread_safe") and capabilities.get("async_safe") and capabilities.get("zero_copy")
+
+
+async def test_a_cancelled_call_writes_nothing_and_the_store_keeps_working(durable: DurableDatabase) -> None:
+    store = durable.open()
+    started = await store.start_rollout("task")
+    rollout_id, attempt_id = started.rollout_id, started.attempt.attempt_id
+    for attempt in range(10):
+        batch = [make_span(rollout_id, attempt_id, attempt * 1000 + i) for i in range(200)]
+        task = asyncio.create_task(store.add_many_spans(batch))
+        await asyncio.sleep(0.003 * attempt)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        stored = {s.span_id for s in await store.query_spans(rollout_id)}
+        ids = {s.span_id for s in batch}
+        assert len(stored & ids) in (0, len(ids))
+    assert await store.add_span(make_span(rollout_id, attempt_id, 10**6)) is not None
