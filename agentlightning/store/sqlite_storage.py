@@ -218,7 +218,12 @@ class SqliteStorage(SqlStorage):
     def health_scan_due(self, now: float) -> bool:
         with self._lock:
             conn = self._connection()
-            row = conn.execute("SELECT MIN(health_deadline) FROM rollouts").fetchone()
+            try:
+                row = conn.execute("SELECT MIN(health_deadline) FROM rollouts").fetchone()
+            except sqlite3.Error as exc:
+                if _is_busy(exc):
+                    return True  # let the scan's transaction wait for the database
+                raise StoreError(f"SQLite store {self.path}: {exc}") from exc
         return row is not None and row[0] is not None and row[0] <= now
 
     def backend_statistics(self) -> dict[str, object]:
