@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
 from .store import (
     AttemptNotFoundError,
     InMemoryLightningStore,
@@ -84,11 +85,13 @@ __all__ = [
     "Hook",
     "InMemoryLightningStore",
     "InvalidArgumentError",
+    "LLMProxy",
     "LightningStore",
     "LightningStoreCapabilities",
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "Link",
+    "ModelConfig",
     "NamedResources",
     "NoAttemptsError",
     "OtelResource",
@@ -126,6 +129,8 @@ __all__ = [
     "Triplet",
     "Worker",
     "WorkerStatus",
+    "get_active_llm_proxy",
+    "set_active_llm_proxy",
     "store_from_url",
 ]
 
