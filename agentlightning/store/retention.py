@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from .base import FINISHED_STATUSES
 from .errors import InvalidArgumentError
 from .sql_transaction import SqlTransaction
 
-__all__ = ["RetentionPolicy", "RetentionSchedule", "apply_retention"]
+__all__ = ["RetentionPolicy", "RetentionSchedule", "apply_retention", "span_totals"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,17 +106,17 @@ async def apply_retention(tx: SqlTransaction, policy: RetentionPolicy, now: floa
     """Remove spans as the policy says, inside `tx`. Returns the rollouts whose spans were removed."""
     victims: dict[str, tuple[int, int]] = {}
     if policy.max_age_seconds is not None:
-        for rollout_id, count, size in await tx.finished_span_holders(
-            ended_before=now - policy.max_age_seconds, limit=policy.batch_rollouts
+        for rollout_id, count, size in await finished_span_holders(
+            tx, ended_before=now - policy.max_age_seconds, limit=policy.batch_rollouts
         ):
             victims[rollout_id] = (count, size)
     if policy.max_spans is not None or policy.max_bytes is not None:
-        count, size = await tx.span_totals()
+        count, size = await span_totals(tx)
         count -= sum(c for c, _ in victims.values())
         size -= sum(s for _, s in victims.values())
         if _over(count, policy.max_spans, 1.0) or _over(size, policy.max_bytes, 1.0):
-            for rollout_id, spans, nbytes in await tx.finished_span_holders(
-                ended_before=None, limit=policy.batch_rollouts
+            for rollout_id, spans, nbytes in await finished_span_holders(
+                tx, ended_before=None, limit=policy.batch_rollouts
             ):
                 if not (
                     _over(count, policy.max_spans, policy.low_water_ratio)
@@ -135,9 +136,46 @@ async def apply_retention(tx: SqlTransaction, policy: RetentionPolicy, now: floa
                     size,
                 )
     if victims:
-        await tx.evict_spans(list(victims))
+        await evict_spans(tx, list(victims))
     return list(victims)
 
 
 def _over(value: int, limit: Optional[int], ratio: float) -> bool:
     return limit is not None and value > limit * ratio
+
+
+async def finished_span_holders(
+    tx: SqlTransaction, *, ended_before: Optional[float], limit: int
+) -> list[tuple[str, int, int]]:
+    """(rollout_id, span_count, span_bytes) of finished rollouts that still have spans, oldest end first.
+    PostgreSQL locks the rows it returns and passes over rows other transactions hold."""
+    dialect = tx.dialect
+    statuses, status_params = dialect.in_list("r.status", list(FINISHED_STATUSES))
+    age_sql, age_params = ("", [])
+    if ended_before is not None:
+        age_sql, age_params = " AND COALESCE(r.end_time, r.start_time) < ?", [ended_before]
+    skip = " FOR UPDATE OF c, r SKIP LOCKED" if dialect.lock_rows_skip_locked else ""
+    rows = await tx.db.fetchall(
+        "SELECT c.rollout_id, c.span_count, c.span_bytes FROM span_counters c "
+        "JOIN rollouts r ON r.rollout_id = c.rollout_id "
+        f"WHERE c.evicted = 0 AND c.span_count > 0 AND {statuses}{age_sql} "
+        f"ORDER BY COALESCE(r.end_time, r.start_time), r.seq LIMIT ?{skip}",
+        [*status_params, *age_params, limit],
+    )
+    return [(row[0], int(row[1]), int(row[2])) for row in rows]
+
+
+async def span_totals(tx: SqlTransaction) -> tuple[int, int]:
+    """The number of stored spans and the bytes of their JSON."""
+    rows = await tx.db.fetchall("SELECT COALESCE(SUM(span_count), 0), COALESCE(SUM(span_bytes), 0) FROM span_counters")
+    return int(rows[0][0]), int(rows[0][1])
+
+
+async def evict_spans(tx: SqlTransaction, rollout_ids: list[str]) -> None:
+    """Delete the spans of these rollouts and remember that they were removed."""
+    for start in range(0, len(rollout_ids), 500):
+        clause, params = tx.dialect.in_list("rollout_id", rollout_ids[start : start + 500])
+        await tx.db.execute(f"DELETE FROM spans WHERE {clause}", params)
+        await tx.db.execute(
+            f"UPDATE span_counters SET evicted = 1, span_count = 0, span_bytes = 0 WHERE {clause}", params
+        )

@@ -8,7 +8,7 @@ from abc import abstractmethod
 from contextlib import AbstractAsyncContextManager
 from typing import Optional
 
-from .retention import RetentionPolicy, RetentionSchedule, apply_retention
+from .retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
 from .sql_transaction import SqlTransaction
 from .storage import Storage, StorageTransaction
 
@@ -54,7 +54,7 @@ class SqlStorage(Storage):
 
     async def statistics(self) -> dict[str, object]:
         async with self.sql_transaction(write=False) as tx:
-            _, span_bytes = await tx.span_totals()
+            _, span_bytes = await span_totals(tx)
         return {
             "total_span_bytes": span_bytes,
             "retention_runs": self.retention_runs,

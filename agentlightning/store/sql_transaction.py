@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
-from .base import FINISHED_STATUSES, RUNNING_STATUSES
+from .base import RUNNING_STATUSES
 from .errors import SpansEvictedError
 from .lifecycle import has_health_rules, health_deadline
 from .query import ATTEMPT_FIELDS, ROLLOUT_FIELDS, SPAN_FIELDS, WORKER_FIELDS, Query
@@ -494,36 +494,3 @@ class SqlTransaction(StorageTransaction):
         if changes:
             await self.db.executemany("UPDATE rollouts SET health_deadline = ? WHERE rollout_id = ?", changes)
         self.touched.clear()
-
-    # ---------------------------------------------------------------------------------------------------- retention
-    async def finished_span_holders(self, *, ended_before: Optional[float], limit: int) -> list[tuple[str, int, int]]:
-        """(rollout_id, span_count, span_bytes) of finished rollouts that still have spans, oldest end first."""
-        statuses, status_params = self.dialect.in_list("r.status", list(FINISHED_STATUSES))
-        age_sql, age_params = ("", [])
-        if ended_before is not None:
-            age_sql, age_params = " AND COALESCE(r.end_time, r.start_time) < ?", [ended_before]
-        skip = " FOR UPDATE OF c, r SKIP LOCKED" if self.dialect.lock_rows_skip_locked else ""
-        rows = await self.db.fetchall(
-            "SELECT c.rollout_id, c.span_count, c.span_bytes FROM span_counters c "
-            "JOIN rollouts r ON r.rollout_id = c.rollout_id "
-            f"WHERE c.evicted = 0 AND c.span_count > 0 AND {statuses}{age_sql} "
-            f"ORDER BY COALESCE(r.end_time, r.start_time), r.seq LIMIT ?{skip}",
-            [*status_params, *age_params, limit],
-        )
-        return [(row[0], int(row[1]), int(row[2])) for row in rows]
-
-    async def span_totals(self) -> tuple[int, int]:
-        rows = await self.db.fetchall(
-            "SELECT COALESCE(SUM(span_count), 0), COALESCE(SUM(span_bytes), 0) FROM span_counters"
-        )
-        return int(rows[0][0]), int(rows[0][1])
-
-    async def evict_spans(self, rollout_ids: Sequence[str]) -> None:
-        """Delete the spans of these rollouts and remember that they were removed."""
-        for start in range(0, len(rollout_ids), 500):
-            chunk = list(rollout_ids[start : start + 500])
-            clause, params = self.dialect.in_list("rollout_id", chunk)
-            await self.db.execute(f"DELETE FROM spans WHERE {clause}", params)
-            await self.db.execute(
-                f"UPDATE span_counters SET evicted = 1, span_count = 0, span_bytes = 0 WHERE {clause}", params
-            )
