@@ -90,17 +90,19 @@ async def running_rollouts(store: LightningStore, count: int) -> list[tuple[str,
     return started
 
 
-async def run(url: str, scale: float) -> list[Result]:
+async def run(url: str, scale: float, open_store: Callable[[str], LightningStore] = store_from_url) -> list[Result]:
+    """Run every workload, each on a store from `open_store(url)` (durable benchmarks pass a fresh one each time)."""
+
     def n(base: int) -> int:
         return max(int(base * scale), 10)
 
     results: list[Result] = []
 
-    store = store_from_url(url)
+    store = open_store(url)
     results.append(await timed("enqueue", n(20_000), 1, lambda i: store.enqueue_rollout({"i": i})))
     await store.close()
 
-    store = store_from_url(url)
+    store = open_store(url)
 
     async def pair(i: int) -> None:
         await store.enqueue_rollout({"i": i})
@@ -109,25 +111,25 @@ async def run(url: str, scale: float) -> list[Result]:
     results.append(await timed("enqueue+dequeue", n(20_000), 1, pair))
     await store.close()
 
-    store = store_from_url(url)
+    store = open_store(url)
     targets = await running_rollouts(store, 100)
     spans = [make_span(*targets[i % 100], i // 100 + 1) for i in range(n(50_000))]
     results.append(await timed("add_span", len(spans), 1, lambda i: store.add_span(spans[i])))
     await store.close()
 
-    store = store_from_url(url)
+    store = open_store(url)
     targets = await running_rollouts(store, 100)
     batches = [[make_span(*targets[(b * 100 + k) % 100], b + 1) for k in range(100)] for b in range(n(2_000))]
     results.append(await timed("add_many_spans", len(batches), 100, lambda i: store.add_many_spans(batches[i])))
     await store.close()
 
-    store = store_from_url(url)
+    store = open_store(url)
     targets = await running_rollouts(store, 50)
     await store.add_many_spans([make_span(rid, aid, seq) for rid, aid in targets for seq in range(1, 21)])
     results.append(await timed("query_spans", n(20_000), 20, lambda i: store.query_spans(targets[i % 50][0])))
     await store.close()
 
-    store = store_from_url(url)
+    store = open_store(url)
     await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=i) for i in range(1_000)])
     claimed = await store.dequeue_many_rollouts(limit=500)
     await store.add_many_spans([make_span(r.rollout_id, r.attempt.attempt_id, 1) for r in claimed])

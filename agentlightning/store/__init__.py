@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import LightningStore, LightningStoreCapabilities, LightningStoreStatistics
 from .errors import (
@@ -10,8 +10,11 @@ from .errors import (
     InvalidArgumentError,
     NoAttemptsError,
     RolloutNotFoundError,
+    SchemaVersionError,
     SpansEvictedError,
+    StoreBusyError,
     StoreError,
+    StoreOpenError,
 )
 from .memory import InMemoryLightningStore
 from .threading import LightningStoreThreaded
@@ -29,19 +32,37 @@ __all__ = [
     "LightningStoreThreaded",
     "NoAttemptsError",
     "RolloutNotFoundError",
+    "SchemaVersionError",
     "SpansEvictedError",
+    "StoreBusyError",
     "StoreError",
+    "StoreOpenError",
     "store_from_url",
 ]
 
+if TYPE_CHECKING:
+    from .client_server import LightningStoreClient, LightningStoreServer
+    from .postgres import PostgresLightningStore
+    from .retention import RetentionPolicy
+    from .sqlite import SqliteLightningStore
 
-_HTTP_NAMES = {"LightningStoreClient", "LightningStoreServer"}
+__all__ += ["PostgresLightningStore", "RetentionPolicy", "SqliteLightningStore"]
+
+# Backends with heavy dependencies (fastapi/uvicorn/aiohttp, sqlite3, psycopg) are imported on first use,
+# keeping `import agentlightning` fast.
+_LAZY_EXPORTS = {
+    "LightningStoreClient": "agentlightning.store.client_server",
+    "LightningStoreServer": "agentlightning.store.client_server",
+    "SqliteLightningStore": "agentlightning.store.sqlite",
+    "PostgresLightningStore": "agentlightning.store.postgres",
+    "RetentionPolicy": "agentlightning.store.retention",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The HTTP server and client pull in fastapi/uvicorn/aiohttp; load them on first use to keep imports fast.
-    if name in _HTTP_NAMES:
-        from . import client_server
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-        return getattr(client_server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module), name)

@@ -13,9 +13,12 @@ __all__ = [
     "InvalidArgumentTypeError",
     "NoAttemptsError",
     "RolloutNotFoundError",
+    "SchemaVersionError",
     "SpansEvictedError",
+    "StoreBusyError",
     "StoreClosedError",
     "StoreError",
+    "StoreOpenError",
 ]
 
 
@@ -66,3 +69,23 @@ class SpansEvictedError(StoreError, RuntimeError):
 
 class StoreClosedError(StoreError, RuntimeError):
     """The store was closed and cannot serve requests any more."""
+
+
+class StoreOpenError(StoreError, RuntimeError):
+    """A durable store could not be opened: unreachable server, wrong credentials, unwritable or corrupt file."""
+
+
+class SchemaVersionError(StoreOpenError):
+    """The database was created by a newer version of agentlightning (its schema version is unknown here)."""
+
+    def __init__(self, location: str, found: int, supported: int) -> None:
+        super().__init__(
+            f"The store at {location} has schema version {found}, but this agentlightning supports versions up to "
+            f"{supported}; upgrade agentlightning to open it"
+        )
+        self.found = found
+        self.supported = supported
+
+
+class StoreBusyError(StoreError, RuntimeError):
+    """The database stayed locked by other writers for longer than the store's busy timeout."""

@@ -1,0 +1,496 @@
+"""The storage operations shared by the SQL backends (SQLite and PostgreSQL), over a small async executor.
+
+Every entity is one row with indexed columns for the fields that can be filtered or sorted, plus its full JSON in
+`data` (so pydantic extras and nested values survive). Rollouts also carry `health_deadline`: the earliest time a
+health rule can fire for a running rollout with rules (NULL otherwise). It is recomputed for every rollout a
+transaction touched just before commit (`finalize`), which keeps the health scan an indexed range query.
+
+Locking (PostgreSQL; SQLite's write transactions lock the whole database): a write transaction locks the rollout rows
+it reads, in id order, and touches attempts, queue entries and span counters only of rollouts it holds. Workers and
+resources are locked by advisory locks taken last. Claims and health scans use SKIP LOCKED and never wait, so no
+lock cycle can form.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import Any, Optional
+
+from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
+
+from .base import RUNNING_STATUSES
+from .errors import SpansEvictedError
+from .lifecycle import has_health_rules, health_deadline
+from .query import ATTEMPT_FIELDS, ROLLOUT_FIELDS, SPAN_FIELDS, WORKER_FIELDS, Query
+from .sql_codec import decode_model, encode_model
+from .sql_dialect import ORDER_COLUMN, SqlDialect, compile_query, total_from_page
+from .storage import StorageTransaction
+
+Row = tuple[Any, ...]
+SpanKey = tuple[str, str, str]
+
+# Columns: the filterable fields (`query.py`), then the full JSON. Row builders follow the same order.
+ROLLOUT_COLUMNS = (*ROLLOUT_FIELDS, "health_deadline", "data")
+ATTEMPT_COLUMNS = (*ATTEMPT_FIELDS, "data")
+SPAN_COLUMNS = (*SPAN_FIELDS, "data")
+WORKER_COLUMNS = (*WORKER_FIELDS, "data")
+
+#: How many unhealthy rollouts one health scan handles (the next scan picks up the rest).
+HEALTH_SCAN_BATCH = 1000
+
+
+def _insert_sql(table: str, columns: Sequence[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def _upsert_sql(table: str, columns: Sequence[str], key: str) -> str:
+    updates = ", ".join(f"{column} = excluded.{column}" for column in columns if column != key)
+    return f"{_insert_sql(table, columns)} ON CONFLICT ({key}) DO UPDATE SET {updates}"
+
+
+def _update_sql(table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
+    assignments = ", ".join(f"{column} = ?" for column in columns)
+    return f"UPDATE {table} SET {assignments} WHERE {' AND '.join(f'{key} = ?' for key in keys)}"
+
+
+INSERT_ROLLOUT = _insert_sql("rollouts", ROLLOUT_COLUMNS)
+UPDATE_ROLLOUT = _update_sql("rollouts", (*ROLLOUT_COLUMNS[1:6], "data"), ("rollout_id",))
+INSERT_ATTEMPT = _insert_sql("attempts", ATTEMPT_COLUMNS)
+UPDATE_ATTEMPT = _update_sql("attempts", ATTEMPT_COLUMNS[2:], ("rollout_id", "attempt_id"))
+INSERT_SPAN = _insert_sql("spans", SPAN_COLUMNS)
+UPSERT_WORKER = _upsert_sql("workers", WORKER_COLUMNS, "worker_id")
+
+
+def rollout_health_deadline(rollout: Rollout, latest: Optional[Attempt]) -> Optional[float]:
+    """When the health rules may next fire for `rollout` (None: not running, no rules or no attempt)."""
+    if latest is None or rollout.status not in RUNNING_STATUSES or not has_health_rules(rollout.config):
+        return None
+    return health_deadline(latest, rollout.config)
+
+
+_rollout_fields = attrgetter(*ROLLOUT_FIELDS)
+_attempt_fields = attrgetter(*ATTEMPT_FIELDS[2:])
+_span_fields = attrgetter(*SPAN_FIELDS)
+_worker_fields = attrgetter(*WORKER_FIELDS)
+
+
+def _rollout_row(rollout: Rollout, deadline: Optional[float]) -> Row:
+    """The values of ROLLOUT_COLUMNS."""
+    return (*_rollout_fields(rollout), deadline, encode_model(rollout, "rollout"))
+
+
+def _span_row(span: Span) -> Row:
+    """The values of SPAN_COLUMNS."""
+    return (*_span_fields(span), encode_model(span, "span"))
+
+
+def _attempt_values(attempt: Attempt) -> Row:
+    """The values of ATTEMPT_COLUMNS after the two key columns."""
+    return (*_attempt_fields(attempt), encode_model(attempt, "attempt"))
+
+
+def _worker_row(worker: Worker) -> Row:
+    """The values of WORKER_COLUMNS."""
+    return (*_worker_fields(worker), encode_model(worker, "worker"))
+
+
+class SqlExecutor(ABC):
+    """Runs statements (with `?` placeholders) inside the current transaction."""
+
+    @abstractmethod
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+
+    @abstractmethod
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    @abstractmethod
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+
+class SqlTransaction(StorageTransaction):
+    """The StorageTransaction operations in portable SQL. Backends override the few dialect-specific steps."""
+
+    #: SQL expression giving the next "latest" rank of a resources snapshot.
+    next_resources_rank_sql = "(SELECT COALESCE(MAX(latest_seq), 0) + 1 FROM resources)"
+
+    def __init__(self, db: SqlExecutor, dialect: SqlDialect, *, write: bool) -> None:
+        self.db = db
+        self.dialect = dialect
+        self.write = write
+        # What this transaction knows, to recompute health deadlines at commit without extra reads.
+        self.known_rollouts: dict[str, Rollout] = {}
+        self.stored_deadlines: dict[str, Optional[float]] = {}
+        self.known_latest: dict[str, Optional[Attempt]] = {}
+        self.touched: set[str] = set()
+        #: Health deadlines written by this transaction (lets the storage schedule the next scan).
+        self.new_deadlines: list[float] = []
+        self.spans_inserted = 0
+
+    # --------------------------------------------------------------------------------------------------- helpers
+    async def _fetch_in(self, sql: str, column: str, values: Sequence[Any], params: Sequence[Any] = ()) -> list[Row]:
+        """Run `sql` whose `{in}` marker is replaced by `column IN values`; long lists are split."""
+        if not values:
+            return []
+        dialect = self.dialect
+        step = dialect.max_inline_values or len(values)
+        rows: list[Row] = []
+        for start in range(0, len(values), step):
+            clause, clause_params = dialect.in_list(column, values[start : start + step])
+            rows.extend(await self.db.fetchall(sql.replace("{in}", clause), [*clause_params, *params]))
+        return rows
+
+    async def _fetch_keys(
+        self, select: str, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]
+    ) -> list[Row]:
+        """Rows of `table` (aliased `t`) whose `columns` match one of `keys`, in chunks of 250 keys."""
+        rows: list[Row] = []
+        for start in range(0, len(keys), 250):
+            sql, params = self.dialect.select_by_keys(select, table, columns, keys[start : start + 250])
+            rows.extend(await self.db.fetchall(sql, params))
+        return rows
+
+    async def _page(
+        self,
+        table: str,
+        query: Query,
+        *,
+        scope: Sequence[tuple[str, Sequence[Any]]] = (),
+        default_sort: str = ORDER_COLUMN,
+    ) -> tuple[list[Row], int]:
+        compiled = compile_query(query, self.dialect, scope=scope, default_sort=default_sort)
+        rows = await self.db.fetchall(
+            f"SELECT data FROM {table} WHERE {compiled.where} ORDER BY {compiled.order_by}{compiled.window}",
+            [*compiled.params, *compiled.window_params],
+        )
+        total = total_from_page(query, len(rows))
+        if total is None:
+            counted = await self.db.fetchall(f"SELECT COUNT(*) FROM {table} WHERE {compiled.where}", compiled.params)
+            total = int(counted[0][0])
+        return rows, total
+
+    async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
+        """Serialise writers of entities that may not exist yet (no-op where transactions lock everything)."""
+
+    def _remember_rollout(self, rollout: Rollout, deadline: Optional[float]) -> None:
+        self.known_rollouts[rollout.rollout_id] = rollout
+        self.stored_deadlines[rollout.rollout_id] = deadline
+
+    def _decode_rollout_rows(self, rows: Iterable[Row]) -> dict[str, Rollout]:
+        """Rows of (rollout_id, health_deadline, data)."""
+        found: dict[str, Rollout] = {}
+        for rollout_id, deadline, data in rows:
+            rollout = decode_model(Rollout, data)
+            self._remember_rollout(rollout, deadline)
+            found[rollout_id] = rollout
+        return found
+
+    # --------------------------------------------------------------------------------------------- rollouts + queue
+    async def insert_rollouts(self, rollouts: Sequence[Rollout], *, enqueue: bool) -> None:
+        rows = [_rollout_row(rollout, None) for rollout in rollouts]
+        await self.db.executemany(INSERT_ROLLOUT, rows)
+        for rollout in rollouts:
+            self._remember_rollout(rollout, None)
+            self.known_latest[rollout.rollout_id] = None
+        if enqueue:
+            await self.enqueue([rollout.rollout_id for rollout in rollouts])
+
+    async def get_rollouts(self, rollout_ids: Sequence[str]) -> dict[str, Rollout]:
+        ids = sorted(set(rollout_ids))
+        lock = self.dialect.lock_rows if self.write else ""
+        rows = await self._fetch_in(
+            f"SELECT rollout_id, health_deadline, data FROM rollouts WHERE {{in}} ORDER BY rollout_id{lock}",
+            "rollout_id",
+            ids,
+        )
+        return self._decode_rollout_rows(rows)
+
+    async def update_rollouts(self, rollouts: Sequence[Rollout]) -> None:
+        rows = []
+        for rollout in rollouts:
+            row = _rollout_row(rollout, None)
+            rows.append((*row[1:6], row[7], rollout.rollout_id))
+            self.known_rollouts[rollout.rollout_id] = rollout
+            self.touched.add(rollout.rollout_id)
+        await self.db.executemany(UPDATE_ROLLOUT, rows)
+
+    async def query_rollouts(self, query: Query) -> tuple[list[Rollout], int]:
+        rows, total = await self._page("rollouts", query)
+        return [decode_model(Rollout, row[0]) for row in rows], total
+
+    async def enqueue(self, rollout_ids: Sequence[str]) -> None:
+        await self.db.executemany(
+            "INSERT INTO rollout_queue (rollout_id) VALUES (?) ON CONFLICT (rollout_id) DO NOTHING",
+            [(rollout_id,) for rollout_id in dict.fromkeys(rollout_ids)],
+        )
+
+    async def remove_from_queue(self, rollout_ids: Sequence[str]) -> None:
+        for start in range(0, len(rollout_ids), 500):
+            clause, params = self.dialect.in_list("rollout_id", rollout_ids[start : start + 500])
+            await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
+
+    async def claim_queued(self, limit: int) -> list[Rollout]:
+        """Pop from the queue head; correct where the transaction holds the database's write lock (SQLite)."""
+        claimed: list[Rollout] = []
+        while len(claimed) < limit:
+            rows = await self.db.fetchall(
+                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status FROM rollout_queue q "
+                "LEFT JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.seq LIMIT ?",
+                (limit - len(claimed),),
+            )
+            if not rows:
+                break
+            positions = [row[0] for row in rows]
+            clause, params = self.dialect.in_list("seq", positions)
+            await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
+            eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
+            claimed.extend(self._decode_rollout_rows(eligible).values())
+        return claimed
+
+    # ----------------------------------------------------------------------------------------------------- attempts
+    async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
+        rows = []
+        for attempt in attempts:
+            rows.append((attempt.rollout_id, attempt.attempt_id, *_attempt_values(attempt)))
+            self._note_attempt(attempt, inserted=True)
+        await self.db.executemany(INSERT_ATTEMPT, rows)
+
+    async def update_attempts(self, attempts: Sequence[Attempt]) -> None:
+        rows = []
+        for attempt in attempts:
+            rows.append((*_attempt_values(attempt), attempt.rollout_id, attempt.attempt_id))
+            self._note_attempt(attempt, inserted=False)
+        await self.db.executemany(UPDATE_ATTEMPT, rows)
+
+    def _note_attempt(self, attempt: Attempt, *, inserted: bool) -> None:
+        rollout_id = attempt.rollout_id
+        self.touched.add(rollout_id)
+        if rollout_id not in self.known_latest:
+            return  # unknown: finalize reads the latest attempt
+        latest = self.known_latest[rollout_id]
+        if (inserted and (latest is None or attempt.sequence_id > latest.sequence_id)) or (
+            latest is not None and latest.attempt_id == attempt.attempt_id
+        ):
+            self.known_latest[rollout_id] = attempt
+
+    async def get_attempts(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Attempt]:
+        rows = await self._fetch_keys(
+            "t.rollout_id, t.attempt_id, t.data", "attempts", ("rollout_id", "attempt_id"), sorted(set(keys))
+        )
+        return {(rollout_id, attempt_id): decode_model(Attempt, data) for rollout_id, attempt_id, data in rows}
+
+    async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
+        ids = sorted(set(rollout_ids))
+        rows = await self._fetch_in(
+            "SELECT a.rollout_id, a.data FROM attempts a WHERE a.{in} AND a.sequence_id = "
+            "(SELECT MAX(b.sequence_id) FROM attempts b WHERE b.rollout_id = a.rollout_id)",
+            "rollout_id",
+            ids,
+        )
+        found = {rollout_id: decode_model(Attempt, data) for rollout_id, data in rows}
+        for rollout_id in ids:
+            self.known_latest[rollout_id] = found.get(rollout_id)
+        return found
+
+    async def query_attempts(self, rollout_id: str, query: Query) -> tuple[list[Attempt], int]:
+        rows, total = await self._page(
+            "attempts", query, scope=[("rollout_id = ?", [rollout_id])], default_sort="sequence_id"
+        )
+        return [decode_model(Attempt, row[0]) for row in rows], total
+
+    # -------------------------------------------------------------------------------------------------------- spans
+    async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
+        unique: dict[SpanKey, Span] = {}
+        for span in spans:
+            unique.setdefault((span.rollout_id, span.attempt_id, span.span_id), span)
+        if not unique:
+            return []
+        evicted = await self.evicted_among(sorted({key[0] for key in unique}))
+        # Spans of rollouts whose trace retention removed are not stored but still count as heartbeats.
+        accepted = {key for key in unique if key[0] in evicted}
+        rows = [_span_row(span) for key, span in unique.items() if key[0] not in evicted]
+        if rows:
+            accepted |= await self.store_new_spans(rows)
+        # In the caller's order: the first occurrence of each key that was not stored before.
+        inserted: list[Span] = []
+        for key, span in unique.items():
+            if key in accepted:
+                inserted.append(span)
+        return inserted
+
+    async def evicted_among(self, rollout_ids: Sequence[str]) -> set[str]:
+        """The rollouts among `rollout_ids` whose spans retention removed."""
+        rows = await self._fetch_in(
+            "SELECT rollout_id FROM span_counters WHERE {in} AND evicted = 1", "rollout_id", rollout_ids
+        )
+        return {row[0] for row in rows}
+
+    async def store_new_spans(self, rows: Sequence[Row]) -> set[SpanKey]:
+        """Insert the span rows whose key is not stored yet and count them; returns the keys inserted."""
+        existing = await self._fetch_keys(
+            "t.rollout_id, t.attempt_id, t.span_id",
+            "spans",
+            ("rollout_id", "attempt_id", "span_id"),
+            [(row[0], row[1], row[4]) for row in rows],
+        )
+        known = set(existing)
+        fresh = [row for row in rows if (row[0], row[1], row[4]) not in known]
+        if not fresh:
+            return set()
+        await self.db.executemany(INSERT_SPAN, fresh)
+        stats: dict[str, list[int]] = {}
+        for row in fresh:
+            counts = stats.setdefault(row[0], [0, 0])
+            counts[0] += 1
+            counts[1] += len(row[9].encode())
+        await self.db.executemany(
+            "INSERT INTO span_counters (rollout_id, span_count, span_bytes) VALUES (?, ?, ?) "
+            "ON CONFLICT (rollout_id) DO UPDATE SET span_count = span_counters.span_count + excluded.span_count, "
+            "span_bytes = span_counters.span_bytes + excluded.span_bytes",
+            [(rollout_id, count, size) for rollout_id, (count, size) in sorted(stats.items())],
+        )
+        self.spans_inserted += len(fresh)
+        return {(row[0], row[1], row[4]) for row in fresh}
+
+    async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> tuple[list[Span], int]:
+        evicted = await self.db.fetchall("SELECT evicted FROM span_counters WHERE rollout_id = ?", (rollout_id,))
+        if evicted and evicted[0][0]:
+            raise SpansEvictedError(rollout_id)
+        scope: list[tuple[str, Sequence[Any]]] = [("rollout_id = ?", [rollout_id])]
+        if attempt_id is not None:
+            scope.append(("attempt_id = ?", [attempt_id]))
+        rows, total = await self._page("spans", query, scope=scope, default_sort="sequence_id")
+        return [decode_model(Span, row[0]) for row in rows], total
+
+    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> list[int]:
+        counts = Counter(rollout_ids)
+        await self.db.executemany(
+            "INSERT INTO span_counters (rollout_id, next_value) VALUES (?, ?) ON CONFLICT (rollout_id) "
+            "DO UPDATE SET next_value = span_counters.next_value + excluded.next_value",
+            sorted(counts.items()),
+        )
+        rows = await self._fetch_in(
+            "SELECT rollout_id, next_value FROM span_counters WHERE {in}", "rollout_id", sorted(counts)
+        )
+        cursor = {rollout_id: int(value) - counts[rollout_id] for rollout_id, value in rows}
+        allocated: list[int] = []
+        for rollout_id in rollout_ids:
+            cursor[rollout_id] += 1
+            allocated.append(cursor[rollout_id])
+        return allocated
+
+    async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
+        await self.db.executemany(
+            "INSERT INTO span_counters (rollout_id, next_value) VALUES (?, ?) ON CONFLICT (rollout_id) "
+            f"DO UPDATE SET next_value = {self.dialect.greatest}(span_counters.next_value, excluded.next_value)",
+            sorted(floors.items()),
+        )
+
+    # ---------------------------------------------------------------------------------------------------- resources
+    async def get_resources(self, resources_id: str) -> Optional[ResourcesUpdate]:
+        if self.write:
+            await self.lock_keys("resources", [resources_id])
+        rows = await self.db.fetchall("SELECT data FROM resources WHERE resources_id = ?", (resources_id,))
+        return decode_model(ResourcesUpdate, rows[0][0]) if rows else None
+
+    async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
+        rows = await self.db.fetchall("SELECT data FROM resources ORDER BY latest_seq DESC LIMIT 1")
+        return decode_model(ResourcesUpdate, rows[0][0]) if rows else None
+
+    async def put_resources(self, update: ResourcesUpdate) -> None:
+        await self.db.execute(
+            "INSERT INTO resources (resources_id, create_time, update_time, version, latest_seq, data) "
+            f"VALUES (?, ?, ?, ?, {self.next_resources_rank_sql}, ?) ON CONFLICT (resources_id) DO UPDATE SET "
+            "create_time = excluded.create_time, update_time = excluded.update_time, version = excluded.version, "
+            "latest_seq = excluded.latest_seq, data = excluded.data",
+            (
+                update.resources_id,
+                update.create_time,
+                update.update_time,
+                update.version,
+                encode_model(update, "resources"),
+            ),
+        )
+
+    async def query_resources(self, query: Query) -> tuple[list[ResourcesUpdate], int]:
+        rows, total = await self._page("resources", query)
+        return [decode_model(ResourcesUpdate, row[0]) for row in rows], total
+
+    # ------------------------------------------------------------------------------------------------------ workers
+    async def get_workers(self, worker_ids: Sequence[str]) -> dict[str, Worker]:
+        ids = sorted(set(worker_ids))
+        if self.write:
+            await self.lock_keys("worker", ids)
+        rows = await self._fetch_in("SELECT worker_id, data FROM workers WHERE {in}", "worker_id", ids)
+        return {worker_id: decode_model(Worker, data) for worker_id, data in rows}
+
+    async def put_workers(self, workers: Sequence[Worker]) -> None:
+        await self.db.executemany(UPSERT_WORKER, [_worker_row(worker) for worker in workers])
+
+    async def query_workers(self, query: Query) -> tuple[list[Worker], int]:
+        rows, total = await self._page("workers", query)
+        return [decode_model(Worker, row[0]) for row in rows], total
+
+    # ------------------------------------------------------------------------------------------------------- health
+    async def health_candidates(self, now: float) -> list[tuple[Rollout, Attempt]]:
+        rows = await self.db.fetchall(
+            "SELECT rollout_id FROM rollouts WHERE health_deadline IS NOT NULL AND health_deadline <= ? "
+            f"ORDER BY health_deadline LIMIT ?{self.dialect.lock_rows_skip_locked}",
+            (now, HEALTH_SCAN_BATCH),
+        )
+        ids = [row[0] for row in rows]
+        if not ids:
+            return []
+        rollouts = await self.get_rollouts(ids)
+        latest = await self.get_latest_attempts(ids)
+        self.touched.update(ids)  # finalize repairs any stale deadline among them
+        return [
+            (rollouts[rollout_id], latest[rollout_id])
+            for rollout_id in ids
+            if rollout_id in rollouts and rollout_id in latest and rollouts[rollout_id].status in RUNNING_STATUSES
+        ]
+
+    async def count_entities(self) -> dict[str, int]:
+        rows = await self.db.fetchall(
+            "SELECT (SELECT COUNT(*) FROM rollouts), (SELECT COUNT(*) FROM attempts), "
+            "(SELECT COALESCE(SUM(span_count), 0) FROM span_counters), (SELECT COUNT(*) FROM resources), "
+            "(SELECT COUNT(*) FROM workers)"
+        )
+        rollouts, attempts, spans, resources, workers = (int(value) for value in rows[0])
+        return {"rollouts": rollouts, "attempts": attempts, "spans": spans, "resources": resources, "workers": workers}
+
+    # ----------------------------------------------------------------------------------------------------- finalize
+    async def finalize(self) -> None:
+        """Store the health deadline of every rollout this transaction touched (called just before commit)."""
+        if not self.touched:
+            return
+        ids = sorted(self.touched)
+        missing = [rollout_id for rollout_id in ids if rollout_id not in self.known_rollouts]
+        if missing:
+            await self.get_rollouts(missing)
+        need_latest = [
+            rollout_id
+            for rollout_id in ids
+            if rollout_id in self.known_rollouts
+            and rollout_id not in self.known_latest
+            and self.known_rollouts[rollout_id].status in RUNNING_STATUSES
+            and has_health_rules(self.known_rollouts[rollout_id].config)
+        ]
+        if need_latest:
+            await self.get_latest_attempts(need_latest)
+        changes: list[tuple[Optional[float], str]] = []
+        for rollout_id in ids:
+            rollout = self.known_rollouts.get(rollout_id)
+            if rollout is None:
+                continue
+            deadline = rollout_health_deadline(rollout, self.known_latest.get(rollout_id))
+            if rollout_id in self.stored_deadlines and self.stored_deadlines[rollout_id] == deadline:
+                continue
+            changes.append((deadline, rollout_id))
+            if deadline is not None:
+                self.new_deadlines.append(deadline)
+        if changes:
+            await self.db.executemany("UPDATE rollouts SET health_deadline = ? WHERE rollout_id = ?", changes)
+        self.touched.clear()
