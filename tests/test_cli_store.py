@@ -121,3 +121,27 @@ def test_the_worker_app_factory_needs_a_backend(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("AGL_STORE_BACKEND", raising=False)
     with pytest.raises(RuntimeError, match="AGL_STORE_BACKEND"):
         create_app_from_env()
+
+
+def test_agl_store_runs_several_workers_over_one_sqlite_file(tmp_path: object) -> None:
+    port = _free_port()
+    database = os.path.join(str(tmp_path), "shared.db")
+    process = _agl("--backend", f"sqlite:///{database}", "--workers", "2", "--port", str(port))
+    try:
+        _wait_healthy(port, process)
+
+        async def use() -> tuple[list[str], list[str]]:
+            clients = [LightningStoreClient(f"http://127.0.0.1:{port}") for _ in range(4)]
+            try:
+                enqueued = await asyncio.gather(*(clients[i % 4].enqueue_rollout(i) for i in range(40)))
+                claimed = await asyncio.gather(*(clients[i % 4].dequeue_rollout() for i in range(60)))
+            finally:
+                await asyncio.gather(*(client.close() for client in clients))
+            return [r.rollout_id for r in enqueued], [r.rollout_id for r in claimed if r is not None]
+
+        enqueued, claimed = asyncio.run(use())
+        assert sorted(claimed) == sorted(enqueued)
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    assert "with 2 workers" in stderr
