@@ -1,0 +1,22 @@
+"""Zero-code capture of CrewAI crews (crews, agents, tasks, tools).
+
+Uses the OpenInference CrewAI instrumentor. CrewAI's own anonymous telemetry is independent of it; set
+`CREWAI_DISABLE_TELEMETRY=true` to keep CrewAI from contacting its servers.
+"""
+
+from __future__ import annotations
+
+from ._openinference import activate, deactivate
+
+__all__ = ["instrument_crewai", "uninstrument_crewai"]
+
+INSTRUMENTOR = "openinference.instrumentation.crewai.CrewAIInstrumentor"
+
+
+def instrument_crewai() -> bool:
+    """Trace CrewAI runs. Raises ImportError when the instrumentor is not installed."""
+    return activate(INSTRUMENTOR, "crewai")
+
+
+def uninstrument_crewai() -> None:
+    deactivate(INSTRUMENTOR)
