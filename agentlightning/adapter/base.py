@@ -7,7 +7,11 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from agentlightning.types import Span
 
 if TYPE_CHECKING:
-    pass
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    OtelSpans = list[ReadableSpan]
+else:  # the SDK is not imported at runtime just for an annotation
+    OtelSpans = list
 
 __all__ = ["Adapter", "OtelTraceAdapter", "TraceAdapter"]
 
@@ -25,7 +29,7 @@ class Adapter(Generic[T_from, T_to]):
         raise NotImplementedError(f"{type(self).__name__}.adapt is not implemented")
 
 
-class OtelTraceAdapter(Adapter["list[ReadableSpan]", T_to], Generic[T_to]):
+class OtelTraceAdapter(Adapter[OtelSpans, T_to], Generic[T_to]):
     """An adapter from OpenTelemetry SDK spans."""
 
 
