@@ -129,7 +129,8 @@ class OperationContext:
             if signature is not None:
                 try:
                     bound = signature.bind(*args, **kwargs)
-                    return dict(bound.arguments)
+                    bound.apply_defaults()
+                    return {key: value for key, value in bound.arguments.items() if key not in ("self", "cls")}
                 except TypeError:
                     pass
             values: dict[str, Any] = {str(index): value for index, value in enumerate(args)}

@@ -86,13 +86,12 @@ class OtelTracer(Tracer):
         self._provider: Optional[TracerProvider] = None
         self._otel_tracer: Optional[OtelApiTracer] = None
         self._processor: Optional[LightningSpanProcessor] = None
-        self._writer: Optional[SpanWriter] = None
         self._instrumented = False
 
     def __getstate__(self) -> dict[str, Any]:
         # Threads, providers and processors stay in the process that created them; a copy starts uninitialised.
         state = self.__dict__.copy()
-        for key in ("_provider", "_otel_tracer", "_processor", "_writer"):
+        for key in ("_provider", "_otel_tracer", "_processor"):
             state[key] = None
         state["_instrumented"] = False
         state["_store"] = None
@@ -108,7 +107,7 @@ class OtelTracer(Tracer):
         super().init_worker(worker_id, store)
         self._provider = get_sdk_provider()
         self._otel_tracer = self._provider.get_tracer("agentlightning")
-        self._processor = LightningSpanProcessor()
+        self._processor = LightningSpanProcessor(lambda: SpanWriter(span_from_readable, **self._writer_options))
         register_processor(self._processor)
         if self._instrument_on_init:
             from agentlightning.instrumentation import instrument_all
@@ -119,9 +118,7 @@ class OtelTracer(Tracer):
     def teardown_worker(self, worker_id: int) -> None:  # type: ignore[override]
         if self._processor is not None:
             unregister_processor(self._processor)
-        if self._writer is not None:
-            self._writer.close(timeout=self.flush_timeout)
-            self._writer = None
+            self._processor.close_writer(timeout=self.flush_timeout)
         if self._instrumented:
             from agentlightning.instrumentation import uninstrument_all
 
@@ -139,26 +136,24 @@ class OtelTracer(Tracer):
             raise RuntimeError("OtelTracer is not initialized: call init_worker(worker_id, store) first")
         return self._processor
 
-    def _ensure_writer(self) -> SpanWriter:
-        if self._writer is None:
-            self._writer = SpanWriter(span_from_readable, **self._writer_options)
-            self.processor.writer = self._writer
-        return self._writer
+    @property
+    def _writer(self) -> Optional[SpanWriter]:
+        return self._processor.writer if self._processor is not None else None
 
     def writer_stats(self) -> Optional[SpanWriterStats]:
         """Counters of the store writer (None before the first trace context with a store)."""
-        return self._writer.stats() if self._writer is not None else None
+        writer = self._writer
+        return writer.stats() if writer is not None else None
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Wait until every queued span reached the store; False if `timeout` passed first."""
-        return self._writer.flush(timeout=timeout) if self._writer is not None else True
+        writer = self._writer
+        return writer.flush(timeout=timeout) if writer is not None else True
 
     # -------------------------------------------------------------------------------------------------- contexts
     @contextmanager
     def _open(self, name: Optional[str], target: TraceTarget) -> Iterator[tuple[LightningSpanProcessor, Any]]:
         processor = self.processor
-        if target.writes_to_store:
-            self._ensure_writer()
         enter_active_tracer(self)
         scope, token = processor.open_scope(name, target)
         try:

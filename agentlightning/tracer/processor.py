@@ -14,7 +14,7 @@ import contextvars
 import functools
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from agentlightning.semconv import AGL_ANNOTATION, AGL_REWARD
 
 from .base import TraceTarget
+from .convert import span_from_readable
 from .scope import CURRENT_SCOPE, TraceScope
 from .writer import SpanWriter
 
@@ -43,12 +44,19 @@ class LightningSpanProcessor(SpanProcessor):
     """Collects the spans of this processor's trace scopes and queues them for the store.
 
     Args:
-        writer: the SpanWriter that stores spans (None: collect only).
+        writer_factory: builds the SpanWriter the first time a scope writes to a store (default: a SpanWriter with
+            default settings).
         disable_store_submission: collect spans but never send them to a store.
     """
 
-    def __init__(self, writer: Optional[SpanWriter] = None, *, disable_store_submission: bool = False) -> None:
-        self.writer = writer
+    def __init__(
+        self,
+        writer_factory: Optional[Callable[[], SpanWriter]] = None,
+        *,
+        disable_store_submission: bool = False,
+    ) -> None:
+        self.writer: Optional[SpanWriter] = None
+        self._writer_factory = writer_factory or (lambda: SpanWriter(span_from_readable))
         self.disable_store_submission = disable_store_submission
         self._lock = threading.Lock()
         self._open: list[TraceScope] = []
@@ -57,10 +65,26 @@ class LightningSpanProcessor(SpanProcessor):
         self._legacy_tokens: list[tuple[TraceScope, contextvars.Token[Optional[TraceScope]]]] = []
 
     # ------------------------------------------------------------------------------------------------ scopes
+    def ensure_writer(self) -> SpanWriter:
+        """The store writer, created on first use."""
+        with self._lock:
+            if self.writer is None:
+                self.writer = self._writer_factory()
+            return self.writer
+
+    def close_writer(self, timeout: Optional[float] = 30.0) -> None:
+        """Flush and stop the store writer (a later store scope starts a new one)."""
+        with self._lock:
+            writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.close(timeout=timeout)
+
     def open_scope(
         self, name: Optional[str], target: TraceTarget
     ) -> tuple[TraceScope, contextvars.Token[Optional[TraceScope]]]:
         """Start a new trace scope and make it current in the calling context."""
+        if target.writes_to_store and not self.disable_store_submission:
+            self.ensure_writer()
         scope = TraceScope(name, target, self)
         with self._lock:
             self._open.append(scope)

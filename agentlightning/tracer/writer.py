@@ -29,7 +29,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -384,12 +384,6 @@ class SpanWriter:
         while True:
             try:
                 loop.run_until_complete(self._write_batch(batch))
-                if self._outage_since is not None:
-                    logger.warning(
-                        "Store available again after %.1f s; buffered spans are being written",
-                        time.monotonic() - self._outage_since,
-                    )
-                    self._outage_since = None
                 break
             except Exception as exc:
                 failures += 1
@@ -459,10 +453,18 @@ class SpanWriter:
                 item.needs_sequence = False
         spans = [item.span for item in items if item.span is not None]
         added = await store.add_many_spans(spans)
-        added_ids = {(span.rollout_id, span.attempt_id, span.span_id) for span in added}
+        if self._outage_since is not None:
+            logger.warning(
+                "Store available again after %.1f s; buffered spans are being written",
+                time.monotonic() - self._outage_since,
+            )
+            self._outage_since = None
+        added_ids = Counter((span.rollout_id, span.attempt_id, span.span_id) for span in added)
         for item in items:
             assert item.span is not None
-            duplicate = (item.span.rollout_id, item.span.attempt_id, item.span.span_id) not in added_ids
+            key = (item.span.rollout_id, item.span.attempt_id, item.span.span_id)
+            duplicate = added_ids[key] <= 0
+            added_ids[key] -= 1
             self._finish(item, item.span, duplicate=duplicate)
 
     async def _isolate(self, store: LightningStore, items: list[_Item], first_error: BaseException) -> None:
