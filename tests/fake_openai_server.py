@@ -6,9 +6,9 @@ Behaviour of `POST /v1/chat/completions`:
   Ids are the UTF-8 bytes of the text plus 1000, so tests can predict them. Started with `token_ids="on_request"`
   the server only returns them when the request sets `return_token_ids: true` (as vLLM does); with `"never"` it
   never does.
-- Tool calls: when the request offers tools and no tool result follows the last user message, the reply calls a
-  tool (the one named in the user text if any, else the first) with arguments made from its JSON schema. After a
-  tool result it answers in text.
+- Tool calls: while the request offers a tool that the conversation has not called yet, the reply calls one (the
+  one named in the user text if any, else the first such tool) with arguments made from its JSON schema. Once every
+  offered tool was called it answers in text (`final answer: <last tool result>` after a tool message).
 - Text replies: `"reply to: <last user text>"` by default; a user text containing `REPLY:` makes the server answer
   with what follows it verbatim.
 - `stream: true` returns server-sent events; `stream_options.include_usage` adds a final usage chunk.
@@ -66,15 +66,28 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _needs_tool_call(messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> bool:
+def _called_tools(messages: list[dict[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            names.add(str((call.get("function") or {}).get("name")))
+    return names
+
+
+def _next_tool(messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> Optional[dict[str, Any]]:
+    """The tool to call now: the one named in the user text, else the first offered tool not called yet."""
     if not tools:
-        return False
-    for message in reversed(messages):
-        if message.get("role") == "tool":
-            return False
-        if message.get("role") == "user":
-            return True
-    return True
+        return None
+    called = _called_tools(messages)
+    pending = [tool for tool in tools if tool.get("function", {}).get("name") not in called]
+    if not pending:
+        return None
+    user_text = _last_user_text(messages)
+    for tool in pending:
+        name = tool.get("function", {}).get("name", "")
+        if name and name in user_text:
+            return tool
+    return pending[0]
 
 
 def _example_value(schema: dict[str, Any]) -> Any:
@@ -99,14 +112,6 @@ def _tool_arguments(tool: dict[str, Any]) -> dict[str, Any]:
     properties = parameters.get("properties") or {}
     required = parameters.get("required") or list(properties)
     return {name: _example_value(properties.get(name, {})) for name in required}
-
-
-def _choose_tool(tools: list[dict[str, Any]], user_text: str) -> dict[str, Any]:
-    for tool in tools:
-        name = tool.get("function", {}).get("name", "")
-        if name and name in user_text:
-            return tool
-    return tools[0]
 
 
 def _reply_text(messages: list[dict[str, Any]]) -> str:
@@ -141,9 +146,8 @@ def create_app(token_ids: TokenIdMode = "always") -> Any:
         with_ids = token_ids == "always" or (token_ids == "on_request" and bool(body.get("return_token_ids")))
         response_id = f"chatcmpl-{next(counter)}"
         prompt_ids = encode(prompt_text(messages))
-        if _needs_tool_call(messages, tools):
-            assert tools is not None
-            tool = _choose_tool(tools, _last_user_text(messages))
+        tool = _next_tool(messages, tools)
+        if tool is not None:
             name = tool.get("function", {}).get("name", "tool")
             arguments = json.dumps(_tool_arguments(tool))
             call_id = f"call_{response_id.split('-')[1]}"

@@ -3,11 +3,13 @@
 A reward span is named `agentlightning.reward` and carries one or more dimensions as
 `agentlightning.reward.<i>.name|value` (dimension 0 is primary) plus the v0.2 attribute `reward` (the primary
 value). The readers also understand v0.2 spans (`reward` attribute only) and AgentOps-style payloads
-(`agentops.task.output` / `agentops.entity.output` holding `{"type": "reward", "value": v}`).
+(`agentops.task.output` / `agentops.entity.output` holding `{"type": "reward", "value": v}` as a dict, JSON text or
+Python-literal text).
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import json
@@ -165,7 +167,10 @@ def _agentops_payload(attributes: Mapping[str, Any]) -> Optional[dict[str, Any]]
             try:
                 payload = json.loads(payload)
             except ValueError:
-                continue
+                try:  # LiteLLM records dicts with str(): a Python literal
+                    payload = ast.literal_eval(payload)
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    continue
         if isinstance(payload, dict) and payload.get("type") == "reward":  # type: ignore[union-attr]
             return cast(dict[str, Any], payload)
     return None
