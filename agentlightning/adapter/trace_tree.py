@@ -200,14 +200,16 @@ class TraceTree:
     def agent_name(self) -> Optional[str]:
         """The agent this span stands for, if any (first rule that applies).
 
-        `agent.name` (OpenAI Agents SDK, LangGraph nodes, ...); `operation.name` of an AgentOps agent span;
-        `recipient_agent_type` (AutoGen); `langchain.chain.type`; `executor.id` (Microsoft Agent Framework); the
-        span name of an OpenInference AGENT span.
+        `agent.name` (OpenAI Agents SDK, LangGraph nodes, ...); `gen_ai.agent.name` (OpenTelemetry GenAI
+        conventions, e.g. AutoGen's `invoke_agent` spans); `operation.name` of an AgentOps agent span;
+        `recipient_agent_type` (AutoGen runtime); `langchain.chain.type`; `executor.id` (Microsoft Agent Framework);
+        for an OpenInference AGENT span its `graph.node.id`, else its name.
         """
         attributes = self.span.attributes
-        name = attributes.get("agent.name")
-        if isinstance(name, str) and name:
-            return name
+        for key in ("agent.name", "gen_ai.agent.name"):
+            name = attributes.get(key)
+            if isinstance(name, str) and name:
+                return name
         if attributes.get("agentops.span.kind") == "agent":
             name = attributes.get("operation.name")
             if isinstance(name, str) and name:
@@ -217,7 +219,8 @@ class TraceTree:
             if isinstance(name, str) and name:
                 return name
         if attributes.get("openinference.span.kind") == "AGENT":
-            return self.span.name
+            node = attributes.get("graph.node.id")
+            return node if isinstance(node, str) and node else self.span.name
         return None
 
     def maybe_reward_dict(self) -> dict[str, Any]:

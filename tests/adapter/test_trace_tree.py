@@ -86,6 +86,8 @@ def test_repair_never_uses_an_equal_interval_or_the_childs_own_subtree() -> None
     "attributes, expected",
     [
         ({"agent.name": "planner"}, "planner"),
+        ({"gen_ai.agent.name": "critic"}, "critic"),
+        ({"openinference.span.kind": "AGENT", "graph.node.id": "primary"}, "primary"),
         ({"agentops.span.kind": "agent", "operation.name": "critic"}, "critic"),
         ({"recipient_agent_type": "primary"}, "primary"),
         ({"langchain.chain.type": "write"}, "write"),
