@@ -20,6 +20,7 @@ tests.fake_openai_server --port N`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import json
 import socket
@@ -124,7 +125,7 @@ def _reply_text(messages: list[dict[str, Any]]) -> str:
     return f"reply to: {user_text}"
 
 
-def create_app(token_ids: TokenIdMode = "always") -> Any:
+def create_app(token_ids: TokenIdMode = "always", delay: float = 0.0) -> Any:
     """The ASGI application (Starlette; only build it in the server process or in a test)."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse, StreamingResponse
@@ -140,6 +141,8 @@ def create_app(token_ids: TokenIdMode = "always") -> Any:
 
     async def chat(request: Any) -> Any:
         body = await request.json()
+        if delay > 0:
+            await asyncio.sleep(delay)
         messages: list[dict[str, Any]] = body.get("messages") or []
         tools: Optional[list[dict[str, Any]]] = body.get("tools")
         model = body.get("model", "fake-model")
@@ -278,18 +281,19 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(port: int, token_ids: TokenIdMode = "always") -> None:
-    """Serve on 127.0.0.1:port until killed."""
+def serve(port: int, token_ids: TokenIdMode = "always", delay: float = 0.0) -> None:
+    """Serve on 127.0.0.1:port until killed (`delay` seconds of simulated generation time per completion)."""
     import uvicorn
 
-    uvicorn.run(create_app(token_ids), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(create_app(token_ids, delay), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 class FakeOpenAIServer:
     """Runs the fake server in a child process; `base_url` ends with `/v1`."""
 
-    def __init__(self, token_ids: TokenIdMode = "always", port: Optional[int] = None) -> None:
+    def __init__(self, token_ids: TokenIdMode = "always", port: Optional[int] = None, delay: float = 0.0) -> None:
         self.token_ids: TokenIdMode = token_ids
+        self.delay = delay
         self.port = port or free_port()
         self._process: Optional[subprocess.Popen[bytes]] = None
 
@@ -341,8 +345,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--token-ids", choices=["always", "on_request", "never"], default="always")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds of simulated generation per completion")
     args = parser.parse_args()
-    serve(args.port, args.token_ids)
+    serve(args.port, args.token_ids, args.delay)
 
 
 if __name__ == "__main__":

@@ -167,11 +167,14 @@ class SpanWriter:
         self._retry_initial = retry_initial_delay
         self._retry_max = retry_max_delay
         self._cond = threading.Condition()
-        self._queue: deque[_Item] = deque()
+        self._incoming: deque[_Item] = deque()  # submitted, not converted yet (producers append)
+        self._ready: deque[_Item] = deque()  # converted, waiting for a batch (writer thread only, under the lock)
+        self._ready_since: Optional[float] = None
         self._spill = _SpillFile()
         self._spill_meta: deque[tuple[Hashable, Optional[Callable[[Span], None]]]] = deque()
         self._stores: dict[int, LightningStore] = {}
         self._pending: dict[Hashable, int] = {}
+        self._waiters: dict[Hashable, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]]] = {}
         self._urgent = False
         self._flush_requests = 0
         self._closing = False
@@ -213,14 +216,13 @@ class SpanWriter:
             self._stores[store_key] = store
             self._pending[group] = self._pending.get(group, 0) + 1
             self._stats.submitted += 1
-            if len(self._queue) < self._max_buffered and self._spill.count == 0:
-                self._queue.append(item)
+            if len(self._incoming) + len(self._ready) < self._max_buffered and self._spill.count == 0:
+                self._incoming.append(item)
             elif not self._spill_item(item):
                 return
             if urgent:
                 self._urgent = True
-            if urgent or len(self._queue) >= self._max_batch:
-                self._cond.notify_all()
+            self._cond.notify_all()  # the writer converts spans while the agent waits for I/O
 
     def _spill_item(self, item: _Item) -> bool:
         """Put `item` in the spill file (called with the lock held). False when it had to be dropped."""
@@ -251,10 +253,10 @@ class SpanWriter:
         except Exception as exc:  # disk full, unserialisable attribute, ...
             if item.urgent:
                 logger.error("Could not spill a reward span to disk (%s); waiting for room in the buffer", exc)
-                while len(self._queue) >= self._max_buffered and self._thread.is_alive():
+                while len(self._incoming) + len(self._ready) >= self._max_buffered and self._thread.is_alive():
                     self._cond.notify_all()
                     self._cond.wait(0.5)
-                self._queue.append(item)
+                self._incoming.append(item)
                 return True
             logger.error(
                 "Span buffer is full and spilling failed (%s): span %r of rollout %s dropped",
@@ -289,11 +291,30 @@ class SpanWriter:
                 self._flush_requests -= 1
 
     async def flush_async(self, group: Hashable = ..., timeout: Optional[float] = None) -> bool:
-        """`flush` without blocking the calling event loop."""
+        """`flush` without blocking the calling event loop (the writer resolves a future when the group is done)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        waiter = (loop, future)
         with self._cond:
             if not self._outstanding(group):
                 return True
-        return await asyncio.to_thread(self.flush, group, timeout)
+            if not self._thread.is_alive():
+                return False
+            self._waiters.setdefault(group, []).append(waiter)
+            self._flush_requests += 1
+            self._cond.notify_all()
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            with self._cond:
+                self._flush_requests -= 1
+                waiters = self._waiters.get(group)
+                if waiters is not None and waiter in waiters:
+                    waiters.remove(waiter)
+                    if not waiters:
+                        del self._waiters[group]
 
     def _outstanding(self, group: Hashable) -> int:
         if group is ...:
@@ -342,30 +363,63 @@ class SpanWriter:
                 loop.close()
 
     def _next_batch(self) -> Optional[list[_Item]]:
-        with self._cond:
-            while True:
+        """Convert what arrived and return the next batch once one is due (None when closed and drained)."""
+        while True:
+            with self._cond:
+                fresh = list(self._incoming)
+                self._incoming.clear()
+                if not fresh and not self._ready and not self._spill.count:
+                    if self._closing:
+                        return None
+                    self._cond.wait(1.0)
+                    continue
+            self._convert(fresh)
+            with self._cond:
+                self._ready.extend(item for item in fresh if not item.done)
                 self._refill_from_spill()
-                if self._queue:
-                    ready = (
-                        len(self._queue) >= self._max_batch or self._urgent or self._flush_requests > 0 or self._closing
-                    )
-                    if not ready:
-                        self._cond.wait(self._flush_interval)
-                        self._refill_from_spill()
-                    batch = [self._queue.popleft() for _ in range(min(self._max_batch, len(self._queue)))]
-                    if not self._queue:
-                        self._urgent = False
-                    self._cond.notify_all()  # producers waiting for room
-                    return batch
-                if self._closing:
-                    return None
-                self._cond.wait(1.0)
+                if not self._ready:
+                    continue
+                now = time.monotonic()
+                if self._ready_since is None:
+                    self._ready_since = now
+                due = (
+                    len(self._ready) >= self._max_batch
+                    or self._urgent
+                    or self._flush_requests > 0
+                    or self._closing
+                    or now - self._ready_since >= self._flush_interval
+                )
+                if not due:
+                    if not self._incoming:
+                        self._cond.wait(self._flush_interval - (now - self._ready_since))
+                    continue
+                batch = [self._ready.popleft() for _ in range(min(self._max_batch, len(self._ready)))]
+                self._ready_since = now if self._ready else None
+                if not self._ready and not self._incoming:
+                    self._urgent = False
+                self._cond.notify_all()  # producers waiting for room
+                return batch
+
+    def _convert(self, items: list[_Item]) -> None:
+        """Turn OpenTelemetry spans into Spans (sequence ids come later, from the store)."""
+        for item in items:
+            if item.span is not None or item.readable is None:
+                continue
+            try:
+                item.span = self._converter(item.readable, item.rollout_id, item.attempt_id, 0)
+                item.readable = None
+                item.needs_sequence = True
+            except Exception:
+                logger.exception(
+                    "Could not convert span %r of rollout %s; it is not stored", _name(item), item.rollout_id
+                )
+                self._finish(item, None, dropped=True)
 
     def _refill_from_spill(self) -> None:
-        while self._spill.count and len(self._queue) < self._max_buffered:
+        while self._spill.count and len(self._incoming) + len(self._ready) < self._max_buffered:
             record = self._spill.pop()
             group, on_written = self._spill_meta.popleft()
-            self._queue.append(
+            self._ready.append(
                 _Item(
                     store_key=record["store_key"],
                     rollout_id=record["rollout_id"],
@@ -532,13 +586,28 @@ class SpanWriter:
             self._settle(item.group)
 
     def _settle(self, group: Hashable) -> None:
-        """One span of `group` is done (called with the lock held)."""
+        """One span of `group` is done (called with the lock held); wakes whoever waits for the group or for all."""
         left = self._pending.get(group, 0) - 1
         if left <= 0:
             self._pending.pop(group, None)
+            self._resolve(group)
+            if not self._pending:
+                self._resolve(...)
         else:
             self._pending[group] = left
         self._cond.notify_all()
+
+    def _resolve(self, group: Hashable) -> None:
+        for loop, future in self._waiters.pop(group, []):
+            try:
+                loop.call_soon_threadsafe(_set_done, future)
+            except RuntimeError:  # the waiting loop was closed meanwhile
+                pass
+
+
+def _set_done(future: asyncio.Future[bool]) -> None:
+    if not future.done():
+        future.set_result(True)
 
 
 def _name(item: _Item) -> str:

@@ -15,11 +15,11 @@ pytest.importorskip("autogen_agentchat", reason="the autogen extra is not instal
 pytest.importorskip("autogen_ext.models.openai", reason="the autogen extra is not installed")
 pytest.importorskip("openinference.instrumentation.autogen_agentchat", reason="the autogen extra is not installed")
 
-from autogen_agentchat.agents import AssistantAgent  # noqa: E402
-from autogen_agentchat.conditions import MaxMessageTermination  # noqa: E402
-from autogen_agentchat.teams import RoundRobinGroupChat  # noqa: E402
-from autogen_core.models import ModelInfo  # noqa: E402
-from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.conditions import MaxMessageTermination
+from autogen_agentchat.teams import RoundRobinGroupChat
+from autogen_core.models import ModelInfo
+from autogen_ext.models.openai import OpenAIChatCompletionClient
 
 
 async def add(a: int, b: int) -> int:

@@ -15,7 +15,9 @@ from ..fake_openai_server import FakeOpenAIServer, encode
 from .conftest import Capture
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")  # CrewAI's own telemetry would try to reach its servers
-crewai = pytest.importorskip("crewai", reason="the crewai extra is not installed (pip install 'agentlightning[crewai]')")
+crewai = pytest.importorskip(
+    "crewai", reason="the crewai extra is not installed (pip install 'agentlightning[crewai]')"
+)
 pytest.importorskip("openinference.instrumentation.crewai", reason="the crewai extra is not installed")
 
 

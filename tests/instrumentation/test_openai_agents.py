@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import agentlightning as agl
-from agentlightning.adapter import TraceTree, TracerTraceToTriplet
+from agentlightning.adapter import TracerTraceToTriplet, TraceTree
 
 from ..fake_openai_server import FakeOpenAIServer
 from .conftest import Capture
@@ -14,8 +14,8 @@ from .conftest import Capture
 pytest.importorskip("agents", reason="the openai-agents extra is not installed")
 pytest.importorskip("openinference.instrumentation.openai_agents", reason="the openai-agents extra is not installed")
 
-import openai  # noqa: E402
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool  # noqa: E402
+import openai
+from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool
 
 
 @function_tool
