@@ -309,6 +309,8 @@ class FakeOpenAIServer:
             str(self.port),
             "--token-ids",
             self.token_ids,
+            "--delay",
+            str(self.delay),
         ]
         self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout

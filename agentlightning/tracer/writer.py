@@ -222,7 +222,10 @@ class SpanWriter:
                 return
             if urgent:
                 self._urgent = True
-            self._cond.notify_all()  # the writer converts spans while the agent waits for I/O
+            if urgent or len(self._incoming) >= self._max_batch or self._flush_interval == 0:
+                # Otherwise the writer wakes on its own (flush interval, flush request): waking it for every span
+                # costs more context switches than the conversion it would overlap with the agent's I/O.
+                self._cond.notify_all()
 
     def _spill_item(self, item: _Item) -> bool:
         """Put `item` in the spill file (called with the lock held). False when it had to be dropped."""
@@ -371,7 +374,7 @@ class SpanWriter:
                 if not fresh and not self._ready and not self._spill.count:
                     if self._closing:
                         return None
-                    self._cond.wait(1.0)
+                    self._cond.wait(self._flush_interval if self._flush_interval > 0 else 1.0)
                     continue
             self._convert(fresh)
             with self._cond:
