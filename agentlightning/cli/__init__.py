@@ -10,6 +10,7 @@ from typing import Optional
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("agentlightning.cli.demo", "walk through the store: enqueue, dequeue, spans, resources, retries"),
     "store": ("agentlightning.cli.store", "serve a LightningStore over HTTP"),
+    "serve": ("agentlightning.cli.serve", "serve a local model with an OpenAI/vLLM-compatible API"),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import LightningStore, LightningStoreCapabilities, LightningStoreStatistics
 from .errors import (
     AttemptNotFoundError,
@@ -21,6 +23,8 @@ __all__ = [
     "InvalidArgumentError",
     "LightningStore",
     "LightningStoreCapabilities",
+    "LightningStoreClient",
+    "LightningStoreServer",
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "NoAttemptsError",
@@ -29,3 +33,15 @@ __all__ = [
     "StoreError",
     "store_from_url",
 ]
+
+
+_HTTP_NAMES = {"LightningStoreClient", "LightningStoreServer"}
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP server and client pull in fastapi/uvicorn/aiohttp; load them on first use to keep imports fast.
+    if name in _HTTP_NAMES:
+        from . import client_server
+
+        return getattr(client_server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -166,6 +166,7 @@ class LightningStore:
         """Create a rollout that bypasses the queue, already "preparing" with attempt #1.
 
         A falsy `resources_id` means the latest resources snapshot at creation time.
+        Raises InvalidArgumentError for an illegal mode, config or metadata (nothing is created).
         """
         raise NotImplementedError()
 
@@ -177,11 +178,17 @@ class LightningStore:
         config: Optional[RolloutConfig] = None,
         metadata: Optional[dict[str, Any]] = None,
     ) -> Rollout:
-        """Append a new "queuing" rollout (without attempts) to the tail of the queue."""
+        """Append a new "queuing" rollout (without attempts) to the tail of the queue.
+
+        Raises InvalidArgumentError for an illegal mode, config (e.g. a negative timeout) or non-dict metadata.
+        """
         raise NotImplementedError()
 
     async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
-        """Enqueue several rollouts atomically, keeping their order."""
+        """Enqueue several rollouts atomically, keeping their order.
+
+        Raises InvalidArgumentError if any request is invalid; then none is enqueued.
+        """
         raise NotImplementedError()
 
     async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Optional[AttemptedRollout]:
@@ -194,7 +201,10 @@ class LightningStore:
     async def dequeue_many_rollouts(
         self, *, limit: int = 1, worker_id: Optional[str] = None
     ) -> Sequence[AttemptedRollout]:
-        """Claim up to `limit` queued rollouts in FIFO order (`limit <= 0` claims none)."""
+        """Claim up to `limit` queued rollouts in FIFO order (`limit <= 0` claims none).
+
+        Raises InvalidArgumentTypeError when `limit` is not an integer.
+        """
         raise NotImplementedError()
 
     async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
@@ -223,11 +233,16 @@ class LightningStore:
         `status` and `rollout_ids` are the 0.2 names of `status_in` and `rollout_id_in` (the new names win). An empty
         list filter matches nothing. Rollouts with attempts come back as AttemptedRollout (latest attempt).
         `limit=-1` means no limit. The result is a PaginatedResult (a sequence with `total`).
+        Raises InvalidArgumentError for an unknown status, sort field, sort order, filter logic, a limit below -1
+        or a negative offset.
         """
         raise NotImplementedError()
 
     async def get_rollout_by_id(self, rollout_id: str) -> Optional[Rollout]:
-        """The rollout (an AttemptedRollout with its latest attempt when it has one), or None if unknown."""
+        """The rollout (an AttemptedRollout with its latest attempt when it has one), or None if unknown.
+
+        Raises InvalidArgumentTypeError when `rollout_id` is not a string.
+        """
         raise NotImplementedError()
 
     async def update_rollout(
@@ -243,7 +258,8 @@ class LightningStore:
         """Replace the given fields (UNSET leaves a field alone; None clears it).
 
         A terminal status stamps `end_time` and wakes waiters; a queuing status puts the rollout back in the queue
-        (once). Raises RolloutNotFoundError for an unknown id.
+        (once). Raises RolloutNotFoundError for an unknown id and InvalidArgumentError for an illegal status, mode,
+        config or metadata (the rollout is left unchanged).
         """
         raise NotImplementedError()
 
@@ -251,6 +267,7 @@ class LightningStore:
         """Wait until the listed rollouts are finished or `timeout` seconds pass (None waits forever).
 
         Returns the finished ones in input order. Unknown ids are ignored. Does not busy-wait.
+        Raises InvalidArgumentError for a negative or non-numeric timeout.
         """
         raise NotImplementedError()
 
@@ -264,7 +281,10 @@ class LightningStore:
         limit: int = -1,
         offset: int = 0,
     ) -> Sequence[Attempt]:
-        """Attempts of a rollout, by ascending sequence id by default ([] for an unknown rollout)."""
+        """Attempts of a rollout, by ascending sequence id by default ([] for an unknown rollout).
+
+        Raises InvalidArgumentError for an unknown sort field or order, a limit below -1 or a negative offset.
+        """
         raise NotImplementedError()
 
     async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
@@ -284,7 +304,8 @@ class LightningStore:
 
         When the latest attempt changes status, the rollout follows: succeeded/running directly; failed, timeout and
         unresponsive requeue the rollout if the status is in `retry_condition` and attempts remain, else fail it.
-        Raises RolloutNotFoundError, NoAttemptsError or AttemptNotFoundError.
+        A cancelled rollout keeps its status. Raises RolloutNotFoundError, NoAttemptsError or AttemptNotFoundError
+        for unknown ids and InvalidArgumentError for an illegal status, heartbeat time or metadata (nothing changes).
         """
         raise NotImplementedError()
 
@@ -311,15 +332,24 @@ class LightningStore:
         readable_span: ReadableSpan,
         sequence_id: Optional[int] = None,
     ) -> Optional[Span]:
-        """Convert an OpenTelemetry span and store it, allocating a sequence id when none is given."""
+        """Convert an OpenTelemetry span and store it, allocating a sequence id when none is given.
+
+        Raises RolloutNotFoundError / AttemptNotFoundError for unknown ids; returns None for a duplicate span.
+        """
         raise NotImplementedError()
 
     async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
-        """Allocate the next span sequence number of a rollout (1, 2, ...; shared by all its attempts)."""
+        """Allocate the next span sequence number of a rollout (1, 2, ...; shared by all its attempts).
+
+        Raises RolloutNotFoundError for an unknown rollout (the attempt id is not checked).
+        """
         raise NotImplementedError()
 
     async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
-        """Allocate one sequence number per (rollout_id, attempt_id) pair, in order."""
+        """Allocate one sequence number per (rollout_id, attempt_id) pair, in order.
+
+        Raises RolloutNotFoundError if any rollout is unknown; then nothing is allocated.
+        """
         raise NotImplementedError()
 
     async def query_spans(
@@ -344,17 +374,24 @@ class LightningStore:
         """Spans of a rollout (optionally one attempt, or "latest" = the latest attempt), by sequence id.
 
         Rollout and attempt always restrict the result; the other filters combine with `filter_logic`.
-        Raises SpansEvictedError when the rollout's spans were evicted.
+        Raises SpansEvictedError when the rollout's spans were evicted or removed by retention, and
+        InvalidArgumentError for an unknown sort field, bad pagination or filter logic.
         """
         raise NotImplementedError()
 
     # ---------------------------------------------------------------------------------------------------- resources
     async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
-        """Store a new resources snapshot (version 1) under a generated id; it becomes the latest."""
+        """Store a new resources snapshot (version 1) under a generated id; it becomes the latest.
+
+        Raises InvalidArgumentError when a resource is malformed (dicts are parsed by `resource_type`).
+        """
         raise NotImplementedError()
 
     async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
-        """Create or replace the snapshot `resources_id` (its version grows by one); it becomes the latest."""
+        """Create or replace the snapshot `resources_id` (its version grows by one); it becomes the latest.
+
+        Raises InvalidArgumentError when a resource is malformed or the id is empty.
+        """
         raise NotImplementedError()
 
     async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
@@ -394,5 +431,8 @@ class LightningStore:
         raise NotImplementedError()
 
     async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
-        """Record a worker heartbeat (creating the worker if needed), with an optional stats snapshot."""
+        """Record a worker heartbeat (creating the worker if needed), with an optional stats snapshot.
+
+        Raises InvalidArgumentTypeError when `heartbeat_stats` is given but is not a dict (None included).
+        """
         raise NotImplementedError()

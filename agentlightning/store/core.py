@@ -118,6 +118,17 @@ class CoreLightningStore(LightningStore):
         self._notifier = CompletionNotifier()
         self._created_at = time.time()
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_scan_guard", None)
+        state.pop("_notifier", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scan_guard = threading.Lock()
+        self._notifier = CompletionNotifier()
+
     # ------------------------------------------------------------------------------------------------------- basics
     @property
     def capabilities(self) -> LightningStoreCapabilities:
@@ -602,10 +613,9 @@ class CoreLightningStore(LightningStore):
                         changes.sync_worker(attempt)
                     latest_attempt = latest.get(key[0])
                     if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
-                        rollout = changes.rollout(rollouts[key[0]])
-                        promoted = rollout_status_after_span(rollout)
+                        promoted = rollout_status_after_span(rollouts[key[0]])
                         if promoted is not None:
-                            changes.set_rollout_status(rollout, promoted)
+                            changes.set_rollout_status(changes.rollout(rollouts[key[0]]), promoted)
                 await changes.flush(tx)
         return inserted
 

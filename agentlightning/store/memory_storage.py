@@ -68,6 +68,18 @@ class InMemoryStorage(Storage):
         self.health_hint = math.inf
         self._tx = _MemoryTransaction(self)
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickling takes a snapshot of the data (locks are recreated in the copy)."""
+        with self.lock:
+            state = dict(self.__dict__)
+        del state["lock"], state["_tx"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        vars(self).update(state)
+        self.lock = threading.Lock()
+        self._tx = _MemoryTransaction(self)
+
     @property
     def capabilities(self) -> LightningStoreCapabilities:
         return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=False, otlp_traces=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Literal, Optional, TypeVar
 
 from .errors import InvalidArgumentError, InvalidArgumentTypeError
@@ -62,12 +63,17 @@ class Condition:
     value: Any
 
     def matches(self, item: Any) -> bool:
-        actual = getattr(item, self.field)
+        return self.compile()(item)
+
+    def compile(self) -> Callable[[Any], bool]:
+        """A fast predicate for in-memory evaluation."""
+        get = attrgetter(self.field)
+        value = self.value
         if self.op == "exact":
-            return actual == self.value
+            return lambda item: get(item) == value
         if self.op == "within":
-            return actual in self.value
-        return isinstance(actual, str) and self.value in actual
+            return lambda item: get(item) in value
+        return lambda item: isinstance(actual := get(item), str) and value in actual
 
 
 @dataclass(frozen=True)
@@ -82,11 +88,17 @@ class Query:
     offset: int = 0
 
     def matches(self, item: Any) -> bool:
-        if not self.conditions:
-            return True
+        return self.predicate()(item)
+
+    def predicate(self) -> Callable[[Any], bool]:
+        predicates = [condition.compile() for condition in self.conditions]
+        if not predicates:
+            return lambda item: True
+        if len(predicates) == 1:
+            return predicates[0]
         if self.logic == "and":
-            return all(condition.matches(item) for condition in self.conditions)
-        return any(condition.matches(item) for condition in self.conditions)
+            return lambda item: all(predicate(item) for predicate in predicates)
+        return lambda item: any(predicate(item) for predicate in predicates)
 
     def window(self, items: list[T]) -> list[T]:
         if self.limit == -1:
@@ -95,7 +107,11 @@ class Query:
 
     def apply(self, items: Iterable[T]) -> tuple[list[T], int]:
         """Filter, sort and paginate `items` (given in creation order). Returns (page, total matches)."""
-        matched = [item for item in items if self.matches(item)] if self.conditions else list(items)
+        if self.conditions:
+            predicate = self.predicate()
+            matched = [item for item in items if predicate(item)]
+        else:
+            matched = list(items)
         if self.sort_by is not None:
             matched.sort(key=sort_key(self.sort_by), reverse=self.sort_order == "desc")
         return self.window(matched), len(matched)

@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from agentlightning.store import InMemoryLightningStore, LightningStore, LightningStoreCapabilities
 from agentlightning.store.threading import LightningStoreThreaded
 
+from .http_backend import http_backend
+
 
 class _SingleThreadedMemoryStore(InMemoryLightningStore):
     """A memory store that claims not to be thread-safe, so the threaded wrapper really serialises calls."""
@@ -29,4 +31,5 @@ StoreFactory = Callable[[], Awaitable[LightningStore]]
 STORE_BACKENDS: dict[str, StoreFactory] = {
     "memory": make_memory_store,
     "threaded": make_threaded_store,
+    "http": http_backend(make_memory_store),
 }

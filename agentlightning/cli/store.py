@@ -1,0 +1,127 @@
+"""`agl store`: serve a LightningStore over HTTP.
+
+    agl store --backend memory:// --port 4747
+    agl store --backend sqlite:///runs/store.db --host 0.0.0.0 --api-key "$KEY" --workers 4
+
+The backend is any store URL (`agentlightning.store.store_from_url`). Several worker processes are allowed only for
+backends shared across processes (SQLite, PostgreSQL); the in-memory store lives in one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import socket
+import sys
+from typing import Any, Optional
+
+__all__ = ["main"]
+
+API_KEY_ENV = "AGL_STORE_API_KEY"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agl store", description="Serve a LightningStore over HTTP.")
+    parser.add_argument("--backend", default="memory://", help="store URL (default: memory://)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=4747, help="TCP port (default: 4747)")
+    parser.add_argument(
+        "--api-key", default=None, help=f"bearer token required by every route (default: ${API_KEY_ENV})"
+    )
+    parser.add_argument("--workers", type=int, default=1, help="server processes (shared backends only)")
+    parser.add_argument("--insecure", action="store_true", help="allow a non-loopback address without an API key")
+    parser.add_argument("--max-body-bytes", type=int, default=None, help="largest accepted request body")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"agl store: {message}", file=sys.stderr)
+    return code
+
+
+def _run(coroutine: Any) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coroutine)
+    else:
+        uvloop.run(coroutine)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.workers < 1:
+        return _fail("--workers must be at least 1")
+    try:
+        from agentlightning.store.client_server import LightningStoreServer
+        from agentlightning.store.http.handlers import ServerLimits
+        from agentlightning.store.http.server import is_loopback
+        from agentlightning.store.url import store_from_url
+    except ImportError as exc:
+        return _fail(f"the store server needs the server extra: pip install 'agentlightning[server]' ({exc})", 1)
+
+    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    if not is_loopback(args.host) and not api_key and not args.insecure:
+        return _fail(
+            f"refusing to serve on {args.host} without an API key: pass --api-key (or set {API_KEY_ENV}), "
+            "bind 127.0.0.1, or add --insecure on a trusted network"
+        )
+    try:
+        store = store_from_url(args.backend)
+    except ValueError as exc:
+        return _fail(str(exc))
+    max_body = args.max_body_bytes or ServerLimits.max_body_bytes
+    if args.workers > 1:
+        if not store.capabilities.get("zero_copy", False):
+            return _fail(
+                f"--workers {args.workers} needs a backend shared across processes (sqlite://, postgresql://); "
+                f"{args.backend} keeps its data inside one process, so use --workers 1"
+            )
+        _run(store.close())
+        return _serve_workers(args, api_key, max_body)
+    server = LightningStoreServer(
+        store, host=args.host, port=args.port, api_key=api_key or "", insecure=args.insecure, max_body_bytes=max_body
+    )
+    print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
+    try:
+        _run(server.run_forever())
+    except RuntimeError as exc:
+        return _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: int) -> int:
+    import uvicorn
+
+    try:  # a friendly message for a taken port, before uvicorn forks its workers
+        probe = socket.create_server((args.host, args.port))
+        probe.close()
+    except OSError as exc:
+        return _fail(f"cannot bind {args.host}:{args.port}: {exc.strerror}. Another process may be using this port.", 1)
+    os.environ["AGL_STORE_BACKEND"] = args.backend
+    os.environ["AGL_STORE_MAX_BODY_BYTES"] = str(max_body)
+    if api_key:
+        os.environ[API_KEY_ENV] = api_key
+    print(
+        f"LightningStore ({args.backend}) serving on {args.host}:{args.port} with {args.workers} workers",
+        file=sys.stderr,
+    )
+    uvicorn.run(
+        "agentlightning.store.http.app:create_app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=60,
+        timeout_graceful_shutdown=5,
+    )
+    return 0

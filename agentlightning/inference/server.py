@@ -1,0 +1,305 @@
+"""An OpenAI-compatible inference server for `InferenceEngine`, answering like vLLM (token ids included).
+
+Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions` (both streaming or not),
+`GET /v1/weights` and `POST /v1/weights` (swap in new weights without a restart: `{"path": ..., "version": ...}`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Optional, Union
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel
+
+from .engine import InferenceEngine, SequenceState, StreamDelta, WeightsError
+from .protocol import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    chat_chunk,
+    chat_response,
+    completion_chunk,
+    completion_response,
+    error_body,
+    new_id,
+    usage,
+)
+from .sampling import SamplingError, SamplingParams
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_TOKENS = 256
+
+
+class WeightsRequest(BaseModel):
+    """Load new weights: a safetensors file (or a folder with model.safetensors) and its version label."""
+
+    path: str
+    version: str
+
+
+def create_inference_app(
+    engine: InferenceEngine, *, served_model_names: Optional[list[str]] = None, api_key: Optional[str] = None
+) -> Any:
+    """Build the FastAPI app serving `engine` under `served_model_names` (default: the engine's model name)."""
+    names = served_model_names or [engine.model_name]
+    app = FastAPI(title="Agent Lightning inference server")
+
+    def error(status: int, message: str, **kwargs: Any) -> JSONResponse:
+        return JSONResponse(error_body(message, **kwargs), status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in exc.errors())
+        return error(400, f"Invalid request: {problems}")
+
+    @app.middleware("http")
+    async def authenticate(request: Request, call_next: Callable[[Request], Any]) -> Any:
+        if api_key and request.url.path != "/health":
+            given = request.headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+                return error(401, "Missing or wrong API key", kind="authentication_error")
+        return await call_next(request)
+
+    def check_model(model: str) -> Optional[JSONResponse]:
+        if model not in names:
+            return error(404, f"The model {model!r} does not exist; this server serves {names}", code="model_not_found")
+        return None
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        created = int(time.time())
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": created, "owned_by": "agentlightning"} for name in names
+            ],
+        }
+
+    @app.get("/v1/weights")
+    async def current_weights() -> dict[str, str]:
+        return {"model": engine.model_name, "version": engine.weights_version}
+
+    @app.post("/v1/weights")
+    async def swap_weights(request: WeightsRequest) -> Any:
+        try:
+            await asyncio.to_thread(engine.load_weights, request.path, request.version)
+        except WeightsError as exc:
+            return error(400, str(exc))
+        return {"model": engine.model_name, "version": engine.weights_version}
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: ChatCompletionRequest) -> Any:
+        problem = check_model(request.model)
+        if problem is not None:
+            return problem
+        try:
+            prompt_ids = engine.chat_prompt(request.plain_messages(), request.tools)
+            params = request.sampling(
+                logprobs=request.logprobs,
+                top_logprobs=request.top_logprobs or 0,
+                default_max_tokens=request.max_completion_tokens or DEFAULT_MAX_TOKENS,
+            )
+            params.validate(engine.max_context, len(prompt_ids))
+        except (SamplingError, ValueError) as exc:
+            return error(400, str(exc))
+        if request.stream:
+            return StreamingResponse(_stream_chat(engine, request, prompt_ids, params), media_type="text/event-stream")
+        sequences = await _generate(engine, prompt_ids, params)
+        return chat_response(request, request.model, prompt_ids, sequences)
+
+    @app.post("/v1/completions")
+    async def completions(request: CompletionRequest) -> Any:
+        problem = check_model(request.model)
+        if problem is not None:
+            return problem
+        try:
+            prompt_ids = engine.encode(request.prompt) if isinstance(request.prompt, str) else list(request.prompt)
+            params = request.sampling(
+                logprobs=request.logprobs is not None,
+                top_logprobs=request.logprobs or 0,
+                default_max_tokens=16,
+            )
+            params.validate(engine.max_context, len(prompt_ids))
+            prompt_text = request.prompt if isinstance(request.prompt, str) else engine.decode(prompt_ids)
+        except (SamplingError, ValueError) as exc:
+            return error(400, str(exc))
+        if request.stream:
+            return StreamingResponse(
+                _stream_completion(engine, request, prompt_ids, params), media_type="text/event-stream"
+            )
+        try:
+            sequences = await _generate(engine, prompt_ids, params)
+        except ValueError as exc:
+            return error(400, str(exc))
+        return completion_response(request, request.model, prompt_ids, prompt_text, sequences)
+
+    return app
+
+
+async def _generate(engine: InferenceEngine, prompt_ids: list[int], params: SamplingParams) -> list[SequenceState]:
+    return await asyncio.to_thread(engine.generate, prompt_ids, params)
+
+
+async def _deltas(
+    engine: InferenceEngine, prompt_ids: list[int], params: SamplingParams
+) -> AsyncIterator[Union[list[StreamDelta], list[SequenceState]]]:
+    """Run generation on a worker thread; yield the deltas of each step, then the final sequences."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    cancelled = threading.Event()
+
+    def produce() -> None:
+        steps = engine.stream(prompt_ids, params)
+        final: list[SequenceState] = []
+        try:
+            for sequences in steps:
+                final = sequences
+                if cancelled.is_set():
+                    return
+                deltas = engine.deltas(sequences, params)
+                if deltas:
+                    loop.call_soon_threadsafe(queue.put_nowait, ("deltas", deltas))
+            loop.call_soon_threadsafe(queue.put_nowait, ("done", final))
+        except Exception as exc:  # reported to the client as an error event
+            loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+        finally:
+            steps.close()
+
+    worker = loop.run_in_executor(None, produce)
+    try:
+        while True:
+            kind, payload = await queue.get()
+            if kind == "error":
+                raise payload
+            yield payload
+            if kind == "done":
+                break
+    finally:
+        cancelled.set()
+        await asyncio.shield(worker)
+
+
+def _sse(payload: Any) -> bytes:
+    return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
+
+
+async def _stream_events(
+    engine: InferenceEngine,
+    prompt_ids: list[int],
+    params: SamplingParams,
+    *,
+    prelude: list[dict[str, Any]],
+    render: Callable[[StreamDelta, bool], dict[str, Any]],
+    usage_chunk: Optional[Callable[[dict[str, int]], dict[str, Any]]],
+) -> AsyncIterator[bytes]:
+    """The SSE stream of a generation: prelude chunks, one chunk per delta, the usage chunk, then [DONE]."""
+    for chunk in prelude:
+        yield _sse(chunk)
+    final: list[SequenceState] = []
+    first = not prelude
+    try:
+        async for item in _deltas(engine, prompt_ids, params):
+            if item and isinstance(item[0], SequenceState):
+                final = item  # type: ignore[assignment]
+                continue
+            for delta in item:
+                yield _sse(render(delta, first))  # type: ignore[arg-type]
+                first = False
+    except Exception as exc:
+        logger.exception("Streaming generation failed")
+        yield _sse(error_body(f"Generation failed: {exc}", kind="server_error"))
+        return
+    if usage_chunk is not None:
+        yield _sse(usage_chunk(usage(len(prompt_ids), sum(len(s.token_ids) for s in final))))
+    yield b"data: [DONE]\n\n"
+
+
+def _stream_chat(
+    engine: InferenceEngine, request: ChatCompletionRequest, prompt_ids: list[int], params: SamplingParams
+) -> AsyncIterator[bytes]:
+    common: dict[str, Any] = {"chunk_id": new_id("chatcmpl"), "model": request.model, "created": int(time.time())}
+    prelude = [
+        chat_chunk(request, role_for=index, prompt_ids=prompt_ids if index == 0 else None, **common)
+        for index in range(params.n)
+    ]
+    return _stream_events(
+        engine,
+        prompt_ids,
+        params,
+        prelude=prelude,
+        render=lambda delta, _first: chat_chunk(request, delta=delta, **common),
+        usage_chunk=(lambda counts: {**chat_chunk(request, **common), "usage": counts})
+        if request.include_usage
+        else None,
+    )
+
+
+def _stream_completion(
+    engine: InferenceEngine, request: CompletionRequest, prompt_ids: list[int], params: SamplingParams
+) -> AsyncIterator[bytes]:
+    common: dict[str, Any] = {"chunk_id": new_id("cmpl"), "model": request.model, "created": int(time.time())}
+
+    def usage_chunk(counts: dict[str, int]) -> dict[str, Any]:
+        return {"id": common["chunk_id"], "object": "text_completion", "created": common["created"],
+                "model": request.model, "choices": [], "usage": counts}  # fmt: skip
+
+    return _stream_events(
+        engine,
+        prompt_ids,
+        params,
+        prelude=[],
+        render=lambda delta, first: completion_chunk(
+            request, delta=delta, prompt_ids=prompt_ids if first else None, **common
+        ),
+        usage_chunk=usage_chunk if request.include_usage else None,
+    )
+
+
+class InferenceServer:
+    """Serves an engine on a background thread: `start()`, `endpoint`, `stop()`."""
+
+    def __init__(
+        self,
+        engine: InferenceEngine,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        served_model_names: Optional[list[str]] = None,
+        api_key: Optional[str] = None,
+    ) -> None:
+        from agentlightning.utils.uvicorn_thread import UvicornThread
+
+        self.engine = engine
+        self.app = create_inference_app(engine, served_model_names=served_model_names, api_key=api_key)
+        self._thread = UvicornThread(self.app, host=host, port=port, name="agl-inference")
+
+    @property
+    def endpoint(self) -> str:
+        """The OpenAI base URL (ends with /v1)."""
+        return f"http://{self._thread.host}:{self._thread.port}/v1"
+
+    def start(self) -> InferenceServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._thread.stop()
+
+    def __enter__(self) -> InferenceServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,263 @@
+"""The proxy's HTTP surface: OpenAI-compatible routes that forward upstream and record each call.
+
+Rollout and attempt ids come from the path (`/rollout/{rid}/attempt/{aid}/v1/chat/completions`, with or without
+`/v1`) or from the `x-rollout-id` / `x-attempt-id` headers on plain `/v1/...` routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from agentlightning.store.base import LightningStore
+from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundError
+
+from .models import ModelRouter, Upstream
+from .record import CallRecord, StreamAssembler
+from .upstream import UpstreamClient
+from .writer import SpanWriter
+
+logger = logging.getLogger(__name__)
+
+ROUTES = {"chat/completions": "chat", "completions": "completion"}
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass
+class ProxyState:
+    """What the app needs; the upstream client and writer are created on the serving event loop."""
+
+    router: ModelRouter
+    store: LightningStore
+    num_retries: int
+    request_timeout: float
+    request_logprobs: bool = False
+    upstream: Optional[UpstreamClient] = None
+    writer: Optional[SpanWriter] = None
+    loop: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error", code: Optional[str] = None) -> Any:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status)
+
+
+def create_proxy_app(state: ProxyState) -> Any:
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        state.loop = asyncio.get_running_loop()
+        state.upstream = UpstreamClient(num_retries=state.num_retries, timeout=state.request_timeout)
+        state.writer = SpanWriter(state.store)
+        state.writer.start()
+        try:
+            yield
+        finally:
+            await state.writer.stop()
+            await state.upstream.close()
+
+    app = FastAPI(title="Agent Lightning LLM proxy", lifespan=lifespan)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/models")
+    @app.get("/rollout/{rollout_id}/attempt/{attempt_id}/v1/models")
+    @app.get("/rollout/{rollout_id}/attempt/{attempt_id}/models")
+    async def models(rollout_id: Optional[str] = None, attempt_id: Optional[str] = None) -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "owned_by": "agentlightning"} for name in state.router.model_names
+            ],
+        }
+
+    @app.post("/rollout/{rollout_id}/attempt/{attempt_id}/{path:path}")
+    async def with_ids_in_path(rollout_id: str, attempt_id: str, path: str, request: Request) -> Any:
+        return await _handle(state, request, path, rollout_id, attempt_id)
+
+    @app.post("/v1/{path:path}")
+    async def with_ids_in_headers(path: str, request: Request) -> Any:
+        rollout_id = request.headers.get("x-rollout-id")
+        attempt_id = request.headers.get("x-attempt-id")
+        if not rollout_id or not attempt_id:
+            return _error(
+                400,
+                "The proxy needs the rollout and attempt of each call: use the base URL "
+                "/rollout/<rollout_id>/attempt/<attempt_id>/v1 or send x-rollout-id and x-attempt-id headers",
+                code="missing_rollout_ids",
+            )
+        return await _handle(state, request, path, rollout_id, attempt_id)
+
+    return app
+
+
+async def _read_json(request: Any) -> tuple[Optional[dict[str, Any]], Optional[Any]]:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        return None, _error(413, f"Request body larger than {MAX_BODY_BYTES} bytes")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        return None, _error(413, f"Request body larger than {MAX_BODY_BYTES} bytes")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, _error(400, f"The request body is not valid JSON: {exc}")
+    if not isinstance(body, dict):
+        return None, _error(400, "The request body must be a JSON object")
+    return body, None
+
+
+async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, attempt_id: str) -> Any:
+    path = path.strip("/")
+    kind = ROUTES.get(path[3:] if path.startswith("v1/") else path)
+    if kind is None:
+        return _error(404, f"The proxy does not serve /{path}; it serves /v1/chat/completions and /v1/completions")
+    body, problem = await _read_json(request)
+    if problem is not None or body is None:
+        return problem
+    model = body.get("model")
+    if not isinstance(model, str):
+        return _error(400, "The request needs a 'model' string")
+    upstream = state.router.route(model)
+    if upstream is None:
+        return _error(
+            404, f"The model {model!r} is not served by this proxy; known models: {state.router.model_names}",
+            code="model_not_found",
+        )  # fmt: skip
+    sequence_id: Optional[int] = None
+    try:
+        sequence_id = await state.store.get_next_span_sequence_id(rollout_id, attempt_id)
+    except (RolloutNotFoundError, AttemptNotFoundError) as exc:
+        return _error(404, str(exc), code="rollout_not_found")
+    except Exception as exc:  # the store is unreachable: serve the call, number the span when writing it
+        logger.warning("LLM proxy: could not allocate a sequence id (%s); will retry when recording", exc)
+    stream = bool(body.get("stream"))
+    upstream_body = _upstream_body(state, upstream, body, stream)
+    record = CallRecord(
+        rollout_id=rollout_id, attempt_id=attempt_id, kind=kind, request=upstream_body,
+        upstream=upstream.api_base, stream=stream, sequence_id=sequence_id, requested_model=model,
+    )  # fmt: skip
+    path_upstream = "/chat/completions" if kind == "chat" else "/completions"
+    assert state.upstream is not None and state.writer is not None
+    result = await state.upstream.send(upstream, path_upstream, upstream_body, stream=stream)
+    if result.response is not None and result.response.status_code == 400 and "return_token_ids" in upstream_body:
+        detail = (await result.response.aread()).decode("utf-8", "replace")
+        if "return_token_ids" in detail:
+            await result.response.aclose()
+            logger.info("Upstream %s does not support return_token_ids; not asking again", upstream.api_base)
+            state.router.disable_token_ids(upstream)
+            upstream_body = _upstream_body(state, upstream, body, stream)
+            record.request = upstream_body
+            result = await state.upstream.send(upstream, path_upstream, upstream_body, stream=stream)
+    record.attempts = result.attempts
+    if result.response is None:
+        message = f"Upstream {upstream.api_base} is unreachable: {result.error}"
+        record.fail(type(result.error).__name__, message, 502)
+        state.writer.submit(record)
+        return _error(502, message, kind="upstream_error", code="upstream_unreachable")
+    response = result.response
+    if response.status_code != 200:
+        raw = await response.aread()
+        await response.aclose()
+        record.fail(
+            "UpstreamHTTPError", f"Upstream answered {response.status_code}: {raw[:2000]!r}", response.status_code
+        )
+        state.writer.submit(record)
+        return _passthrough_error(response.status_code, raw)
+    if stream:
+        return _relay_stream(state, record, response, kind, wants_usage=_client_wants_usage(body))
+    try:
+        payload = json.loads(await response.aread())
+    except ValueError as exc:
+        record.fail("UpstreamProtocolError", f"Upstream returned invalid JSON: {exc}", 502)
+        state.writer.submit(record)
+        return _error(502, "The upstream returned invalid JSON", kind="upstream_error")
+    finally:
+        await response.aclose()
+    record.finish(response=payload, status_code=200)
+    state.writer.submit(record)
+    return JSONResponse(payload)
+
+
+def _client_wants_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+def _upstream_body(state: ProxyState, upstream: Upstream, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+    forwarded = {**upstream.extra_body, **body, "model": upstream.upstream_model}
+    if state.router.wants_token_ids(upstream):
+        forwarded["return_token_ids"] = True
+    if state.request_logprobs and "logprobs" not in body:
+        forwarded["logprobs"] = True if "messages" in body else 1
+    if stream:
+        options = dict(forwarded.get("stream_options") or {})
+        options["include_usage"] = True
+        forwarded["stream_options"] = options
+    return forwarded
+
+
+def _passthrough_error(status: int, raw: bytes) -> Any:
+    try:
+        payload = json.loads(raw)
+    except ValueError:
+        return Response(content=raw, status_code=status, media_type="text/plain")
+    return JSONResponse(payload, status_code=status)
+
+
+def _relay_stream(state: ProxyState, record: CallRecord, response: Any, kind: str, *, wants_usage: bool) -> Any:
+    assembler = StreamAssembler(kind)
+
+    async def relay() -> AsyncIterator[bytes]:
+        buffer = b""
+        completed = False
+        try:
+            async for piece in response.aiter_bytes():
+                buffer += piece
+                while b"\n\n" in buffer:
+                    event, buffer = buffer.split(b"\n\n", 1)
+                    forward = _inspect_event(event, assembler, wants_usage)
+                    if forward:
+                        yield event + b"\n\n"
+            if buffer.strip() and _inspect_event(buffer, assembler, wants_usage):
+                yield buffer
+            completed = True
+        finally:
+            await response.aclose()
+            if completed:
+                record.finish(response=assembler.response(), status_code=200)
+            else:
+                record.response = assembler.response()
+                record.fail("StreamInterrupted", "The stream ended early (client disconnected or upstream failed)")
+            assert state.writer is not None
+            state.writer.submit(record)
+
+    return StreamingResponse(relay(), media_type="text/event-stream")
+
+
+def _inspect_event(event: bytes, assembler: StreamAssembler, wants_usage: bool) -> bool:
+    """Feed one SSE event to the assembler; False for the usage-only chunk the client did not ask for."""
+    for line in event.split(b"\n"):
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if not data or data == b"[DONE]":
+            continue
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(chunk, dict):
+            assembler.add(chunk)
+            if not wants_usage and chunk.get("usage") and not chunk.get("choices"):
+                return False
+    return True

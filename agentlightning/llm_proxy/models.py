@@ -1,0 +1,99 @@
+"""The proxy's model list: which upstream serves each model name (LiteLLM-style `model_list` entries)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from typing_extensions import TypedDict
+
+# Provider prefixes of LiteLLM model strings that mean "an OpenAI-compatible server"; they are stripped.
+OPENAI_COMPATIBLE_PREFIXES = ("hosted_vllm/", "openai/", "vllm/", "text-completion-openai/", "openai_like/")
+
+
+class ModelConfig(TypedDict, total=False):
+    """One entry of the model list: `{"model_name": "...", "litellm_params": {"model": ..., "api_base": ...}}`."""
+
+    model_name: str
+    litellm_params: dict[str, Any]
+
+
+class ModelListError(ValueError):
+    """The model list is malformed; the message names the entry and the field."""
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where to send a request for one model name."""
+
+    model_name: str
+    api_base: str
+    upstream_model: str
+    api_key: Optional[str]
+    return_token_ids: bool
+    extra_body: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.api_base}|{self.upstream_model}"
+
+
+def parse_model_config(entry: Any, position: int) -> Upstream:
+    if not isinstance(entry, dict):
+        raise ModelListError(f"Model list entry {position} must be a dict, got {entry!r}")
+    name = entry.get("model_name")
+    params = entry.get("litellm_params")
+    if not isinstance(name, str) or not name:
+        raise ModelListError(f"Model list entry {position} needs a non-empty 'model_name'")
+    if not isinstance(params, dict):
+        raise ModelListError(f"Model list entry {position} ({name}) needs a 'litellm_params' dict")
+    api_base = params.get("api_base")
+    model = params.get("model")
+    if not isinstance(api_base, str) or not api_base.startswith(("http://", "https://")):
+        raise ModelListError(f"Model {name!r}: 'litellm_params.api_base' must be an http(s) URL, got {api_base!r}")
+    if not isinstance(model, str) or not model:
+        raise ModelListError(f"Model {name!r}: 'litellm_params.model' must be a model string, got {model!r}")
+    for prefix in OPENAI_COMPATIBLE_PREFIXES:
+        if model.startswith(prefix):
+            model = model[len(prefix) :]
+            break
+    api_key = params.get("api_key")
+    known = {"model", "api_base", "api_key", "return_token_ids"}
+    return Upstream(
+        model_name=name,
+        api_base=api_base.rstrip("/"),
+        upstream_model=model,
+        api_key=api_key if isinstance(api_key, str) else None,
+        return_token_ids=bool(params.get("return_token_ids", True)),
+        extra_body={key: value for key, value in params.items() if key not in known},
+    )
+
+
+class ModelRouter:
+    """Maps model names to upstreams; several entries with one name are used in turn (round robin)."""
+
+    def __init__(self, model_list: list[ModelConfig]) -> None:
+        upstreams = [parse_model_config(entry, position) for position, entry in enumerate(model_list)]
+        self.model_names: list[str] = list(dict.fromkeys(upstream.model_name for upstream in upstreams))
+        self._by_name: dict[str, list[Upstream]] = {}
+        for upstream in upstreams:
+            self._by_name.setdefault(upstream.model_name, []).append(upstream)
+        self._cycles = {name: itertools.cycle(entries) for name, entries in self._by_name.items()}
+        self._lock = threading.Lock()
+        self._without_token_ids: set[str] = set()
+
+    def route(self, model_name: str) -> Optional[Upstream]:
+        cycle = self._cycles.get(model_name)
+        if cycle is None:
+            return None
+        with self._lock:
+            return next(cycle)
+
+    def wants_token_ids(self, upstream: Upstream) -> bool:
+        return upstream.return_token_ids and upstream.key not in self._without_token_ids
+
+    def disable_token_ids(self, upstream: Upstream) -> None:
+        """The upstream rejected `return_token_ids` (not a vLLM server): stop asking it."""
+        self._without_token_ids.add(upstream.key)

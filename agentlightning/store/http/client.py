@@ -1,0 +1,422 @@
+"""`LightningStoreClient`: the whole LightningStore contract over HTTP.
+
+Every method is one request built from the operations table. Store errors come back as the same typed
+exceptions with the same messages; returned values have the same types as a direct store's. Writes carry an
+Idempotency-Key, so the retries of connection failures and 502/503/504 answers never apply a write twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+from agentlightning.store.base import (
+    UNSET,
+    LightningStore,
+    LightningStoreCapabilities,
+    LightningStoreStatistics,
+    Unset,
+)
+from agentlightning.store.validation import check_id, check_timeout
+from agentlightning.types import (
+    Attempt,
+    AttemptedRollout,
+    EnqueueRolloutRequest,
+    NamedResources,
+    ResourcesUpdate,
+    Rollout,
+    RolloutConfig,
+    RolloutMode,
+    Span,
+    TaskInput,
+    Worker,
+)
+
+from .errors import InvalidArgumentTypeError, StoreConnectionError
+from .retry import FixedDelays, RetryPolicy
+from .transport import HttpTransport
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = ["API_KEY_ENV", "LightningStoreClient"]
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV = "AGL_STORE_API_KEY"
+_DEFAULT_WAIT_SLICE = 5.0
+
+
+class LightningStoreClient(LightningStore):
+    """A LightningStore served by a LightningStoreServer at `server_address` (e.g. "http://127.0.0.1:4747").
+
+    Args:
+        server_address: base URL of the server (a trailing "/" is ignored).
+        retry_delays: explicit waits before each retry (the 0.2 behaviour); `()` disables retries. By default the
+            client follows `retry_policy` (exponential backoff with jitter).
+        health_retry_delays: when given, the client probes `/v1/agl/health` after a failed try, waiting these
+            delays between probes, and gives up at once if the server never answers (the 0.2 behaviour).
+        request_timeout: seconds to wait for an answer (long polls add their own wait to it).
+        connection_timeout: seconds to establish a connection.
+        api_key: bearer token; defaults to the AGL_STORE_API_KEY environment variable.
+        retry_policy: backoff used when `retry_delays` is not given.
+        wait_slice_seconds: longest single long-poll request of `wait_for_rollouts`.
+    """
+
+    def __init__(
+        self,
+        server_address: str,
+        *,
+        retry_delays: Optional[Sequence[float]] = None,
+        health_retry_delays: Sequence[float] = (),
+        request_timeout: float = 30.0,
+        connection_timeout: float = 5.0,
+        api_key: Optional[str] = None,
+        retry_policy: Optional[RetryPolicy] = None,
+        wait_slice_seconds: float = _DEFAULT_WAIT_SLICE,
+    ) -> None:
+        if not isinstance(server_address, str) or not server_address.startswith(("http://", "https://")):
+            raise ValueError(f"server_address must be an http:// or https:// URL, got {server_address!r}")
+        if request_timeout <= 0 or connection_timeout <= 0 or wait_slice_seconds <= 0:
+            raise ValueError("request_timeout, connection_timeout and wait_slice_seconds must be positive")
+        self.server_address = server_address.rstrip("/")
+        retries: Union[RetryPolicy, FixedDelays] = (
+            RetryPolicy.fixed(retry_delays) if retry_delays is not None else retry_policy or RetryPolicy()
+        )
+        self._transport = HttpTransport(
+            self.server_address,
+            retries=retries,
+            health_retry_delays=tuple(float(delay) for delay in health_retry_delays),
+            request_timeout=float(request_timeout),
+            connection_timeout=float(connection_timeout),
+            api_key=api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None,
+        )
+        self._wait_slice = float(wait_slice_seconds)
+
+    # --------------------------------------------------------------------------------------------- plumbing
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=False, otlp_traces=True)
+
+    def otlp_traces_endpoint(self) -> str:
+        return f"{self.server_address}/v1/traces"
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def _call(self, operation: str, /, *, _wait: float = 0.0, **arguments: Any) -> Any:
+        return await self._transport.call(operation, extra_timeout=_wait, **arguments)
+
+    # --------------------------------------------------------------------------------------------- rollouts
+    async def statistics(self) -> LightningStoreStatistics:
+        return await self._call("statistics")
+
+    async def start_rollout(
+        self,
+        input: TaskInput,
+        mode: Optional[RolloutMode] = None,
+        resources_id: Optional[str] = None,
+        config: Optional[RolloutConfig] = None,
+        metadata: Optional[dict[str, Any]] = None,
+        worker_id: Optional[str] = None,
+    ) -> AttemptedRollout:
+        return await self._call(
+            "start_rollout",
+            input=input,
+            mode=mode,
+            resources_id=resources_id,
+            config=config,
+            metadata=metadata,
+            worker_id=worker_id,
+        )
+
+    async def enqueue_rollout(
+        self,
+        input: TaskInput,
+        mode: Optional[RolloutMode] = None,
+        resources_id: Optional[str] = None,
+        config: Optional[RolloutConfig] = None,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> Rollout:
+        request = {"input": input, "mode": mode, "resources_id": resources_id, "config": config, "metadata": metadata}
+        return (await self._call("enqueue_many_rollouts", rollouts=[request]))[0]
+
+    async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
+        if isinstance(rollouts, (str, bytes)) or not isinstance(rollouts, Sequence):
+            raise InvalidArgumentTypeError(f"rollouts must be a list of EnqueueRolloutRequest, got {rollouts!r}")
+        if not rollouts:
+            return []
+        return await self._call("enqueue_many_rollouts", rollouts=list(rollouts))
+
+    async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Optional[AttemptedRollout]:
+        claimed = await self.dequeue_many_rollouts(limit=1, worker_id=worker_id)
+        return claimed[0] if claimed else None
+
+    async def dequeue_many_rollouts(
+        self, *, limit: int = 1, worker_id: Optional[str] = None
+    ) -> Sequence[AttemptedRollout]:
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit <= 0:
+            return []
+        try:
+            return await self._call("dequeue_many_rollouts", limit=limit, worker_id=worker_id)
+        except StoreConnectionError as exc:
+            # A runner polls before the server is up: an unreachable server is an empty queue for it.
+            level = logging.WARNING if self._transport.reached_server else logging.DEBUG
+            logger.log(level, "dequeue: the store server is not reachable (%s)", exc)
+            return []
+
+    async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
+        return await self._call("start_attempt", rollout_id=rollout_id, worker_id=worker_id)
+
+    async def query_rollouts(
+        self,
+        *,
+        status_in: Optional[Sequence[str]] = None,
+        rollout_id_in: Optional[Sequence[str]] = None,
+        rollout_id_contains: Optional[str] = None,
+        filter_logic: Literal["and", "or"] = "and",
+        sort_by: Optional[str] = None,
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+        status: Optional[Sequence[str]] = None,
+        rollout_ids: Optional[Sequence[str]] = None,
+    ) -> Sequence[Rollout]:
+        filters = {
+            "status_in": status_in,
+            "rollout_id_in": rollout_id_in,
+            "rollout_id_contains": rollout_id_contains,
+            "status": status,
+            "rollout_ids": rollout_ids,
+        }
+        return await self._call(
+            "query_rollouts",
+            **{key: value for key, value in filters.items() if value is not None},
+            filter_logic=filter_logic,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def get_rollout_by_id(self, rollout_id: str) -> Optional[Rollout]:
+        return await self._call("get_rollout_by_id", rollout_id=rollout_id)
+
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        input: Union[TaskInput, Unset] = UNSET,
+        mode: Union[Optional[RolloutMode], Unset] = UNSET,
+        resources_id: Union[Optional[str], Unset] = UNSET,
+        status: Union[Any, Unset] = UNSET,
+        config: Union[RolloutConfig, Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
+    ) -> Rollout:
+        return await self._call(
+            "update_rollout",
+            rollout_id=rollout_id,
+            input=input,
+            mode=mode,
+            resources_id=resources_id,
+            status=status,
+            config=config,
+            metadata=metadata,
+        )
+
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
+        """Long-polls the server in slices of at most `wait_slice_seconds` until every known rollout finished or
+        `timeout` passed (None waits forever). Cancelling the caller cancels the wait on the server too."""
+        timeout = check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending = list(dict.fromkeys(rollout_ids)) if isinstance(rollout_ids, (list, tuple)) else rollout_ids
+        finished: dict[str, Rollout] = {}
+        checked_known = False
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            wait = self._wait_slice if remaining is None else min(self._wait_slice, remaining)
+            done: list[Rollout] = await self._call("wait_for_rollouts", _wait=wait, rollout_ids=pending, timeout=wait)
+            finished.update((rollout.rollout_id, rollout) for rollout in done)
+            pending = [rollout_id for rollout_id in pending if rollout_id not in finished]
+            if not pending or (deadline is not None and time.monotonic() >= deadline):
+                break
+            if not checked_known:
+                # Unknown ids are ignored, as by a direct store: find them once, then stop waiting for them.
+                checked_known = True
+                known = await self.query_rollouts(rollout_id_in=pending)
+                known_ids = {rollout.rollout_id for rollout in known}
+                pending = [rollout_id for rollout_id in pending if rollout_id in known_ids]
+                if not pending:
+                    break
+        return [finished[rollout_id] for rollout_id in rollout_ids if rollout_id in finished]
+
+    # --------------------------------------------------------------------------------------------- attempts
+    async def query_attempts(
+        self,
+        rollout_id: str,
+        *,
+        sort_by: Optional[str] = "sequence_id",
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> Sequence[Attempt]:
+        return await self._call(
+            "query_attempts", rollout_id=rollout_id, sort_by=sort_by, sort_order=sort_order, limit=limit, offset=offset
+        )
+
+    async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
+        return await self._call("get_latest_attempt", rollout_id=rollout_id)
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: Union[str, Literal["latest"]],
+        status: Union[Any, Unset] = UNSET,
+        worker_id: Union[str, Unset] = UNSET,
+        last_heartbeat_time: Union[float, Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
+    ) -> Attempt:
+        return await self._call(
+            "update_attempt",
+            rollout_id=rollout_id,
+            attempt_id=attempt_id,
+            status=status,
+            worker_id=worker_id,
+            last_heartbeat_time=last_heartbeat_time,
+            metadata=metadata,
+        )
+
+    # ------------------------------------------------------------------------------------------------ spans
+    async def add_span(self, span: Span) -> Optional[Span]:
+        return await self._call("add_span", span=span)
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        if isinstance(spans, (str, bytes)) or not isinstance(spans, Sequence):
+            raise InvalidArgumentTypeError(f"spans must be a list of Span, got {type(spans).__name__}")
+        if not spans:
+            return []
+        return await self._call("add_many_spans", spans=list(spans))
+
+    async def add_otel_span(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        readable_span: ReadableSpan,
+        sequence_id: Optional[int] = None,
+    ) -> Optional[Span]:
+        """Converts the span here and stores it in one request; the server allocates a missing sequence id."""
+        rollout_id = check_id(rollout_id, "rollout_id")
+        attempt_id = check_id(attempt_id, "attempt_id")
+        if sequence_id is not None and (isinstance(sequence_id, bool) or not isinstance(sequence_id, int)):
+            raise InvalidArgumentTypeError(f"sequence_id must be an integer, got {sequence_id!r}")
+        span = Span.from_opentelemetry(
+            readable_span, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=sequence_id or 0
+        )
+        payload: Any = span if sequence_id is not None else span.model_dump(exclude={"sequence_id"})
+        return await self._call("add_span", span=payload)
+
+    async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        return (await self._call("get_next_span_sequence_id", rollout_id=rollout_id, attempt_id=attempt_id)).sequence_id
+
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
+        if not rollout_attempt_ids:
+            return []
+        pairs = [list(pair) if isinstance(pair, tuple) else pair for pair in rollout_attempt_ids]
+        return (await self._call("get_many_span_sequence_ids", rollout_attempt_ids=pairs)).sequence_ids
+
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: Union[str, Literal["latest"], None] = None,
+        *,
+        trace_id: Optional[str] = None,
+        trace_id_contains: Optional[str] = None,
+        span_id: Optional[str] = None,
+        span_id_contains: Optional[str] = None,
+        parent_id: Optional[str] = None,
+        parent_id_contains: Optional[str] = None,
+        name: Optional[str] = None,
+        name_contains: Optional[str] = None,
+        filter_logic: Literal["and", "or"] = "and",
+        limit: int = -1,
+        offset: int = 0,
+        sort_by: Optional[str] = "sequence_id",
+        sort_order: Literal["asc", "desc"] = "asc",
+    ) -> Sequence[Span]:
+        filters = {
+            "trace_id": trace_id,
+            "trace_id_contains": trace_id_contains,
+            "span_id": span_id,
+            "span_id_contains": span_id_contains,
+            "parent_id": parent_id,
+            "parent_id_contains": parent_id_contains,
+            "name": name,
+            "name_contains": name_contains,
+        }
+        arguments: dict[str, Any] = {key: value for key, value in filters.items() if value is not None}
+        arguments.update(filter_logic=filter_logic, limit=limit, offset=offset, sort_by=sort_by, sort_order=sort_order)
+        return await self._call("query_spans", rollout_id=rollout_id, attempt_id=attempt_id, **arguments)
+
+    # -------------------------------------------------------------------------------------------- resources
+    async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
+        return await self._call("add_resources", resources=resources)
+
+    async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
+        return await self._call("update_resources", resources_id=resources_id, resources=resources)
+
+    async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
+        return await self._call("get_resources_by_id", resources_id=resources_id)
+
+    async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
+        return await self._call("get_latest_resources")
+
+    async def query_resources(
+        self,
+        *,
+        resources_id: Optional[str] = None,
+        resources_id_contains: Optional[str] = None,
+        sort_by: Optional[str] = None,
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> Sequence[ResourcesUpdate]:
+        return await self._call(
+            "query_resources",
+            resources_id=resources_id,
+            resources_id_contains=resources_id_contains,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=limit,
+            offset=offset,
+        )
+
+    # ---------------------------------------------------------------------------------------------- workers
+    async def query_workers(
+        self,
+        *,
+        status_in: Optional[Sequence[str]] = None,
+        worker_id_contains: Optional[str] = None,
+        filter_logic: Literal["and", "or"] = "and",
+        sort_by: Optional[str] = None,
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> Sequence[Worker]:
+        return await self._call(
+            "query_workers",
+            status_in=status_in,
+            worker_id_contains=worker_id_contains,
+            filter_logic=filter_logic,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
+        return await self._call("get_worker_by_id", worker_id=worker_id)
+
+    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
+        return await self._call("update_worker", worker_id=worker_id, heartbeat_stats=heartbeat_stats)

@@ -1,0 +1,440 @@
+"""`LightningStoreServer`: serves any LightningStore over HTTP and is itself a LightningStore.
+
+In the process that created it, the server's store methods call the wrapped store directly. A copy of the server
+object in another process (passed to a forked or spawned child) talks to the parent's server over HTTP instead,
+so its writes land in the one shared store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import ipaddress
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+from agentlightning.store.base import (
+    UNSET,
+    LightningStore,
+    LightningStoreCapabilities,
+    LightningStoreStatistics,
+    Unset,
+)
+from agentlightning.types import (
+    Attempt,
+    AttemptedRollout,
+    EnqueueRolloutRequest,
+    NamedResources,
+    ResourcesUpdate,
+    Rollout,
+    RolloutConfig,
+    RolloutMode,
+    Span,
+    TaskInput,
+    Worker,
+)
+
+from .client import API_KEY_ENV, LightningStoreClient
+from .handlers import ServerLimits
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+    from opentelemetry.sdk.trace import ReadableSpan
+
+    from .app import ServerSettings
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "LightningStoreServer", "is_loopback"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4747
+_START_TIMEOUT = 10.0
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _client_host(host: str) -> str:
+    """The address clients dial: wildcard binds are reached through the loopback address."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host in ("::", "[::]"):
+        return "[::1]"
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
+
+
+class LightningStoreServer(LightningStore):
+    """Serve `store` over HTTP at `http://host:port` (routes under /v1/agl; see docs/http.md).
+
+    Args:
+        store: any LightningStore. A store that is not thread-safe is wrapped in LightningStoreThreaded, because
+            the server thread and the caller use it concurrently.
+        host: address to bind; 127.0.0.1 by default. A non-loopback address requires `api_key` unless
+            `insecure=True`.
+        port: TCP port (4747 by default; 0 picks a free one, readable from `port` after `start()`).
+        cors_allow_origins: origins allowed to call the server from a browser.
+        launch_mode: only "thread" (serve in a background thread of this process) is supported.
+        launcher_args: a mapping with "host", "port" and "launch_mode" instead of the arguments.
+        n_workers: must be 1; several worker processes are run by `agl store --workers N`.
+        tracker: accepted for compatibility, unused.
+        api_key: bearer token required on every route except health (default: AGL_STORE_API_KEY).
+        insecure: allow binding a non-loopback address without an API key.
+        max_body_bytes: largest accepted request body (413 above it).
+        max_wait_seconds: longest single wait_for_rollouts request (clients poll again).
+        settings: full ServerSettings (overrides api_key, cors_allow_origins, max_body_bytes, max_wait_seconds).
+    """
+
+    def __init__(
+        self,
+        store: LightningStore,
+        host: Optional[str] = None,
+        port: Optional[int] = None,
+        cors_allow_origins: Optional[Sequence[str]] = None,
+        launch_mode: str = "thread",
+        launcher_args: Optional[Mapping[str, Any]] = None,
+        n_workers: int = 1,
+        tracker: Any = None,
+        *,
+        api_key: Optional[str] = None,
+        insecure: bool = False,
+        max_body_bytes: int = ServerLimits.max_body_bytes,
+        max_wait_seconds: float = ServerLimits.max_wait_seconds,
+        settings: Optional[ServerSettings] = None,
+    ) -> None:
+        if launcher_args is not None:
+            if host is not None or port is not None or launch_mode != "thread":
+                raise ValueError("Pass either launcher_args or host/port/launch_mode, not both")
+            host = launcher_args.get("host")
+            port = launcher_args.get("port")
+            launch_mode = str(launcher_args.get("launch_mode", "thread"))
+        capabilities = store.capabilities
+        if not capabilities.get("async_safe", False):
+            raise ValueError(f"{type(store).__name__} is not async-safe and cannot be served over HTTP")
+        if launch_mode != "thread" or n_workers != 1:
+            if not capabilities.get("zero_copy", False):
+                raise ValueError("The store does not support zero-copy.")
+            raise ValueError(
+                "LightningStoreServer serves from a thread of this process; for several worker processes run "
+                "`agl store --backend <url> --workers N`"
+            )
+        if not capabilities.get("thread_safe", False):
+            from agentlightning.store.threading import LightningStoreThreaded
+
+            store = LightningStoreThreaded(store)
+        from .app import ServerSettings
+
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
+        if settings is None:
+            settings = ServerSettings(
+                api_key=key,
+                limits=ServerLimits(max_body_bytes=max_body_bytes, max_wait_seconds=max_wait_seconds),
+                cors_allow_origins=tuple(cors_allow_origins) if cors_allow_origins else None,
+            )
+        self.host = host if host is not None else DEFAULT_HOST
+        self.port = int(port) if port is not None else DEFAULT_PORT
+        if not is_loopback(self.host) and not settings.api_key and not insecure:
+            raise ValueError(
+                f"Refusing to serve the store on {self.host!r} without an API key: anyone who can reach this "
+                f"address could read and change it. Set api_key (or {API_KEY_ENV}), bind 127.0.0.1, or pass "
+                "insecure=True (--insecure) if the network is trusted."
+            )
+        self.store: LightningStore = store
+        self.settings = settings
+        self._owner_pid = os.getpid()
+        self._client: Optional[LightningStoreClient] = None
+        self._client_lock = threading.Lock()
+        self._app: Optional[FastAPI] = None
+        self._uvicorn: Optional[uvicorn.Server] = None
+        self._thread: Optional[threading.Thread] = None
+        self._thread_error: Optional[BaseException] = None
+
+    # ------------------------------------------------------------------------------------------- lifecycle
+    @property
+    def endpoint(self) -> str:
+        return f"http://{_client_host(self.host)}:{self.port}"
+
+    @property
+    def app(self) -> FastAPI:
+        """The ASGI application (created on first use)."""
+        if self._app is None:
+            from .app import create_app
+
+            self._app = create_app(self.store, self.settings)
+        return self._app
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=True)
+
+    def otlp_traces_endpoint(self) -> str:
+        return f"{self.endpoint}/v1/traces"
+
+    def _failure(self, reason: str) -> RuntimeError:
+        return RuntimeError(f"LightningStore server failed to start on {self.endpoint}.{reason}")
+
+    def _bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host.strip("[]") else socket.AF_INET
+        try:
+            sock = socket.create_server((self.host.strip("[]"), self.port), family=family, backlog=2048)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise self._failure(" Another process may already be using this port.") from exc
+            raise self._failure(f" {exc.strerror or exc}.") from exc
+        self.port = sock.getsockname()[1]
+        return sock
+
+    def _make_uvicorn(self) -> uvicorn.Server:
+        import uvicorn
+
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=60,
+            timeout_graceful_shutdown=5,  # long polls in flight are cut after 5 s; their clients poll again
+            server_header=False,
+        )
+        return uvicorn.Server(config)
+
+    def _check_owner(self, action: str) -> None:
+        if os.getpid() != self._owner_pid or self.store is None:
+            raise RuntimeError(f"{action}() must be called in the process that created the LightningStoreServer")
+
+    async def start(self) -> None:
+        """Serve in a background thread; returns once the server accepts connections.
+
+        Raises RuntimeError ("... Another process may already be using this port.") when the port is taken.
+        """
+        self._check_owner("start")
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError(f"The LightningStore server on {self.endpoint} is already running")
+        sock = self._bind()
+        server = self._make_uvicorn()
+        self.app.state.shutdown.reset()
+        self._uvicorn, self._thread_error = server, None
+
+        def serve() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as exc:  # reported by start()
+                self._thread_error = exc
+            finally:
+                sock.close()
+
+        self._thread = threading.Thread(target=serve, name=f"agl-store-server-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT
+        while not server.started:
+            if not self._thread.is_alive() or self._thread_error is not None:
+                raise self._failure(f" Reason: {self._thread_error!r}.")
+            if time.monotonic() > deadline:
+                server.should_exit = True
+                raise self._failure(f" It did not start within {_START_TIMEOUT:.0f} seconds.")
+            await asyncio.sleep(0.01)
+        logger.info("LightningStore server listening on %s", self.endpoint)
+
+    async def stop(self) -> None:
+        """Stop serving (waits up to 10 s for in-flight requests). The wrapped store stays open."""
+        server, thread = self._uvicorn, self._thread
+        if self._app is not None:
+            self._app.state.shutdown.trigger()  # long polls answer now instead of holding the shutdown
+        if server is not None:
+            server.should_exit = True
+        if thread is not None and thread.is_alive():
+            await asyncio.to_thread(thread.join, 10.0)
+        self._thread = None
+        if self._client is not None:
+            await self._client.close()
+
+    async def run_forever(self) -> None:
+        """Serve in the current event loop until stopped (Ctrl+C or `stop()`).
+
+        Raises RuntimeError ("... Another process may already be using this port.") when the port is taken.
+        """
+        self._check_owner("run_forever")
+        sock = self._bind()
+        server = self._make_uvicorn()
+        self.app.state.shutdown.reset()
+        self._uvicorn = server
+        logger.info("LightningStore server listening on %s", self.endpoint)
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            sock.close()
+
+    # ------------------------------------------------------------------------------------------ delegation
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "port": self.port,
+            "settings": self.settings,
+            "_owner_pid": self._owner_pid,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.store = None  # type: ignore[assignment]  # an unpickled copy always delegates over HTTP
+        self._client = None
+        self._client_lock = threading.Lock()
+        self._app = None
+        self._uvicorn = None
+        self._thread = None
+        self._thread_error = None
+
+    def _backend(self) -> LightningStore:
+        """The wrapped store in the owner process, else a client of the owner's server."""
+        if os.getpid() == self._owner_pid and self.store is not None:
+            return self.store
+        with self._client_lock:
+            if self._client is None or getattr(self, "_client_pid", None) != os.getpid():
+                self._client = LightningStoreClient(self.endpoint, api_key=self.settings.api_key)
+                self._client_pid = os.getpid()
+            return self._client
+
+    async def close(self) -> None:
+        await self.stop()
+
+    async def statistics(self) -> LightningStoreStatistics:
+        return await self._backend().statistics()
+
+    async def start_rollout(
+        self,
+        input: TaskInput,
+        mode: Optional[RolloutMode] = None,
+        resources_id: Optional[str] = None,
+        config: Optional[RolloutConfig] = None,
+        metadata: Optional[dict[str, Any]] = None,
+        worker_id: Optional[str] = None,
+    ) -> AttemptedRollout:
+        return await self._backend().start_rollout(input, mode, resources_id, config, metadata, worker_id)
+
+    async def enqueue_rollout(
+        self,
+        input: TaskInput,
+        mode: Optional[RolloutMode] = None,
+        resources_id: Optional[str] = None,
+        config: Optional[RolloutConfig] = None,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> Rollout:
+        return await self._backend().enqueue_rollout(input, mode, resources_id, config, metadata)
+
+    async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
+        return await self._backend().enqueue_many_rollouts(rollouts)
+
+    async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Optional[AttemptedRollout]:
+        return await self._backend().dequeue_rollout(worker_id=worker_id)
+
+    async def dequeue_many_rollouts(
+        self, *, limit: int = 1, worker_id: Optional[str] = None
+    ) -> Sequence[AttemptedRollout]:
+        return await self._backend().dequeue_many_rollouts(limit=limit, worker_id=worker_id)
+
+    async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
+        return await self._backend().start_attempt(rollout_id, worker_id)
+
+    async def query_rollouts(self, **kwargs: Any) -> Sequence[Rollout]:  # type: ignore[override]
+        return await self._backend().query_rollouts(**kwargs)
+
+    async def get_rollout_by_id(self, rollout_id: str) -> Optional[Rollout]:
+        return await self._backend().get_rollout_by_id(rollout_id)
+
+    async def update_rollout(
+        self,
+        rollout_id: str,
+        input: Union[TaskInput, Unset] = UNSET,
+        mode: Union[Optional[RolloutMode], Unset] = UNSET,
+        resources_id: Union[Optional[str], Unset] = UNSET,
+        status: Union[Any, Unset] = UNSET,
+        config: Union[RolloutConfig, Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
+    ) -> Rollout:
+        return await self._backend().update_rollout(rollout_id, input, mode, resources_id, status, config, metadata)
+
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
+        return await self._backend().wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout)
+
+    async def query_attempts(self, rollout_id: str, **kwargs: Any) -> Sequence[Attempt]:  # type: ignore[override]
+        return await self._backend().query_attempts(rollout_id, **kwargs)
+
+    async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
+        return await self._backend().get_latest_attempt(rollout_id)
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: Union[str, Literal["latest"]],
+        status: Union[Any, Unset] = UNSET,
+        worker_id: Union[str, Unset] = UNSET,
+        last_heartbeat_time: Union[float, Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
+    ) -> Attempt:
+        return await self._backend().update_attempt(
+            rollout_id, attempt_id, status, worker_id, last_heartbeat_time, metadata
+        )
+
+    async def add_span(self, span: Span) -> Optional[Span]:
+        return await self._backend().add_span(span)
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        return await self._backend().add_many_spans(spans)
+
+    async def add_otel_span(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        readable_span: ReadableSpan,
+        sequence_id: Optional[int] = None,
+    ) -> Optional[Span]:
+        return await self._backend().add_otel_span(rollout_id, attempt_id, readable_span, sequence_id)
+
+    async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        return await self._backend().get_next_span_sequence_id(rollout_id, attempt_id)
+
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
+        return await self._backend().get_many_span_sequence_ids(rollout_attempt_ids)
+
+    async def query_spans(  # type: ignore[override]
+        self, rollout_id: str, attempt_id: Union[str, Literal["latest"], None] = None, **kwargs: Any
+    ) -> Sequence[Span]:
+        return await self._backend().query_spans(rollout_id, attempt_id, **kwargs)
+
+    async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
+        return await self._backend().add_resources(resources)
+
+    async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
+        return await self._backend().update_resources(resources_id, resources)
+
+    async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
+        return await self._backend().get_resources_by_id(resources_id)
+
+    async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
+        return await self._backend().get_latest_resources()
+
+    async def query_resources(self, **kwargs: Any) -> Sequence[ResourcesUpdate]:  # type: ignore[override]
+        return await self._backend().query_resources(**kwargs)
+
+    async def query_workers(self, **kwargs: Any) -> Sequence[Worker]:  # type: ignore[override]
+        return await self._backend().query_workers(**kwargs)
+
+    async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
+        return await self._backend().get_worker_by_id(worker_id)
+
+    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
+        return await self._backend().update_worker(worker_id, heartbeat_stats)

@@ -1,0 +1,181 @@
+"""Sending store operations to a server: per-loop sessions, URLs, JSON encoding, retries and idempotency keys."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from typing import TYPE_CHECKING, Any, Optional, Union
+from urllib.parse import quote
+
+from pydantic_core import PydanticSerializationError, from_json, to_json
+
+from agentlightning.store.base import Unset
+from agentlightning.store.validation import check_id
+
+from .errors import InvalidArgumentTypeError, StoreConnectionError, StoreHTTPError, error_from_response
+from .operations import API_PREFIX, OPERATIONS_BY_NAME, RESERVED_SEGMENTS, Operation
+from .retry import RETRYABLE_STATUSES, FixedDelays, RetryPolicy
+from .sessions import SessionPool
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["HttpTransport"]
+
+logger = logging.getLogger(__name__)
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._~:@!$&'()*+,;=-]+$")
+
+
+class HttpTransport:
+    """Runs operations of the table against the server at `server_address`. Safe to share between threads and
+    event loops; picklable (sessions are not carried over)."""
+
+    def __init__(
+        self,
+        server_address: str,
+        *,
+        retries: Union[RetryPolicy, FixedDelays],
+        health_retry_delays: tuple[float, ...],
+        request_timeout: float,
+        connection_timeout: float,
+        api_key: Optional[str],
+    ) -> None:
+        self.server_address = server_address
+        self._retries = retries
+        self._health_retry_delays = health_retry_delays
+        self._request_timeout = request_timeout
+        self._connection_timeout = connection_timeout
+        self._api_key = api_key
+        self._pool = SessionPool(self._new_session)
+        self.reached_server = False
+        """True once the server answered at least once."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_pool"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pool = SessionPool(self._new_session)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def call(self, operation: str, /, *, extra_timeout: float = 0.0, **arguments: Any) -> Any:
+        """Run one operation remotely and decode its answer. UNSET arguments are left out."""
+        op = OPERATIONS_BY_NAME[operation]
+        args = {key: value for key, value in arguments.items() if not isinstance(value, Unset)}
+        url, rest = self._target(op, args)
+        method = op.method
+        data: Optional[bytes] = None
+        if url.endswith(op.ops_route):
+            method, data = "POST", self._encode(op, rest)
+        elif op.body is not None:
+            data = self._encode(op, rest[op.body_argument] if op.body_argument else rest)
+        payload = await self._request(op, method, url, data, extra_timeout=extra_timeout)
+        return op.response_adapter.validate_json(payload)
+
+    def _new_session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return aiohttp.ClientSession(
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(
+                total=None, connect=self._connection_timeout, sock_read=self._request_timeout
+            ),
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=30.0),
+            raise_for_status=False,
+        )
+
+    def _target(self, op: Operation, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The URL of a call and the arguments left for the body. Ids that cannot travel in a path segment make
+        the call go to the operation's `/ops/{name}` route with every argument in the body."""
+        ids = {name: check_id(args[name], name) for name in op.path_params}
+        reserved = RESERVED_SEGMENTS.get(op.name, frozenset())
+        if any(value in reserved or not _SAFE_SEGMENT.match(value) for value in ids.values()):
+            return self.server_address + op.ops_route, args
+        path = op.path.format(**{name: quote(value, safe="") for name, value in ids.items()})
+        rest = {name: value for name, value in args.items() if name not in ids}
+        return self.server_address + API_PREFIX + path, rest
+
+    def _encode(self, op: Operation, body: Any) -> bytes:
+        try:
+            return to_json(body, inf_nan_mode="constants")
+        except PydanticSerializationError as exc:
+            raise InvalidArgumentTypeError(f"The arguments of {op.name} cannot be sent as JSON: {exc}") from None
+
+    async def _request(
+        self, op: Operation, method: str, url: str, data: Optional[bytes], *, extra_timeout: float = 0.0
+    ) -> bytes:
+        """Send a request, retrying connection failures and 502/503/504; the body of the 2xx answer."""
+        import aiohttp
+
+        headers = {} if op.idempotent else {"Idempotency-Key": uuid.uuid4().hex}
+        options: dict[str, Any] = {"headers": headers, "data": data}
+        if extra_timeout:
+            options["timeout"] = aiohttp.ClientTimeout(
+                total=None, connect=self._connection_timeout, sock_read=self._request_timeout + extra_timeout
+            )
+        delays: Optional[list[float]] = None  # drawn on the first failure only
+        failure: Optional[BaseException] = None
+        attempt = -1
+        while True:
+            attempt += 1
+            if attempt:
+                if delays is None:
+                    delays = self._retries.delays()
+                if attempt > len(delays):
+                    break
+                await asyncio.sleep(delays[attempt - 1])
+                if self._health_retry_delays and not await self._wait_until_healthy():
+                    break
+            try:
+                session = await self._pool.get()
+                async with session.request(method, url, **options) as response:
+                    body = await response.read()
+                    status = response.status
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError) as exc:
+                failure = exc
+                logger.debug("%s %s failed (try %d): %r", method, url, attempt + 1, exc)
+                continue
+            self.reached_server = True
+            if status < 300:
+                return body
+            error = error_from_response(status, _decode_error(body))
+            if status not in RETRYABLE_STATUSES:
+                raise error
+            failure = error
+            logger.debug("%s %s answered %d (try %d)", method, url, status, attempt + 1)
+        if isinstance(failure, StoreHTTPError):
+            raise failure
+        raise StoreConnectionError(
+            f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
+        ) from failure
+
+    async def _wait_until_healthy(self) -> bool:
+        """Probe the health route with the 0.2 `health_retry_delays`; False if it never answers 200."""
+        for delay in (*self._health_retry_delays, 0.0):
+            try:
+                session = await self._pool.get()
+                async with session.get(f"{self.server_address}{API_PREFIX}/health") as response:
+                    if response.status == 200:
+                        return True
+            except Exception as exc:
+                logger.debug("health probe failed: %r", exc)
+            if delay > 0:
+                await asyncio.sleep(delay)
+        return False
+
+
+def _decode_error(body: bytes) -> Any:
+    try:
+        return from_json(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")[:500]

@@ -1,0 +1,202 @@
+"""Bad requests get the right 4xx JSON answer naming the problem, and the server keeps serving."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import time
+
+import pytest
+
+from agentlightning.store.client_server import LightningStoreServer
+
+from .conftest import call, start_server, stop_server
+
+ENQUEUE = "/v1/agl/queues/rollouts/enqueue"
+
+
+def _alive(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", ENQUEUE, {"rollouts": [{"input": "still serving"}]})
+    assert answer.status == 201, answer.body
+
+
+def test_malformed_json_gets_422_naming_the_problem(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", ENQUEUE, raw=b'{"rollouts": [')
+    assert answer.status == 422
+    assert answer.json["error_type"] == "InvalidArgumentError"
+    assert "Invalid JSON" in answer.json["detail"] or "EOF" in answer.json["detail"]
+    _alive(server)
+
+
+def test_a_missing_required_field_gets_422(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", ENQUEUE, {})
+    assert answer.status == 422
+    assert "rollouts" in answer.json["detail"] and "Field required" in answer.json["detail"]
+
+
+def test_a_wrong_type_gets_422_with_a_type_error(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", "/v1/agl/queues/rollouts/dequeue", {"limit": "2"})
+    assert answer.status == 422
+    assert answer.json["error_type"] == "InvalidArgumentTypeError"
+    assert "limit" in answer.json["detail"]
+    assert answer.json["errors"][0]["loc"] == ["limit"]
+
+
+def test_an_unknown_field_is_rejected_not_ignored(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", "/v1/agl/queues/rollouts/dequeue", {"limit": 1, "wroker_id": "w"})
+    assert answer.status == 422
+    assert "wroker_id" in answer.json["detail"]
+
+
+def test_an_illegal_value_gets_422_naming_the_value(server: LightningStoreServer) -> None:
+    rollout = call(server, "POST", ENQUEUE, {"rollouts": [{"input": 1}]}).json[0]
+    answer = call(server, "POST", f"/v1/agl/rollouts/{rollout['rollout_id']}", {"status": "bogus"})
+    assert answer.status == 422
+    assert "bogus" in answer.json["detail"]
+
+
+def test_a_store_argument_error_gets_400(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", "/v1/agl/rollouts/search", {"sort_by": "input"})
+    assert answer.status == 400
+    assert answer.json == {
+        "detail": answer.json["detail"],
+        "error_type": "InvalidArgumentError",
+    }
+    assert answer.json["detail"].startswith("Invalid sort_by: input")
+
+
+def test_an_unknown_rollout_gets_404_with_its_id(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", "/v1/agl/rollouts/ro-missing", {"status": "failed"})
+    assert answer.status == 404
+    assert answer.json["error_type"] == "RolloutNotFoundError"
+    assert answer.json["detail"] == "Rollout ro-missing not found"
+    assert answer.json["context"] == {"rollout_id": "ro-missing"}
+
+
+def test_an_attempt_update_before_any_attempt_gets_409(server: LightningStoreServer) -> None:
+    rollout = call(server, "POST", ENQUEUE, {"rollouts": [{"input": 1}]}).json[0]
+    answer = call(server, "POST", f"/v1/agl/rollouts/{rollout['rollout_id']}/attempts/latest", {"status": "failed"})
+    assert answer.status == 409
+    assert answer.json["error_type"] == "NoAttemptsError"
+
+
+def test_reads_of_unknown_ids_answer_null(server: LightningStoreServer) -> None:
+    answer = call(server, "GET", "/v1/agl/rollouts/ro-missing")
+    assert answer.status == 200 and answer.json is None
+
+
+def test_an_unknown_route_gets_a_json_404(server: LightningStoreServer) -> None:
+    answer = call(server, "GET", "/v1/agl/nothing-here")
+    assert answer.status == 404
+    assert answer.json["error_type"] == "NotFound"
+
+
+def test_a_wrong_method_gets_a_json_405(server: LightningStoreServer) -> None:
+    answer = call(server, "DELETE", "/v1/agl/rollouts/search")
+    assert answer.status == 405
+    assert answer.json["error_type"] == "MethodNotAllowed"
+
+
+def test_a_body_on_a_get_route_is_rejected(server: LightningStoreServer) -> None:
+    answer = call(server, "GET", "/v1/agl/statistics", raw=b'{"x": 1}')
+    assert answer.status == 400
+
+
+def test_an_oversized_body_gets_413_before_it_is_read() -> None:
+    server = start_server(max_body_bytes=1024)
+    try:
+        answer = call(server, "POST", ENQUEUE, {"rollouts": [{"input": "x" * 4096}]})
+        assert answer.status == 413
+        assert answer.json["error_type"] == "RequestTooLargeError"
+        _alive(server)
+    finally:
+        stop_server(server)
+
+
+def test_an_oversized_chunked_body_gets_413() -> None:
+    server = start_server(max_body_bytes=1024)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            head = f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            chunk = b"x" * 800
+            sock.sendall(head + b"%x\r\n%s\r\n" % (len(chunk), chunk) * 3)
+            reply = sock.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 413")
+        _alive(server)
+    finally:
+        stop_server(server)
+
+
+def test_a_gzip_bomb_is_stopped_at_the_limit() -> None:
+    server = start_server(max_body_bytes=64 * 1024)
+    try:
+        bomb = gzip.compress(b'{"rollouts": [{"input": "' + b"a" * 10_000_000 + b'"}]}')
+        assert len(bomb) < 64 * 1024
+        answer = call(server, "POST", ENQUEUE, raw=bomb, headers={"Content-Encoding": "gzip"})
+        assert answer.status == 413
+        _alive(server)
+    finally:
+        stop_server(server)
+
+
+def test_a_gzip_body_is_accepted(server: LightningStoreServer) -> None:
+    body = gzip.compress(b'{"rollouts": [{"input": 1}, {"input": 2}]}')
+    answer = call(server, "POST", ENQUEUE, raw=body, headers={"Content-Encoding": "gzip"})
+    assert answer.status == 201 and len(answer.json) == 2
+
+
+def test_an_unsupported_encoding_gets_415(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", ENQUEUE, raw=b"{}", headers={"Content-Encoding": "br"})
+    assert answer.status == 415
+
+
+def test_a_stalled_sender_gets_408_while_others_are_served() -> None:
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.store.http.app import ServerSettings
+    from agentlightning.store.http.handlers import ServerLimits
+
+    settings = ServerSettings(limits=ServerLimits(body_timeout_seconds=0.5))
+    server = start_server(InMemoryLightningStore(), settings=settings)
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{".encode())
+            started = time.monotonic()
+            _alive(server)  # another client is served while this one stalls
+            reply = sock.recv(65536)
+        assert reply.startswith(b"HTTP/1.1 408")
+        assert time.monotonic() - started < 10
+    finally:
+        stop_server(server)
+
+
+def test_a_vanished_client_does_not_lose_its_write(server: LightningStoreServer) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        body = b'{"rollouts": [{"input": "fire and forget"}]}'
+        sock.sendall(f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        items = call(server, "GET", "/v1/agl/rollouts").json["items"]
+        if items:
+            break
+        time.sleep(0.02)
+    assert [item["input"] for item in items] == ["fire and forget"]
+    _alive(server)
+
+
+@pytest.mark.parametrize(
+    "method, path, body",
+    [
+        ("POST", "/v1/agl/rollouts", {"input": 1, "mode": "fit"}),
+        ("POST", "/v1/agl/rollouts", {"input": 1, "config": {"max_attempts": 0}}),
+        ("POST", "/v1/agl/rollouts", {"input": 1, "metadata": [1]}),
+        ("POST", "/v1/agl/spans", {"rollout_id": "r"}),
+        ("POST", "/v1/agl/spans/next", {"rollout_id": 1, "attempt_id": "a"}),
+        ("POST", "/v1/agl/resources", {"llm": {"resource_type": "rocket"}}),
+        ("POST", "/v1/agl/waits/rollouts", {"rollout_ids": "ro-1"}),
+        ("POST", "/v1/agl/workers/w1", {"heartbeat_stats": None}),
+    ],
+)
+def test_invalid_bodies_get_422(server: LightningStoreServer, method: str, path: str, body: object) -> None:
+    answer = call(server, method, path, body)
+    assert answer.status == 422, answer.body
+    assert answer.json["error_type"] in ("InvalidArgumentError", "InvalidArgumentTypeError")

@@ -1,0 +1,123 @@
+"""`agl store` serves a store over HTTP, refuses unsafe or impossible setups with a clear message."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from agentlightning.store.client_server import LightningStoreClient
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _agl(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentlightning", "store", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _wait_healthy(port: int, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError("agl store did not start")
+
+
+def test_agl_store_serves_a_memory_store_with_an_api_key() -> None:
+    port = _free_port()
+    process = _agl("--backend", "memory://", "--port", str(port), env={"AGL_STORE_API_KEY": "cli-key"})
+    try:
+        _wait_healthy(port, process)
+
+        async def use() -> bool:
+            client = LightningStoreClient(f"http://127.0.0.1:{port}", api_key="cli-key")
+            rollout = await client.enqueue_rollout("from the cli test")
+            claimed = await client.dequeue_rollout()
+            await client.close()
+            assert claimed is not None
+            return claimed.rollout_id == rollout.rollout_id
+
+        assert asyncio.run(use())
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 0, stderr
+    assert f"serving on http://127.0.0.1:{port}" in stderr
+
+
+def test_agl_store_refuses_workers_for_the_memory_backend() -> None:
+    process = _agl("--backend", "memory://", "--workers", "2", "--port", str(_free_port()))
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 2
+    assert "--workers 2 needs a backend shared across processes" in stderr
+
+
+def test_agl_store_refuses_a_public_address_without_a_key() -> None:
+    env = {key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"}
+    process = subprocess.run(
+        [sys.executable, "-m", "agentlightning", "store", "--host", "0.0.0.0", "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert process.returncode == 2
+    assert "without an API key" in process.stderr
+
+
+def test_agl_store_reports_a_taken_port() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        process = _agl("--port", str(taken.getsockname()[1]))
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 1
+    assert "Another process may already be using this port" in stderr
+
+
+def test_agl_store_rejects_an_unknown_backend() -> None:
+    process = _agl("--backend", "nosuch://x")
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 2 and "Unknown store URL scheme" in stderr
+
+
+def test_the_worker_app_factory_reads_its_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlightning.store.http.app import create_app_from_env
+
+    monkeypatch.setenv("AGL_STORE_BACKEND", "memory://")
+    monkeypatch.setenv("AGL_STORE_API_KEY", "worker-key")
+    monkeypatch.setenv("AGL_STORE_MAX_BODY_BYTES", "2048")
+    app = create_app_from_env()
+    assert type(app.state.store).__name__ == "InMemoryLightningStore"
+    middleware = {cls.__name__: options for cls, options in app.front_middleware}  # type: ignore[attr-defined]
+    assert middleware["ApiKeyMiddleware"]["api_key"] == "worker-key"
+    handler = app.state.operation_routes[0][2]._handler
+    assert handler.limits.max_body_bytes == 2048
+
+
+def test_the_worker_app_factory_needs_a_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlightning.store.http.app import create_app_from_env
+
+    monkeypatch.delenv("AGL_STORE_BACKEND", raising=False)
+    with pytest.raises(RuntimeError, match="AGL_STORE_BACKEND"):
+        create_app_from_env()
