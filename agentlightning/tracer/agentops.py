@@ -13,6 +13,7 @@ AgentOps spans therefore reach the store like any other span of the trace contex
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from typing import Any, Optional
 
@@ -49,6 +50,8 @@ def init_agentops_offline() -> None:
         return
     from agentops.client.client import Client
     from agentops.sdk import core as agentops_core
+
+    os.environ.setdefault("AGENTOPS_LOGGING_TO_FILE", "false")  # AgentOps would write ./agentops.log
 
     original_setup = agentops_core.setup_telemetry
     original_auth = Client._start_auth_task  # pyright: ignore[reportPrivateUsage]
