@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 from agentlightning.types import Span
 from agentlightning.utils.otel import unflatten_attributes
 
+from .attributes import parse_literal
 from .base import TraceAdapter
 
 if TYPE_CHECKING:
@@ -59,14 +60,24 @@ def _message_adapter() -> Any:
 
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
-    arguments = call.get("arguments", call.get("parameters", ""))
+    """A tool call in OpenAI's shape, from the flat form (`id`, `name`, `arguments`) or OpenAI's own shape."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    arguments = function.get("arguments", function.get("parameters", ""))
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments)
     return {
         "id": str(call.get("id", "")),
         "type": str(call.get("type") or "function"),
-        "function": {"name": str(call.get("name", "")), "arguments": arguments},
+        "function": {"name": str(function.get("name", "")), "arguments": arguments},
     }
+
+
+def _tool_calls(value: Any) -> list[dict[str, Any]]:
+    """Tool calls recorded as a list, or as JSON text (as the LLM proxy records them)."""
+    value = parse_literal(value)
+    if not isinstance(value, list):
+        return []
+    return [call for call in value if isinstance(call, dict)]
 
 
 def convert_to_openai_messages(
@@ -80,15 +91,9 @@ def convert_to_openai_messages(
     messages: list[Any] = []
     for entry in prompt:
         role = entry.get("role")
-        if role == "assistant" and entry.get("tool_calls"):
-            calls = entry["tool_calls"]
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [_tool_call(call) for call in calls if isinstance(call, dict)],
-                }
-            )
+        calls = _tool_calls(entry.get("tool_calls"))
+        if role == "assistant" and calls:
+            messages.append({"role": "assistant", "content": None, "tool_calls": [_tool_call(call) for call in calls]})
             continue
         message = {"role": role, "content": entry.get("content") or ""}
         if entry.get("tool_call_id") is not None:
@@ -98,7 +103,7 @@ def convert_to_openai_messages(
         if entry.get("role", "assistant") != "assistant":
             continue
         message: dict[str, Any] = {"role": "assistant", "content": entry.get("content")}
-        calls = [call for call in (entry.get("tool_calls") or []) if isinstance(call, dict)] + list(tool_calls)
+        calls = _tool_calls(entry.get("tool_calls")) + list(tool_calls)
         if calls:
             message["tool_calls"] = [_tool_call(call) for call in calls]
         messages.append(message)

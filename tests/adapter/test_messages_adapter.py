@@ -149,3 +149,26 @@ def test_group_genai_dict_builds_lists_for_indices_and_dicts_otherwise() -> None
     assert group_genai_dict(data, "gen_ai.prompt") == [{"role": "user", "content": "a"}, {"content": "b"}]
     assert group_genai_dict({"tool.name": "x", "tool.call.id": "1"}, "tool") == {"name": "x", "call": {"id": "1"}}
     assert group_genai_dict({"other": 1}, "tool") == {}
+
+
+def test_tool_calls_recorded_as_json_text_by_the_llm_proxy_are_read() -> None:
+    recorded = json.dumps([{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}])
+    span = make(
+        "openai.chat.completion",
+        "c",
+        gen_ai__prompt__0__role="user",
+        gen_ai__prompt__0__content="go",
+        gen_ai__prompt__1__role="assistant",
+        gen_ai__prompt__1__tool_calls=recorded,
+        gen_ai__prompt__2__role="tool",
+        gen_ai__prompt__2__content="done",
+        gen_ai__prompt__2__tool_call_id="c1",
+        gen_ai__completion__0__role="assistant",
+        gen_ai__completion__0__content="ok",
+    )
+    [conversation] = TraceToMessages().adapt([span])
+    assert conversation["messages"][1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+    }
