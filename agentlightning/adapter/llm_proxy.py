@@ -25,7 +25,7 @@ from agentlightning.types import Span, Triplet
 
 from .attributes import parse_literal, token_id_list
 from .diagnostics import diagnose_trajectory
-from .trace_tree import _messages  # pyright: ignore[reportPrivateUsage]
+from .trace_tree import add_raw_content
 from .triplet import TraceToTripletBase
 
 __all__ = ["LlmProxyTraceToTriplet"]
@@ -88,12 +88,7 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
                 seen.add(str(request_id))
             prompt_part: dict[str, Any] = {"token_ids": prompt}
             response_part: dict[str, Any] = {"token_ids": response}
-            prompt_messages = _messages(attributes, "gen_ai.prompt.")
-            if prompt_messages:
-                prompt_part["raw_content"] = prompt_messages
-            completion_messages = _messages(attributes, "gen_ai.completion.")
-            if completion_messages:
-                response_part["raw_content"] = completion_messages
+            add_raw_content(attributes, prompt_part, response_part)
             triplet = Triplet(
                 prompt=prompt_part, response=response_part, reward=None, metadata={"response_id": request_id}
             )

@@ -61,7 +61,8 @@ def _message_adapter() -> Any:
 
 def _tool_call(call: dict[str, Any]) -> dict[str, Any]:
     """A tool call in OpenAI's shape, from the flat form (`id`, `name`, `arguments`) or OpenAI's own shape."""
-    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    nested = call.get("function")
+    function: dict[str, Any] = nested if isinstance(nested, dict) else call
     arguments = function.get("arguments", function.get("parameters", ""))
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments)

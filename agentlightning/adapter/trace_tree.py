@@ -148,7 +148,9 @@ class TraceTree:
                     continue
                 child_nodes = [built[kid] for kid in children.get(current, []) if kid in built]
                 child_nodes.sort(key=lambda node: _time(node.start_time, math.inf))
-                span = by_id.get(current) or cls._virtual_parent(current, [node.span for node in child_nodes])
+                span = by_id.get(current) or _covering_span(
+                    [node.span for node in child_nodes], name=AGL_VIRTUAL, span_id=current
+                )
                 built[current] = TraceTree(current, span, child_nodes)
             return built[node_id]
 
@@ -164,37 +166,8 @@ class TraceTree:
         if len(root_nodes) == 1:
             return root_nodes[0]
         root_nodes.sort(key=lambda node: _time(node.start_time, math.inf))
-        first = root_nodes[0].span
-        starts = [node.start_time for node in root_nodes if node.start_time is not None]
-        ends = [node.end_time for node in root_nodes if node.end_time is not None]
-        virtual = Span.from_attributes(
-            attributes={},
-            rollout_id=first.rollout_id,
-            attempt_id=first.attempt_id,
-            sequence_id=first.sequence_id,
-            trace_id=first.trace_id,
-            name=VIRTUAL_ROOT_ID,
-            start_time=min(starts) if starts else None,
-            end_time=max(ends) if ends else None,
-        )
+        virtual = _covering_span([node.span for node in root_nodes], name=VIRTUAL_ROOT_ID)
         return TraceTree(VIRTUAL_ROOT_ID, virtual, root_nodes)
-
-    @staticmethod
-    def _virtual_parent(span_id: str, child_spans: list[Span]) -> Span:
-        first = child_spans[0]
-        starts = [span.start_time for span in child_spans if span.start_time is not None]
-        ends = [span.end_time for span in child_spans if span.end_time is not None]
-        return Span.from_attributes(
-            attributes={},
-            rollout_id=first.rollout_id,
-            attempt_id=first.attempt_id,
-            sequence_id=first.sequence_id,
-            trace_id=first.trace_id,
-            span_id=span_id,
-            name=AGL_VIRTUAL,
-            start_time=min(starts) if starts else None,
-            end_time=max(ends) if ends else None,
-        )
 
     # ---------------------------------------------------------------------------------------------- semantics
     def agent_name(self) -> Optional[str]:
@@ -352,12 +325,7 @@ class TraceTree:
         logprobs = parse_literal(attributes.get("logprobs.content"))
         if isinstance(logprobs, list):
             response["logprobs"] = logprobs
-        prompt_messages = _messages(attributes, "gen_ai.prompt.")
-        if prompt_messages:
-            prompt["raw_content"] = prompt_messages
-        completion_messages = _messages(attributes, "gen_ai.completion.")
-        if completion_messages:
-            response["raw_content"] = completion_messages
+        add_raw_content(attributes, prompt, response)
         return Triplet(
             prompt=prompt,
             response=response,
@@ -430,6 +398,34 @@ class TraceTree:
                 if child.id in keep:
                     graph.edge(node.id, child.id)  # pyright: ignore[reportUnknownMemberType]
         graph.render(filename, format="png", cleanup=True)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _covering_span(spans: list[Span], *, name: str, span_id: Optional[str] = None) -> Span:
+    """A synthetic span (ids of the first span, fresh span id unless given) covering the time of `spans`."""
+    first = spans[0]
+    starts = [span.start_time for span in spans if span.start_time is not None]
+    ends = [span.end_time for span in spans if span.end_time is not None]
+    return Span.from_attributes(
+        attributes={},
+        rollout_id=first.rollout_id,
+        attempt_id=first.attempt_id,
+        sequence_id=first.sequence_id,
+        trace_id=first.trace_id,
+        span_id=span_id,
+        name=name,
+        start_time=min(starts) if starts else None,
+        end_time=max(ends) if ends else None,
+    )
+
+
+def add_raw_content(attributes: dict[str, Any], prompt: dict[str, Any], response: dict[str, Any]) -> None:
+    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`."""
+    prompt_messages = _messages(attributes, "gen_ai.prompt.")
+    if prompt_messages:
+        prompt["raw_content"] = prompt_messages
+    completion_messages = _messages(attributes, "gen_ai.completion.")
+    if completion_messages:
+        response["raw_content"] = completion_messages
 
 
 def _messages(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["InstrumentationUnavailableError", "activate", "deactivate", "framework_installed"]
+__all__ = ["InstrumentationUnavailableError", "activate", "deactivate", "framework_installed", "instrument_pair"]
 
 logger = logging.getLogger(__name__)
 
@@ -53,3 +54,17 @@ def deactivate(path: str) -> None:
     instrumentor = getattr(module, class_name)()
     if instrumentor.is_instrumented_by_opentelemetry:
         instrumentor.uninstrument()
+
+
+def instrument_pair(path: str, extra: str) -> tuple[Callable[[], bool], Callable[[], None]]:
+    """`(instrument, uninstrument)` functions for the OpenInference instrumentor at `path` (pip extra `extra`)."""
+
+    def instrument() -> bool:
+        """Turn the instrumentor on (idempotent). Raises ImportError naming the extra when it is not installed."""
+        return activate(path, extra)
+
+    def uninstrument() -> None:
+        """Turn the instrumentor off."""
+        deactivate(path)
+
+    return instrument, uninstrument

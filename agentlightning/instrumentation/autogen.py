@@ -7,17 +7,10 @@ Uses the OpenInference AutoGen-AgentChat instrumentor; agent spans carry the age
 
 from __future__ import annotations
 
-from ._openinference import activate, deactivate
+from ._openinference import instrument_pair
 
 __all__ = ["instrument_autogen", "uninstrument_autogen"]
 
 INSTRUMENTOR = "openinference.instrumentation.autogen_agentchat.AutogenAgentChatInstrumentor"
 
-
-def instrument_autogen() -> bool:
-    """Trace AutoGen AgentChat runs. Raises ImportError when the instrumentor is not installed."""
-    return activate(INSTRUMENTOR, "autogen")
-
-
-def uninstrument_autogen() -> None:
-    deactivate(INSTRUMENTOR)
+instrument_autogen, uninstrument_autogen = instrument_pair(INSTRUMENTOR, "autogen")

@@ -6,17 +6,10 @@ Uses the OpenInference CrewAI instrumentor. CrewAI's own anonymous telemetry is 
 
 from __future__ import annotations
 
-from ._openinference import activate, deactivate
+from ._openinference import instrument_pair
 
 __all__ = ["instrument_crewai", "uninstrument_crewai"]
 
 INSTRUMENTOR = "openinference.instrumentation.crewai.CrewAIInstrumentor"
 
-
-def instrument_crewai() -> bool:
-    """Trace CrewAI runs. Raises ImportError when the instrumentor is not installed."""
-    return activate(INSTRUMENTOR, "crewai")
-
-
-def uninstrument_crewai() -> None:
-    deactivate(INSTRUMENTOR)
+instrument_crewai, uninstrument_crewai = instrument_pair(INSTRUMENTOR, "crewai")

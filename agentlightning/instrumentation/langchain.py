@@ -7,17 +7,10 @@ the node and carry `agent.name`, which `agent_match` selects on.
 
 from __future__ import annotations
 
-from ._openinference import activate, deactivate
+from ._openinference import instrument_pair
 
 __all__ = ["instrument_langchain", "uninstrument_langchain"]
 
 INSTRUMENTOR = "openinference.instrumentation.langchain.LangChainInstrumentor"
 
-
-def instrument_langchain() -> bool:
-    """Trace LangChain/LangGraph runs. Raises ImportError when the instrumentor is not installed."""
-    return activate(INSTRUMENTOR, "langchain")
-
-
-def uninstrument_langchain() -> None:
-    deactivate(INSTRUMENTOR)
+instrument_langchain, uninstrument_langchain = instrument_pair(INSTRUMENTOR, "langchain")

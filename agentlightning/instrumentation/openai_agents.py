@@ -7,17 +7,10 @@ exporter (which uploads traces to OpenAI) is replaced, so nothing leaves the mac
 
 from __future__ import annotations
 
-from ._openinference import activate, deactivate
+from ._openinference import instrument_pair
 
 __all__ = ["instrument_openai_agents", "uninstrument_openai_agents"]
 
 INSTRUMENTOR = "openinference.instrumentation.openai_agents.OpenAIAgentsInstrumentor"
 
-
-def instrument_openai_agents() -> bool:
-    """Trace OpenAI Agents SDK runs. Raises ImportError when the instrumentor is not installed."""
-    return activate(INSTRUMENTOR, "openai-agents")
-
-
-def uninstrument_openai_agents() -> None:
-    deactivate(INSTRUMENTOR)
+instrument_openai_agents, uninstrument_openai_agents = instrument_pair(INSTRUMENTOR, "openai-agents")

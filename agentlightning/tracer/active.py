@@ -20,12 +20,7 @@ _active: Optional[Tracer] = None
 _depth = 0
 
 
-def set_active_tracer(tracer: Tracer) -> None:
-    """Make `tracer` the active tracer.
-
-    Raises:
-        RuntimeError: another tracer is already active.
-    """
+def _activate(tracer: Tracer, counted: bool) -> None:
     global _active, _depth
     with _lock:
         if _active is not None and _active is not tracer:
@@ -33,7 +28,16 @@ def set_active_tracer(tracer: Tracer) -> None:
                 f"Tracer {_active!r} is already active; close its trace context before activating {tracer!r}"
             )
         _active = tracer
-        _depth = max(_depth, 1)
+        _depth = _depth + 1 if counted else max(_depth, 1)
+
+
+def set_active_tracer(tracer: Tracer) -> None:
+    """Make `tracer` the active tracer.
+
+    Raises:
+        RuntimeError: another tracer is already active.
+    """
+    _activate(tracer, counted=False)
 
 
 def get_active_tracer() -> Optional[Tracer]:
@@ -51,14 +55,7 @@ def clear_active_tracer() -> None:
 
 def enter_active_tracer(tracer: Tracer) -> None:
     """Activate `tracer` for one more open trace context (used by tracers; counts nested/concurrent contexts)."""
-    global _active, _depth
-    with _lock:
-        if _active is not None and _active is not tracer:
-            raise RuntimeError(
-                f"Tracer {_active!r} is already active; a trace context of {tracer!r} cannot open until it closes"
-            )
-        _active = tracer
-        _depth += 1
+    _activate(tracer, counted=True)
 
 
 def exit_active_tracer(tracer: Tracer) -> None:

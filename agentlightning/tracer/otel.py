@@ -162,6 +162,10 @@ class OtelTracer(Tracer):
             processor.close_scope(scope, token)
             exit_active_tracer(self)
 
+    def _writer_to_flush(self, scope: Any, target: TraceTarget) -> Optional[SpanWriter]:
+        """The writer holding the closed scope's spans, when the context wrote to a store."""
+        return self._writer if scope is not None and target.writes_to_store else None
+
     def _report_flush(self, flushed: bool, target: TraceTarget) -> None:
         if not flushed:
             logger.error(
@@ -187,8 +191,9 @@ class OtelTracer(Tracer):
             with self._open(name, target) as (processor, scope):
                 yield processor
         finally:
-            if scope is not None and target.writes_to_store and self._writer is not None:
-                self._report_flush(await self._writer.flush_async(scope, timeout=self.flush_timeout), target)
+            writer = self._writer_to_flush(scope, target)
+            if writer is not None:
+                self._report_flush(await writer.flush_async(scope, timeout=self.flush_timeout), target)
 
     @contextmanager
     def _trace_context_sync(
@@ -205,8 +210,9 @@ class OtelTracer(Tracer):
             with self._open(name, target) as (processor, scope):
                 yield processor
         finally:
-            if scope is not None and target.writes_to_store and self._writer is not None:
-                self._report_flush(self._writer.flush(scope, timeout=self.flush_timeout), target)
+            writer = self._writer_to_flush(scope, target)
+            if writer is not None:
+                self._report_flush(writer.flush(scope, timeout=self.flush_timeout), target)
 
     def get_last_trace(self) -> list[Span]:
         scope = self.processor.last_scope

@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import logging
-import os
-import tempfile
 import threading
 import time
 import weakref
-from collections import Counter, deque
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Optional, Union
 
 from agentlightning.types import Span
+
+from .batch import BatchStorer, PendingSpan, SpanConverter, SpanWriterStats, SpillFile, span_name
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -44,93 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["SpanWriter", "SpanWriterStats"]
 
 logger = logging.getLogger(__name__)
-
-SpanConverter = Callable[["ReadableSpan", str, str, int], Span]
-"""Turns a finished OpenTelemetry span into a stored Span (rollout id, attempt id, sequence id)."""
-
-
-@dataclass
-class _Item:
-    store_key: int
-    rollout_id: str
-    attempt_id: str
-    group: Hashable
-    urgent: bool
-    readable: Optional[ReadableSpan] = None
-    span: Optional[Span] = None
-    needs_sequence: bool = True
-    on_written: Optional[Callable[[Span], None]] = None
-    done: bool = False
-
-
-@dataclass
-class SpanWriterStats:
-    """Counters of a SpanWriter since it started."""
-
-    submitted: int = 0
-    written: int = 0
-    duplicates: int = 0
-    rejected: int = 0
-    dropped: int = 0
-    spilled: int = 0
-    retries: int = 0
-    pending: int = 0
-    batches: int = 0
-    outages: int = 0
-    pending_by_group: dict[str, int] = field(default_factory=dict)
-
-
-def _is_rejection(exc: BaseException) -> bool:
-    """True when the store refused the data itself (retrying cannot help); False for outages."""
-    from pydantic import ValidationError
-
-    from agentlightning.store.errors import StoreClosedError
-
-    if isinstance(exc, StoreClosedError):
-        return False
-    return isinstance(exc, (ValueError, TypeError, ValidationError))
-
-
-class _SpillFile:
-    """An append-only JSON-lines file of spans waiting for room in the memory queue, read back in order."""
-
-    def __init__(self) -> None:
-        self._path: Optional[str] = None
-        self._writer: Any = None
-        self._reader: Any = None
-        self.count = 0
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record) + "\n"
-        if self._path is None:
-            fd, path = tempfile.mkstemp(prefix="agl-spans-", suffix=".jsonl")
-            os.close(fd)
-            self._path = path
-            self._writer = open(path, "a", encoding="utf-8")  # noqa: SIM115
-            self._reader = open(path, encoding="utf-8")  # noqa: SIM115
-        self._writer.write(line)
-        self._writer.flush()
-        self.count += 1
-
-    def pop(self) -> dict[str, Any]:
-        line = self._reader.readline()
-        self.count -= 1
-        record = json.loads(line)
-        if self.count == 0:
-            self.close()
-        return record
-
-    def close(self) -> None:
-        for handle in (self._writer, self._reader):
-            if handle is not None:
-                handle.close()
-        if self._path is not None:
-            try:
-                os.unlink(self._path)
-            except OSError:
-                pass
-        self._path = self._writer = self._reader = None
-        self.count = 0
 
 
 class SpanWriter:
@@ -167,10 +78,10 @@ class SpanWriter:
         self._retry_initial = retry_initial_delay
         self._retry_max = retry_max_delay
         self._cond = threading.Condition()
-        self._incoming: deque[_Item] = deque()  # submitted, not converted yet (producers append)
-        self._ready: deque[_Item] = deque()  # converted, waiting for a batch (writer thread only, under the lock)
+        self._incoming: deque[PendingSpan] = deque()  # submitted, not converted yet (producers append)
+        self._ready: deque[PendingSpan] = deque()  # converted, waiting for a batch (writer thread only, under the lock)
         self._ready_since: Optional[float] = None
-        self._spill = _SpillFile()
+        self._spill = SpillFile()
         self._spill_meta: deque[tuple[Hashable, Optional[Callable[[Span], None]]]] = deque()
         self._stores: dict[int, LightningStore] = {}
         self._pending: dict[Hashable, int] = {}
@@ -180,6 +91,7 @@ class SpanWriter:
         self._closing = False
         self._stats = SpanWriterStats()
         self._outage_since: Optional[float] = None
+        self._storer = BatchStorer(converter, finish=self._finish, on_success=self._recovered)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         atexit.register(_close_at_exit, weakref.ref(self))
@@ -202,7 +114,7 @@ class SpanWriter:
         `urgent` spans (rewards) wake the writer at once. `on_written` is called with the stored Span.
         """
         store_key = id(store)
-        item = _Item(store_key, rollout_id, attempt_id, group, urgent, on_written=on_written)
+        item = PendingSpan(store_key, rollout_id, attempt_id, group, urgent, on_written=on_written)
         if isinstance(span, Span):
             item.span = span
             item.needs_sequence = span.sequence_id <= 0
@@ -210,7 +122,9 @@ class SpanWriter:
             item.readable = span
         with self._cond:
             if self._closing and not self._thread.is_alive():
-                logger.error("Span writer is closed; span %r for rollout %s was not stored", _name(item), rollout_id)
+                logger.error(
+                    "Span writer is closed; span %r for rollout %s was not stored", span_name(item), rollout_id
+                )
                 self._stats.dropped += 1
                 return
             self._stores[store_key] = store
@@ -227,7 +141,7 @@ class SpanWriter:
                 # costs more context switches than the conversion it would overlap with the agent's I/O.
                 self._cond.notify_all()
 
-    def _spill_item(self, item: _Item) -> bool:
+    def _spill_item(self, item: PendingSpan) -> bool:
         """Put `item` in the spill file (called with the lock held). False when it had to be dropped."""
         try:
             span = item.span
@@ -264,7 +178,7 @@ class SpanWriter:
             logger.error(
                 "Span buffer is full and spilling failed (%s): span %r of rollout %s dropped",
                 exc,
-                _name(item),
+                span_name(item),
                 item.rollout_id,
             )
             self._stats.dropped += 1
@@ -365,7 +279,7 @@ class SpanWriter:
             finally:
                 loop.close()
 
-    def _next_batch(self) -> Optional[list[_Item]]:
+    def _next_batch(self) -> Optional[list[PendingSpan]]:
         """Convert what arrived and return the next batch once one is due (None when closed and drained)."""
         while True:
             with self._cond:
@@ -403,7 +317,7 @@ class SpanWriter:
                 self._cond.notify_all()  # producers waiting for room
                 return batch
 
-    def _convert(self, items: list[_Item]) -> None:
+    def _convert(self, items: list[PendingSpan]) -> None:
         """Turn OpenTelemetry spans into Spans (sequence ids come later, from the store)."""
         for item in items:
             if item.span is not None or item.readable is None:
@@ -414,7 +328,7 @@ class SpanWriter:
                 item.needs_sequence = True
             except Exception:
                 logger.exception(
-                    "Could not convert span %r of rollout %s; it is not stored", _name(item), item.rollout_id
+                    "Could not convert span %r of rollout %s; it is not stored", span_name(item), item.rollout_id
                 )
                 self._finish(item, None, dropped=True)
 
@@ -423,7 +337,7 @@ class SpanWriter:
             record = self._spill.pop()
             group, on_written = self._spill_meta.popleft()
             self._ready.append(
-                _Item(
+                PendingSpan(
                     store_key=record["store_key"],
                     rollout_id=record["rollout_id"],
                     attempt_id=record["attempt_id"],
@@ -435,7 +349,7 @@ class SpanWriter:
                 )
             )
 
-    def _write_with_retry(self, loop: asyncio.AbstractEventLoop, batch: list[_Item]) -> None:
+    def _write_with_retry(self, loop: asyncio.AbstractEventLoop, batch: list[PendingSpan]) -> None:
         delay = self._retry_initial
         failures = 0
         while True:
@@ -481,88 +395,21 @@ class SpanWriter:
         with self._cond:
             self._stats.batches += 1
 
-    async def _write_batch(self, batch: list[_Item]) -> None:
+    async def _write_batch(self, batch: list[PendingSpan]) -> None:
         """Write the unfinished items of `batch`; raises on outages (the caller retries)."""
-        by_store: dict[int, list[_Item]] = {}
-        for item in batch:
-            if not item.done:
-                by_store.setdefault(item.store_key, []).append(item)
-        for store_key, items in by_store.items():
-            store = self._stores[store_key]
-            try:
-                await self._store_items(store, items)
-            except Exception as exc:
-                if not _is_rejection(exc):
-                    raise
-                await self._isolate(store, items, exc)
+        await self._storer.write(batch, self._stores)
 
-    async def _store_items(self, store: LightningStore, items: Sequence[_Item]) -> None:
-        missing = [item for item in items if item.needs_sequence]
-        if missing:
-            ids = await store.get_many_span_sequence_ids([(item.rollout_id, item.attempt_id) for item in missing])
-            for item, sequence_id in zip(missing, ids, strict=True):
-                if item.span is None:
-                    assert item.readable is not None
-                    item.span = self._converter(item.readable, item.rollout_id, item.attempt_id, int(sequence_id))
-                    item.readable = None
-                else:
-                    item.span = item.span.model_copy(update={"sequence_id": int(sequence_id)})
-                item.needs_sequence = False
-        spans = [item.span for item in items if item.span is not None]
-        added = await store.add_many_spans(spans)
+    def _recovered(self) -> None:
         if self._outage_since is not None:
             logger.warning(
                 "Store available again after %.1f s; buffered spans are being written",
                 time.monotonic() - self._outage_since,
             )
             self._outage_since = None
-        added_ids = Counter((span.rollout_id, span.attempt_id, span.span_id) for span in added)
-        for item in items:
-            assert item.span is not None
-            key = (item.span.rollout_id, item.span.attempt_id, item.span.span_id)
-            duplicate = added_ids[key] <= 0
-            added_ids[key] -= 1
-            self._finish(item, item.span, duplicate=duplicate)
-
-    async def _isolate(self, store: LightningStore, items: list[_Item], first_error: BaseException) -> None:
-        """The store rejected a batch: retry per attempt, then per span, and reject only what fails alone."""
-        groups: dict[tuple[str, str], list[_Item]] = {}
-        for item in items:
-            groups.setdefault((item.rollout_id, item.attempt_id), []).append(item)
-        for (rollout_id, attempt_id), group_items in groups.items():
-            try:
-                await self._store_items(store, group_items)
-                continue
-            except Exception as exc:
-                if not _is_rejection(exc):
-                    raise
-                group_error: BaseException = exc
-            from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundError
-
-            if isinstance(group_error, (RolloutNotFoundError, AttemptNotFoundError)):
-                logger.error(
-                    "Store rejected %d spans of rollout %s attempt %s: %s. They cannot be stored and were dropped.",
-                    len(group_items),
-                    rollout_id,
-                    attempt_id,
-                    group_error,
-                )
-                for item in group_items:
-                    self._finish(item, None, rejected=True)
-                continue
-            for item in group_items:
-                try:
-                    await self._store_items(store, [item])
-                except Exception as exc:
-                    if not _is_rejection(exc):
-                        raise
-                    logger.error("Store rejected span %r of rollout %s: %s", _name(item), rollout_id, exc)
-                    self._finish(item, None, rejected=True)
-        del first_error
 
     def _finish(
         self,
-        item: _Item,
+        item: PendingSpan,
         span: Optional[Span],
         *,
         duplicate: bool = False,
@@ -611,14 +458,6 @@ class SpanWriter:
 def _set_done(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(True)
-
-
-def _name(item: _Item) -> str:
-    if item.span is not None:
-        return item.span.name
-    if item.readable is not None:
-        return item.readable.name
-    return "?"
 
 
 def _close_at_exit(ref: weakref.ReferenceType[SpanWriter]) -> None:
