@@ -62,6 +62,7 @@ class LightningSpanProcessor(SpanProcessor):
         self._open: list[TraceScope] = []
         self._span_scopes: dict[int, TraceScope] = {}
         self._last_scope: Optional[TraceScope] = None
+        self._warned_ambiguous = False
         self._legacy_tokens: list[tuple[TraceScope, contextvars.Token[Optional[TraceScope]]]] = []
 
     # ------------------------------------------------------------------------------------------------ scopes
@@ -119,6 +120,15 @@ class LightningSpanProcessor(SpanProcessor):
                 return
             open_scopes = self._open
             if len(open_scopes) != 1:
+                if open_scopes and not self._warned_ambiguous:
+                    self._warned_ambiguous = True
+                    logger.warning(
+                        "Span %r started outside any trace context while %d contexts are open: it cannot be tied to "
+                        "a rollout and is ignored. Run such code with the context propagated (asyncio.to_thread, "
+                        "contextvars.copy_context().run) to capture it. (Logged once.)",
+                        span.name,
+                        len(open_scopes),
+                    )
                 return
             scope = open_scopes[0]
         self._span_scopes[context.span_id] = scope

@@ -308,3 +308,27 @@ async def test_the_v02_processor_interface_collects_spans(tracer: OtelTracer, st
         otel_span("stored")
     assert processor.force_flush()
     assert [span.name for span in await store.query_spans(rollout_id)] == ["stored"]
+
+
+async def test_a_span_from_a_contextless_thread_during_concurrent_contexts_is_reported_not_misfiled(
+    tracer: OtelTracer, store: FlakyStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    first, second = await new_attempt(store), await new_attempt(store)
+    both_open, done = asyncio.Event(), asyncio.Event()
+
+    async def rollout(ids: tuple[str, str], emit_from_thread: bool) -> None:
+        async with tracer.trace_context(rollout_id=ids[0], attempt_id=ids[1]):
+            if emit_from_thread:
+                await both_open.wait()
+                worker = threading.Thread(target=otel_span, args=("orphan",))
+                worker.start()
+                worker.join()
+                done.set()
+            else:
+                both_open.set()
+                await done.wait()
+
+    with caplog.at_level(logging.WARNING):
+        await asyncio.gather(rollout(first, True), rollout(second, False))
+    assert await store.query_spans(first[0]) == [] and await store.query_spans(second[0]) == []
+    assert "cannot be tied to a rollout" in caplog.text
