@@ -2,8 +2,40 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .adapter import (
+    Adapter,
+    LlmProxyTraceToTriplet,
+    OpenAIMessages,
+    OtelTraceAdapter,
+    RewardMatchPolicy,
+    TraceAdapter,
+    TracerTraceToTriplet,
+    TraceToMessages,
+    TraceToTripletBase,
+    TraceTree,
+    TrajectoryDiagnosis,
+    Transition,
+)
+from .emitter import (
+    OperationContext,
+    emit_annotation,
+    emit_exception,
+    emit_message,
+    emit_object,
+    emit_reward,
+    find_final_reward,
+    find_reward_spans,
+    get_message_value,
+    get_object_value,
+    get_reward_value,
+    get_rewards_from_span,
+    is_reward_span,
+    operation,
+    reward,
+)
+from .instrumentation import instrument_all, uninstrument_all
 from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
 from .store import (
     AttemptNotFoundError,
@@ -18,6 +50,14 @@ from .store import (
     SpansEvictedError,
     StoreError,
     store_from_url,
+)
+from .tracer import (
+    DummyTracer,
+    Tracer,
+    TraceTarget,
+    clear_active_tracer,
+    get_active_tracer,
+    set_active_tracer,
 )
 from .types import (
     LLM,
@@ -66,10 +106,17 @@ from .types import (
     WorkerStatus,
 )
 
+if TYPE_CHECKING:
+    from .tracer.agentops import AgentOpsTracer
+    from .tracer.otel import OtelTracer
+    from .tracer.processor import LightningSpanProcessor
+
 __version__ = "0.3.0"
 
 __all__ = [
     "LLM",
+    "Adapter",
+    "AgentOpsTracer",
     "Attempt",
     "AttemptNotFoundError",
     "AttemptStatus",
@@ -77,6 +124,7 @@ __all__ = [
     "AttributeValue",
     "Attributes",
     "Dataset",
+    "DummyTracer",
     "EnqueueRolloutRequest",
     "Event",
     "FilterField",
@@ -86,6 +134,7 @@ __all__ = [
     "InMemoryLightningStore",
     "InvalidArgumentError",
     "LLMProxy",
+    "LightningSpanProcessor",
     "LightningStore",
     "LightningStoreCapabilities",
     "LightningStoreClient",
@@ -93,10 +142,15 @@ __all__ = [
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "Link",
+    "LlmProxyTraceToTriplet",
     "ModelConfig",
     "NamedResources",
     "NoAttemptsError",
+    "OpenAIMessages",
+    "OperationContext",
     "OtelResource",
+    "OtelTraceAdapter",
+    "OtelTracer",
     "PaginatedResult",
     "ParallelWorkerBase",
     "PromptTemplate",
@@ -104,6 +158,7 @@ __all__ = [
     "Resource",
     "ResourceUnion",
     "ResourcesUpdate",
+    "RewardMatchPolicy",
     "Rollout",
     "RolloutConfig",
     "RolloutLegacy",
@@ -126,25 +181,58 @@ __all__ = [
     "Task",
     "TaskIfAny",
     "TaskInput",
+    "TraceAdapter",
     "TraceState",
     "TraceStatus",
+    "TraceTarget",
+    "TraceToMessages",
+    "TraceToTripletBase",
+    "TraceTree",
+    "Tracer",
+    "TracerTraceToTriplet",
+    "TrajectoryDiagnosis",
+    "Transition",
     "Triplet",
     "Worker",
     "WorkerStatus",
+    "clear_active_tracer",
+    "emit_annotation",
+    "emit_exception",
+    "emit_message",
+    "emit_object",
+    "emit_reward",
+    "find_final_reward",
+    "find_reward_spans",
     "get_active_llm_proxy",
+    "get_active_tracer",
+    "get_message_value",
+    "get_object_value",
+    "get_reward_value",
+    "get_rewards_from_span",
+    "instrument_all",
+    "is_reward_span",
+    "operation",
+    "reward",
     "set_active_llm_proxy",
+    "set_active_tracer",
     "store_from_url",
+    "uninstrument_all",
 ]
 
 _LAZY_TYPES = {"SpanLike", "RolloutRawResult", "RolloutRawResultLegacy"}
+_LAZY_TRACERS = {"OtelTracer", "AgentOpsTracer", "LightningSpanProcessor"}
 
 
 def __getattr__(name: str) -> Any:
-    # Aliases that need the OpenTelemetry SDK are resolved on first use to keep this import fast.
+    # Names that need the OpenTelemetry SDK are resolved on first use to keep this import fast.
     if name in _LAZY_TYPES:
         from . import types
 
         return getattr(types, name)
+    if name in _LAZY_TRACERS:
+        from . import tracer
+
+        return getattr(tracer, name)
     if name in ("LightningStoreClient", "LightningStoreServer"):
         from . import store
 

@@ -1,0 +1,82 @@
+"""Zero-code capture: turn an unchanged agent's LLM calls and framework steps into OpenTelemetry spans.
+
+`instrument_all()` instruments every supported library that is installed in this process:
+
+| integration | framework module | instrumentor package (extra) |
+|---|---|---|
+| `openai` | `openai` | openinference-instrumentation-openai (`openai`) + token-id recorder |
+| `langchain` | `langchain_core` | openinference-instrumentation-langchain (`langchain`) |
+| `openai_agents` | `agents` | openinference-instrumentation-openai-agents (`openai-agents`) |
+| `autogen` | `autogen_agentchat` | openinference-instrumentation-autogen-agentchat (`autogen`) |
+| `crewai` | `crewai` | openinference-instrumentation-crewai (`crewai`) |
+
+Frameworks that are not installed are skipped quietly; an installed framework whose instrumentor package is missing
+gives a warning naming the extra to install. Nothing heavy is imported until `instrument_all` runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import warnings
+from collections.abc import Iterable
+from typing import Optional
+
+__all__ = ["INTEGRATIONS", "instrument_all", "uninstrument_all"]
+
+logger = logging.getLogger(__name__)
+
+INTEGRATIONS: dict[str, tuple[str, str]] = {
+    "openai": ("openai", "agentlightning.instrumentation.openai"),
+    "langchain": ("langchain_core", "agentlightning.instrumentation.langchain"),
+    "openai_agents": ("agents", "agentlightning.instrumentation.openai_agents"),
+    "autogen": ("autogen_agentchat", "agentlightning.instrumentation.autogen"),
+    "crewai": ("crewai", "agentlightning.instrumentation.crewai"),
+}
+"""integration name -> (framework module, Agent Lightning module with instrument_<name>/uninstrument_<name>)."""
+
+
+def _select(integrations: Optional[Iterable[str]]) -> list[str]:
+    names = list(INTEGRATIONS) if integrations is None else list(integrations)
+    unknown = [name for name in names if name not in INTEGRATIONS]
+    if unknown:
+        raise ValueError(f"Unknown integrations {unknown}; known: {sorted(INTEGRATIONS)}")
+    return names
+
+
+def instrument_all(integrations: Optional[Iterable[str]] = None) -> dict[str, bool]:
+    """Instrument the installed frameworks (all known ones, or the named `integrations`).
+
+    Returns integration name -> True when it is now instrumented. Never raises for a missing package.
+    """
+    from ._openinference import framework_installed
+
+    result: dict[str, bool] = {}
+    for name in _select(integrations):
+        framework, module_path = INTEGRATIONS[name]
+        if not framework_installed(framework):
+            logger.debug("%s is not installed; not instrumenting it", framework)
+            result[name] = False
+            continue
+        module = importlib.import_module(module_path)
+        try:
+            result[name] = bool(getattr(module, f"instrument_{name}")())
+        except ImportError as exc:
+            warnings.warn(f"{framework} is installed but cannot be instrumented: {exc}", stacklevel=2)
+            result[name] = False
+    return result
+
+
+def uninstrument_all(integrations: Optional[Iterable[str]] = None) -> None:
+    """Undo `instrument_all` (integrations that were not instrumented are left alone)."""
+    from ._openinference import framework_installed
+
+    for name in reversed(_select(integrations)):
+        framework, module_path = INTEGRATIONS[name]
+        if not framework_installed(framework):
+            continue
+        module = importlib.import_module(module_path)
+        try:
+            getattr(module, f"uninstrument_{name}")()
+        except ImportError as exc:
+            logger.debug("Could not uninstrument %s: %s", name, exc)

@@ -1,0 +1,70 @@
+"""Shared plumbing for the OpenInference instrumentors Agent Lightning turns on."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["InstrumentationUnavailableError", "activate", "deactivate", "framework_installed", "instrument_pair"]
+
+logger = logging.getLogger(__name__)
+
+
+class InstrumentationUnavailableError(ImportError):
+    """The framework is installed but the package that instruments it is not."""
+
+
+def framework_installed(module: str) -> bool:
+    """True when `module` can be imported (checked without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _instrumentor(path: str, extra: str) -> Any:
+    module_name, _, class_name = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InstrumentationUnavailableError(
+            f"{module_name} is not installed; install it with `pip install agentlightning[{extra}]`"
+        ) from exc
+    return getattr(module, class_name)()
+
+
+def activate(path: str, extra: str, **kwargs: Any) -> bool:
+    """Instrument with the OpenInference instrumentor class at `path` (idempotent). Returns True if it is active."""
+    instrumentor = _instrumentor(path, extra)
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(**kwargs)
+    return bool(instrumentor.is_instrumented_by_opentelemetry)
+
+
+def deactivate(path: str) -> None:
+    """Undo `activate` (nothing happens when the instrumentor is not installed or not active)."""
+    module_name, _, class_name = path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        return
+    instrumentor = getattr(module, class_name)()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+
+
+def instrument_pair(path: str, extra: str) -> tuple[Callable[[], bool], Callable[[], None]]:
+    """`(instrument, uninstrument)` functions for the OpenInference instrumentor at `path` (pip extra `extra`)."""
+
+    def instrument() -> bool:
+        """Turn the instrumentor on (idempotent). Raises ImportError naming the extra when it is not installed."""
+        return activate(path, extra)
+
+    def uninstrument() -> None:
+        """Turn the instrumentor off."""
+        deactivate(path)
+
+    return instrument, uninstrument

@@ -1,0 +1,272 @@
+"""`OtelTracer`: a tracer on the OpenTelemetry SDK that writes spans to a LightningStore without blocking the agent.
+
+Usage (v0.3 form)::
+
+    tracer = OtelTracer()
+    tracer.init_worker(0, store)
+    async with tracer.trace_context("rollout", rollout_id=rid, attempt_id=aid):
+        await agent(...)          # spans created here are stored under (rid, aid)
+    spans = tracer.get_last_trace()
+
+The v0.2 form `trace_context(store=..., rollout_id=..., attempt_id=...)` works too. Leaving the context waits until
+the writer stored the context's spans (at most `flush_timeout` seconds; if the store is down the spans stay queued
+and keep being retried in the background).
+
+By itself the tracer records spans created through OpenTelemetry in the process (Agent Lightning's emitters and any
+instrumented library). `OtelTracer(instrument=True)` also turns on zero-code capture of LLM calls and agent
+frameworks (`agentlightning.instrumentation.instrument_all`) for the lifetime of the worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, Optional
+
+from agentlightning.types import Span, SpanCoreFields, SpanRecordingContext, TraceStatus
+
+from .active import enter_active_tracer, exit_active_tracer
+from .base import Tracer, TraceTarget
+from .convert import span_from_readable
+from .processor import LightningSpanProcessor
+from .provider import get_sdk_provider, register_processor, unregister_processor
+from .recording import OtelRecordingContext, sanitize_attributes
+from .writer import SpanWriter, SpanWriterStats
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Tracer as OtelApiTracer
+
+    from agentlightning.store.base import LightningStore
+
+__all__ = ["OtelTracer"]
+
+logger = logging.getLogger(__name__)
+
+
+def _ns(seconds: Optional[float]) -> Optional[int]:
+    return None if seconds is None else int(seconds * 1_000_000_000)
+
+
+class OtelTracer(Tracer):
+    """Records OpenTelemetry spans per rollout attempt and writes them to the store in batches.
+
+    Args:
+        instrument: also enable zero-code instrumentation (`instrument_all`) while the worker is initialised.
+        flush_timeout: seconds a closing trace context waits for its spans to reach the store.
+        max_buffered_spans: spans kept in memory before spilling to disk (see `SpanWriter`).
+        max_batch_size: spans per store call.
+        flush_interval: seconds a partial batch may wait for more spans.
+        retry_initial_delay / retry_max_delay: backoff bounds while the store is unavailable.
+    """
+
+    def __init__(
+        self,
+        *,
+        instrument: bool = False,
+        flush_timeout: float = 30.0,
+        max_buffered_spans: int = 10_000,
+        max_batch_size: int = 512,
+        flush_interval: float = 0.2,
+        retry_initial_delay: float = 0.25,
+        retry_max_delay: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self._instrument_on_init = instrument
+        self.flush_timeout = flush_timeout
+        self._writer_options: dict[str, Any] = {
+            "max_buffered_spans": max_buffered_spans,
+            "max_batch_size": max_batch_size,
+            "flush_interval": flush_interval,
+            "retry_initial_delay": retry_initial_delay,
+            "retry_max_delay": retry_max_delay,
+        }
+        self._provider: Optional[TracerProvider] = None
+        self._otel_tracer: Optional[OtelApiTracer] = None
+        self._processor: Optional[LightningSpanProcessor] = None
+        self._instrumented = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Threads, providers and processors stay in the process that created them; a copy starts uninitialised.
+        state = self.__dict__.copy()
+        for key in ("_provider", "_otel_tracer", "_processor"):
+            state[key] = None
+        state["_instrumented"] = False
+        state["_store"] = None
+        return state
+
+    # ------------------------------------------------------------------------------------------------ lifecycle
+    def init_worker(self, worker_id: int, store: Optional[LightningStore] = None) -> None:  # type: ignore[override]
+        if self._processor is not None:
+            logger.error("OtelTracer.init_worker called twice (worker %s); keeping the first initialisation", worker_id)
+            if store is not None:
+                self._store = store
+            return
+        super().init_worker(worker_id, store)
+        self._provider = get_sdk_provider()
+        self._otel_tracer = self._provider.get_tracer("agentlightning")
+        self._processor = LightningSpanProcessor(lambda: SpanWriter(span_from_readable, **self._writer_options))
+        register_processor(self._processor)
+        if self._instrument_on_init:
+            from agentlightning.instrumentation import instrument_all
+
+            instrument_all()
+            self._instrumented = True
+
+    def teardown_worker(self, worker_id: int) -> None:  # type: ignore[override]
+        if self._processor is not None:
+            unregister_processor(self._processor)
+            self._processor.close_writer(timeout=self.flush_timeout)
+        if self._instrumented:
+            from agentlightning.instrumentation import uninstrument_all
+
+            uninstrument_all()
+            self._instrumented = False
+        self._processor = None
+        self._otel_tracer = None
+        self._provider = None
+        super().teardown_worker(worker_id)
+
+    @property
+    def processor(self) -> LightningSpanProcessor:
+        """The span processor of this worker (RuntimeError before `init_worker`)."""
+        if self._processor is None:
+            raise RuntimeError("OtelTracer is not initialized: call init_worker(worker_id, store) first")
+        return self._processor
+
+    @property
+    def _writer(self) -> Optional[SpanWriter]:
+        return self._processor.writer if self._processor is not None else None
+
+    def writer_stats(self) -> Optional[SpanWriterStats]:
+        """Counters of the store writer (None before the first trace context with a store)."""
+        writer = self._writer
+        return writer.stats() if writer is not None else None
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Wait until every queued span reached the store; False if `timeout` passed first."""
+        writer = self._writer
+        return writer.flush(timeout=timeout) if writer is not None else True
+
+    # -------------------------------------------------------------------------------------------------- contexts
+    @contextmanager
+    def _open(self, name: Optional[str], target: TraceTarget) -> Iterator[tuple[LightningSpanProcessor, Any]]:
+        processor = self.processor
+        enter_active_tracer(self)
+        scope, token = processor.open_scope(name, target)
+        try:
+            yield processor, scope
+        finally:
+            processor.close_scope(scope, token)
+            exit_active_tracer(self)
+
+    def _writer_to_flush(self, scope: Any, target: TraceTarget) -> Optional[SpanWriter]:
+        """The writer holding the closed scope's spans, when the context wrote to a store."""
+        return self._writer if scope is not None and target.writes_to_store else None
+
+    def _report_flush(self, flushed: bool, target: TraceTarget) -> None:
+        if not flushed:
+            logger.error(
+                "Spans of rollout %s attempt %s were not all stored within %.1f s (store unavailable?); they stay "
+                "queued and are retried in the background",
+                target.rollout_id,
+                target.attempt_id,
+                self.flush_timeout,
+            )
+
+    @asynccontextmanager
+    async def trace_context(
+        self,
+        name: Optional[str] = None,
+        *,
+        store: Optional[LightningStore] = None,
+        rollout_id: Optional[str] = None,
+        attempt_id: Optional[str] = None,
+    ) -> AsyncIterator[LightningSpanProcessor]:
+        target = self.resolve_target(store=store, rollout_id=rollout_id, attempt_id=attempt_id)
+        scope: Any = None
+        try:
+            with self._open(name, target) as (processor, scope):
+                yield processor
+        finally:
+            writer = self._writer_to_flush(scope, target)
+            if writer is not None:
+                self._report_flush(await writer.flush_async(scope, timeout=self.flush_timeout), target)
+
+    @contextmanager
+    def _trace_context_sync(
+        self,
+        name: Optional[str] = None,
+        *,
+        store: Optional[LightningStore] = None,
+        rollout_id: Optional[str] = None,
+        attempt_id: Optional[str] = None,
+    ) -> Iterator[LightningSpanProcessor]:
+        target = self.resolve_target(store=store, rollout_id=rollout_id, attempt_id=attempt_id)
+        scope: Any = None
+        try:
+            with self._open(name, target) as (processor, scope):
+                yield processor
+        finally:
+            writer = self._writer_to_flush(scope, target)
+            if writer is not None:
+                self._report_flush(writer.flush(scope, timeout=self.flush_timeout), target)
+
+    def get_last_trace(self) -> list[Span]:
+        scope = self.processor.last_scope
+        return scope.to_spans() if scope is not None else []
+
+    # ------------------------------------------------------------------------------------------------------ spans
+    def _tracer(self) -> OtelApiTracer:
+        if self._otel_tracer is None:
+            raise RuntimeError("OtelTracer is not initialized: call init_worker(worker_id, store) first")
+        return self._otel_tracer
+
+    def create_span(
+        self,
+        name: str,
+        attributes: Optional[Mapping[str, Any]] = None,
+        timestamp: Optional[float] = None,
+        status: Optional[TraceStatus] = None,
+    ) -> SpanCoreFields:
+        from opentelemetry.trace import Status, StatusCode
+
+        moment = timestamp if timestamp is not None else time.time()
+        flat = sanitize_attributes(attributes)
+        span = self._tracer().start_span(name, attributes=flat, start_time=_ns(moment))
+        if status is not None:
+            span.set_status(Status(StatusCode[status.status_code], status.description))
+        span.end(end_time=_ns(moment))
+        return SpanCoreFields(
+            name=name,
+            attributes=flat,
+            start_time=moment,
+            end_time=moment,
+            status=status or TraceStatus(status_code="UNSET"),
+        )
+
+    @contextmanager
+    def operation_context(
+        self,
+        name: str,
+        attributes: Optional[Mapping[str, Any]] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
+    ) -> Iterator[SpanRecordingContext]:
+        from opentelemetry import trace as trace_api
+
+        start = start_time if start_time is not None else time.time()
+        flat = sanitize_attributes(attributes)
+        span = self._tracer().start_span(name, attributes=flat, start_time=_ns(start))
+        recording = OtelRecordingContext(span, name, flat, start)
+        with trace_api.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
+            try:
+                yield recording
+            except BaseException as exc:
+                recording.record_exception(exc)
+                recording.record_status("ERROR", f"{type(exc).__name__}: {exc}")
+                raise
+            finally:
+                recording.finish(end_time)

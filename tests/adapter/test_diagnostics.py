@@ -1,0 +1,62 @@
+"""Empty trajectories are explained: a warning with counts says whether there were no spans, no LLM calls, no
+matching agent, or no token ids."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agentlightning.adapter import TracerTraceToTriplet
+
+from .spans import llm, span
+
+
+def test_no_spans_at_all(caplog: pytest.LogCaptureFixture) -> None:
+    adapter = TracerTraceToTriplet()
+    with caplog.at_level(logging.WARNING):
+        assert adapter.adapt([]) == []
+    assert adapter.last_diagnosis is not None and "no spans" in str(adapter.last_diagnosis.reason)
+    assert "empty trajectory" in caplog.text
+
+
+def test_no_llm_call_captured_lists_the_span_names_that_were_seen(caplog: pytest.LogCaptureFixture) -> None:
+    spans = [span("agent", "a", None), span("tool", "t", "a"), span("tool", "t2", "a")]
+    adapter = TracerTraceToTriplet()
+    with caplog.at_level(logging.WARNING):
+        assert adapter.adapt(spans) == []
+    diagnosis = adapter.last_diagnosis
+    assert diagnosis is not None and diagnosis.total_spans == 3 and diagnosis.llm_call_spans == 0
+    assert "no LLM call captured" in str(diagnosis.reason)
+    assert "tool (2)" in caplog.text and "instrument_all" in caplog.text
+
+
+def test_agent_filter_matching_nothing_lists_the_agents(caplog: pytest.LogCaptureFixture) -> None:
+    spans = [span("agent", "a", None, 0, 10, agent__name="writer"), llm("l", "a", 1, 2, "x")]
+    adapter = TracerTraceToTriplet(agent_match="reader")
+    with caplog.at_level(logging.WARNING):
+        assert adapter.adapt(spans) == []
+    assert "agent filter matched nothing" in caplog.text and "writer" in caplog.text
+    assert adapter.last_diagnosis is not None and adapter.last_diagnosis.llm_call_spans == 1
+
+
+def test_calls_without_token_ids_are_reported_with_counts(caplog: pytest.LogCaptureFixture) -> None:
+    bare = span("openai.chat.completion", "l", None, 0, 1, gen_ai__response__id="x")
+    with caplog.at_level(logging.WARNING):
+        triplets = TracerTraceToTriplet().adapt([bare])
+    assert len(triplets) == 1 and triplets[0].prompt["token_ids"] == []
+    assert "1 of 1 triplets have no prompt or response token ids" in caplog.text
+
+    caplog.clear()
+    adapter = TracerTraceToTriplet(_skip_empty_token_spans=True)
+    with caplog.at_level(logging.WARNING):
+        assert adapter.adapt([bare]) == []
+    assert "no token ids on the calls" in caplog.text
+
+
+def test_a_healthy_trajectory_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    adapter = TracerTraceToTriplet()
+    with caplog.at_level(logging.WARNING):
+        assert len(adapter.adapt([llm("l", None, 0, 1, "x")])) == 1
+    assert caplog.text == ""
+    assert adapter.last_diagnosis is not None and adapter.last_diagnosis.ok

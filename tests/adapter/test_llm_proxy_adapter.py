@@ -1,0 +1,140 @@
+"""LlmProxyTraceToTriplet: calls and rewards recorded by the LLM proxy, ordered by sequence id only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import pytest
+
+from agentlightning.adapter import LlmProxyTraceToTriplet
+from agentlightning.types import Span
+
+
+def proxy_span(name: str, sequence_id: int, start: float = 0.0, **attributes: Any) -> Span:
+    return Span.from_attributes(
+        attributes={key.replace("__", "."): value for key, value in attributes.items()},
+        rollout_id="ro",
+        attempt_id="at",
+        sequence_id=sequence_id,
+        name=name,
+        start_time=start,
+        end_time=start,
+    )
+
+
+def raw_request(sequence_id: int, prompt: list[int], response: list[int], request_id: Optional[str] = None) -> Span:
+    attributes: dict[str, Any] = {
+        "llm__hosted_vllm__prompt_token_ids": str(prompt),
+        "llm__hosted_vllm__response_token_ids": str([response]),
+    }
+    if request_id:
+        attributes["llm__hosted_vllm__id"] = request_id
+    return proxy_span("raw_gen_ai_request", sequence_id, **attributes)
+
+
+def reward_span(sequence_id: int, value: float) -> Span:
+    return proxy_span("agentlightning.reward", sequence_id, reward=value)
+
+
+def test_two_calls_and_a_later_reward_give_the_reward_to_the_second_call() -> None:
+    spans = [raw_request(1, [1, 2], [3], "a"), raw_request(4, [5], [6, 7], "b"), reward_span(6, 0.0)]
+    triplets = LlmProxyTraceToTriplet().adapt(spans)
+    assert [(t.prompt["token_ids"], t.response["token_ids"], t.reward) for t in triplets] == [
+        ([1, 2], [3], None),
+        ([5], [6, 7], 0.0),
+    ]
+    assert [t.metadata["response_id"] for t in triplets] == ["a", "b"]
+
+
+def test_a_repeated_response_id_counts_once_and_a_later_reward_attaches_to_it() -> None:
+    spans = [raw_request(1, [1], [2], "same"), raw_request(2, [1], [2], "same"), reward_span(3, 1.0)]
+    [triplet] = LlmProxyTraceToTriplet().adapt(spans)
+    assert triplet.reward == 1.0
+
+
+def test_spans_without_token_ids_are_not_calls(caplog: pytest.LogCaptureFixture) -> None:
+    spans = [proxy_span("litellm_request", 1, gen_ai__prompt__0__content="hi"), reward_span(2, 1.0)]
+    adapter = LlmProxyTraceToTriplet()
+    assert adapter.adapt(spans) == []
+    assert "no token ids" in str(adapter.last_diagnosis.reason)  # type: ignore[union-attr]
+
+
+def test_a_single_call_without_reward_keeps_its_response_id() -> None:
+    [triplet] = LlmProxyTraceToTriplet().adapt([raw_request(1, [1], [2], "only")])
+    assert triplet.reward is None and triplet.metadata == {"response_id": "only"}
+
+
+def test_rewards_at_or_before_a_call_never_attach_to_it() -> None:
+    spans = [reward_span(1, 0.9), raw_request(2, [1], [2], "a"), reward_span(2, 0.8), reward_span(5, 0.1)]
+    [triplet] = LlmProxyTraceToTriplet().adapt(spans)
+    assert triplet.reward == 0.1
+
+
+def test_later_rewards_back_fill_older_unmatched_calls() -> None:
+    spans = [
+        raw_request(1, [1], [1], "a"),
+        raw_request(2, [2], [2], "b"),
+        raw_request(3, [3], [3], "c"),
+        reward_span(4, 0.1),
+        reward_span(5, 0.2),
+        reward_span(6, 0.3),
+    ]
+    assert [t.reward for t in LlmProxyTraceToTriplet().adapt(spans)] == [0.3, 0.2, 0.1]
+
+
+def test_ordering_uses_sequence_ids_not_timestamps() -> None:
+    spans = [
+        proxy_span(
+            "raw_gen_ai_request",
+            2,
+            start=1.0,
+            llm__hosted_vllm__prompt_token_ids="[2]",
+            llm__hosted_vllm__response_token_ids="[[2]]",
+        ),
+        proxy_span(
+            "raw_gen_ai_request",
+            1,
+            start=99.0,
+            llm__hosted_vllm__prompt_token_ids="[1]",
+            llm__hosted_vllm__response_token_ids="[[1]]",
+        ),
+    ]
+    assert [t.prompt["token_ids"] for t in LlmProxyTraceToTriplet().adapt(spans)] == [[1], [2]]
+
+
+def test_choices_token_ids_are_a_fallback_for_the_response() -> None:
+    choices = json.dumps([{"index": 0, "token_ids": [9, 9]}])
+    span = proxy_span(
+        "raw_gen_ai_request", 1, llm__hosted_vllm__prompt_token_ids="[1]", llm__hosted_vllm__choices=choices
+    )
+    [triplet] = LlmProxyTraceToTriplet().adapt([span])
+    assert triplet.response["token_ids"] == [9, 9]
+
+
+def test_spans_of_our_proxy_with_plain_token_id_attributes_and_messages_are_calls() -> None:
+    span = proxy_span(
+        "chat fake-model",
+        1,
+        prompt_token_ids=[1, 2],
+        response_token_ids=[3],
+        gen_ai__response__id="chatcmpl-9",
+        gen_ai__prompt__0__role="user",
+        gen_ai__prompt__0__content="hi",
+        gen_ai__completion__0__role="assistant",
+        gen_ai__completion__0__content="yo",
+    )
+    [triplet] = LlmProxyTraceToTriplet().adapt([span, reward_span(2, 1.0)])
+    assert triplet.prompt == {"token_ids": [1, 2], "raw_content": [{"role": "user", "content": "hi"}]}
+    assert triplet.response["raw_content"] == [{"role": "assistant", "content": "yo"}]
+    assert triplet.metadata["response_id"] == "chatcmpl-9" and triplet.reward == 1.0
+
+
+def test_agentops_reward_payloads_count_as_rewards() -> None:
+    payload = str({"type": "reward", "value": 0.6})  # a Python-literal string, as LiteLLM records dicts
+    spans = [
+        raw_request(1, [1], [2], "a"),
+        proxy_span("agentops_reward_operation.task", 2, agentops__task__output=payload),
+    ]
+    [triplet] = LlmProxyTraceToTriplet().adapt(spans)
+    assert triplet.reward == 0.6
