@@ -22,7 +22,7 @@ from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundErr
 
 from .models import ModelRouter, Upstream
 from .record import CallRecord, StreamAssembler
-from .upstream import UpstreamClient
+from .upstream import UpstreamClient, UpstreamResponse
 from .writer import SpanWriter
 
 logger = logging.getLogger(__name__)
@@ -148,16 +148,16 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     )  # fmt: skip
     path_upstream = "/chat/completions" if kind == "chat" else "/completions"
     assert state.upstream is not None and state.writer is not None
-    result = await state.upstream.send(upstream, path_upstream, upstream_body, stream=stream)
+    result = await state.upstream.send(upstream, path_upstream, upstream_body)
     if result.response is not None and result.response.status_code == 400 and "return_token_ids" in upstream_body:
-        detail = (await result.response.aread()).decode("utf-8", "replace")
+        detail = (await result.response.read()).decode("utf-8", "replace")
         if "return_token_ids" in detail:
-            await result.response.aclose()
+            await result.response.close()
             logger.info("Upstream %s does not support return_token_ids; not asking again", upstream.api_base)
             state.router.disable_token_ids(upstream)
             upstream_body = _upstream_body(state, upstream, body, stream)
             record.request = upstream_body
-            result = await state.upstream.send(upstream, path_upstream, upstream_body, stream=stream)
+            result = await state.upstream.send(upstream, path_upstream, upstream_body)
     record.attempts = result.attempts
     if result.response is None:
         message = f"Upstream {upstream.api_base} is unreachable: {result.error}"
@@ -166,8 +166,8 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         return _error(502, message, kind="upstream_error", code="upstream_unreachable")
     response = result.response
     if response.status_code != 200:
-        raw = await response.aread()
-        await response.aclose()
+        raw = await response.read()
+        await response.close()
         record.fail(
             "UpstreamHTTPError", f"Upstream answered {response.status_code}: {raw[:2000]!r}", response.status_code
         )
@@ -176,13 +176,13 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     if stream:
         return _relay_stream(state, record, response, kind, wants_usage=_client_wants_usage(body))
     try:
-        payload = json.loads(await response.aread())
+        payload = json.loads(await response.read())
     except ValueError as exc:
         record.fail("UpstreamProtocolError", f"Upstream returned invalid JSON: {exc}", 502)
         state.writer.submit(record)
         return _error(502, "The upstream returned invalid JSON", kind="upstream_error")
     finally:
-        await response.aclose()
+        await response.close()
     record.finish(response=payload, status_code=200)
     state.writer.submit(record)
     return JSONResponse(payload)
@@ -214,14 +214,16 @@ def _passthrough_error(status: int, raw: bytes) -> Any:
     return JSONResponse(payload, status_code=status)
 
 
-def _relay_stream(state: ProxyState, record: CallRecord, response: Any, kind: str, *, wants_usage: bool) -> Any:
+def _relay_stream(
+    state: ProxyState, record: CallRecord, response: UpstreamResponse, kind: str, *, wants_usage: bool
+) -> Any:
     assembler = StreamAssembler(kind)
 
     async def relay() -> AsyncIterator[bytes]:
         buffer = b""
         completed = False
         try:
-            async for piece in response.aiter_bytes():
+            async for piece in response.iter_chunks():
                 buffer += piece
                 while b"\n\n" in buffer:
                     event, buffer = buffer.split(b"\n\n", 1)
@@ -232,7 +234,7 @@ def _relay_stream(state: ProxyState, record: CallRecord, response: Any, kind: st
                 yield buffer
             completed = True
         finally:
-            await response.aclose()
+            await response.close()
             if completed:
                 record.finish(response=assembler.response(), status_code=200)
             else:
