@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Optional
 
+from agentlightning.env_var import LightningEnvVar, resolve_bool_env_var
 from agentlightning.tracer.active import get_active_tracer
 from agentlightning.tracer.base import Tracer
 from agentlightning.tracer.dummy import DummyTracer
@@ -42,8 +43,18 @@ def resolve_tracer(propagate: bool) -> Optional[Tracer]:
     return get_active_tracer() if propagate else None
 
 
+def _debug_enabled() -> bool:
+    try:
+        return resolve_bool_env_var(LightningEnvVar.AGL_EMITTER_DEBUG)
+    except ValueError as exc:
+        logger.warning("%s; emitter debugging stays off", exc)
+        return False
+
+
 def emit_span(name: str, attributes: Mapping[str, Any], *, propagate: bool = True) -> SpanCoreFields:
     """Record a zero-length span named `name` with `attributes` and return its fields (never raises)."""
+    if _debug_enabled():
+        logger.info("Emitting span %r with attributes %s (propagate=%s)", name, dict(attributes), propagate)
     tracer = resolve_tracer(propagate)
     if tracer is not None:
         try:
