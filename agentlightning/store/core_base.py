@@ -1,0 +1,144 @@
+"""The shared part of `CoreLightningStore`: storage, argument-free helpers, health scans and waiter wake-ups."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
+
+from agentlightning.types import (
+    Attempt,
+    AttemptedRollout,
+    PaginatedResult,
+    Rollout,
+)
+
+from .base import (
+    LightningStore,
+    LightningStoreCapabilities,
+    LightningStoreStatistics,
+)
+from .changes import Changes
+from .lifecycle import unhealthy_attempt_status
+from .notify import CompletionNotifier
+from .query import (
+    Query,
+)
+from .storage import Storage, StorageTransaction
+
+if TYPE_CHECKING:
+    pass
+
+logger = logging.getLogger("agentlightning.store.core")  # one logger for the whole core
+
+M = TypeVar("M")
+
+
+def _page(items: list[M], total: int, query: Query) -> PaginatedResult[M]:
+    return PaginatedResult[Any].model_construct(items=items, limit=query.limit, offset=query.offset, total=total)  # type: ignore[return-value]
+
+
+def _with_attempt(rollout: Rollout, attempt: Optional[Attempt]) -> Rollout:
+    """A caller-owned copy of the rollout, carrying its attempt when there is one."""
+    if attempt is None:
+        return rollout.model_copy()
+    fields = dict(rollout.__dict__)
+    fields["attempt"] = attempt.model_copy()
+    return AttemptedRollout.model_construct(**fields)
+
+
+def _attempted(rollout: Rollout, attempt: Attempt) -> AttemptedRollout:
+    return _with_attempt(rollout, attempt)  # type: ignore[return-value]
+
+
+class CoreStoreBase(LightningStore):
+    """State shared by the operation groups of `CoreLightningStore`: storage, health scans, waiters."""
+
+    def __init__(self, storage: Storage, *, scan_debounce_seconds: float = 0.0) -> None:
+        if scan_debounce_seconds < 0:
+            raise ValueError(f"scan_debounce_seconds must not be negative, got {scan_debounce_seconds}")
+        self._storage = storage
+        self._scan_debounce_seconds = float(scan_debounce_seconds)
+        self._last_scan_time = float("-inf")
+        self._scan_guard = threading.Lock()
+        self._notifier = CompletionNotifier()
+        self._created_at = time.time()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_scan_guard", None)
+        state.pop("_notifier", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scan_guard = threading.Lock()
+        self._notifier = CompletionNotifier()
+
+    # ------------------------------------------------------------------------------------------------------- basics
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return self._storage.capabilities
+
+    async def statistics(self) -> LightningStoreStatistics:
+        async with self._storage.transaction(write=False) as tx:
+            counts = await tx.count_entities()
+        stats = LightningStoreStatistics(
+            name=type(self).__name__,
+            total_rollouts=counts.get("rollouts", 0),
+            total_attempts=counts.get("attempts", 0),
+            total_spans=counts.get("spans", 0),
+            total_resources=counts.get("resources", 0),
+            total_workers=counts.get("workers", 0),
+            uptime=time.time() - self._created_at,
+        )
+        stats.update(await self._storage.statistics())  # type: ignore[typeddict-item]
+        return stats
+
+    async def close(self) -> None:
+        await self._storage.close()
+
+    # ------------------------------------------------------------------------------------------------------- health
+    async def _scan_health(self) -> None:
+        """Apply the timeout and unresponsiveness rules to running rollouts, at most once per debounce interval."""
+        now = time.time()
+        if now - self._last_scan_time < self._scan_debounce_seconds or not self._storage.health_scan_due(now):
+            return
+        if not self._scan_guard.acquire(blocking=False):
+            return  # another task or thread is scanning right now
+        try:
+            self._last_scan_time = now
+            changes = Changes(now)
+            async with self._storage.transaction() as tx:
+                for rollout, attempt in await tx.health_candidates(now):
+                    status = unhealthy_attempt_status(attempt, rollout.config, now)
+                    if status is None:
+                        continue
+                    logger.info("Attempt %s of rollout %s is %s", attempt.attempt_id, rollout.rollout_id, status)
+                    changes.set_attempt_status(
+                        changes.rollout(rollout), changes.attempt(attempt), status, is_latest=True
+                    )
+                await changes.flush(tx)
+            self._notifier.notify(changes.finished)
+        finally:
+            self._scan_guard.release()
+
+    async def _latest_resources_id(self, tx: StorageTransaction, resources_id: Optional[str]) -> Optional[str]:
+        if resources_id:
+            return resources_id
+        latest = await tx.get_latest_resources()
+        return latest.resources_id if latest is not None else None
+
+    def _wake_after(self, remaining: Optional[float]) -> Optional[float]:
+        """How long a waiter may sleep: until its timeout, the next poll, or the next health scan that may fire."""
+        candidates = [] if remaining is None else [remaining]
+        storage = self._storage
+        if storage.shared_across_processes or not storage.tracks_health_deadlines:
+            candidates.append(max(storage.poll_interval, self._scan_debounce_seconds))
+        else:
+            deadline = storage.next_health_deadline()
+            if deadline is not None:
+                next_scan = max(deadline, self._last_scan_time + self._scan_debounce_seconds)
+                candidates.append(max(next_scan - time.time(), 0.0) + 0.001)
+        return min(candidates) if candidates else None
