@@ -76,15 +76,30 @@ class SpanWriter:
                 self._idle.set()
 
     async def _write_with_retries(self, batch: list[CallRecord]) -> None:
+        """Write a batch, retrying transient failures. A batch the store rejects for good (a record of an unknown
+        rollout or attempt) is split: the good records are written, the bad ones dropped with an error."""
+        try:
+            await self._retry_transient(batch)
+        except _PERMANENT_ERRORS as exc:
+            if len(batch) > 1:
+                for record in batch:
+                    await self._write_with_retries([record])
+                return
+            self.dropped += 1
+            logger.error(
+                "LLM proxy: dropping the record of a call for rollout %s / attempt %s: %s",
+                batch[0].rollout_id,
+                batch[0].attempt_id,
+                exc,
+            )
+
+    async def _retry_transient(self, batch: list[CallRecord]) -> None:
         delay = 0.05
         while True:
             try:
                 await self._write(batch)
                 return
-            except _PERMANENT_ERRORS:
-                await self._write_one_by_one(batch)
-                return
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, *_PERMANENT_ERRORS):
                 raise
             except Exception as exc:
                 logger.warning("LLM proxy: writing %d span(s) failed (%s); retrying in %.2f s", len(batch), exc, delay)
@@ -100,32 +115,3 @@ class SpanWriter:
         spans = [record.to_span(record.sequence_id or 0) for record in batch]
         await self.store.add_many_spans(spans)
         self.written += len(batch)
-
-    async def _write_one_by_one(self, batch: list[CallRecord]) -> None:
-        """A batch containing a record for an unknown rollout: write the good records, drop the bad ones."""
-        for record in batch:
-            try:
-                await self._write_with_retries_single(record)
-            except _PERMANENT_ERRORS as exc:
-                self.dropped += 1
-                logger.error(
-                    "LLM proxy: dropping the record of a call for rollout %s / attempt %s: %s",
-                    record.rollout_id,
-                    record.attempt_id,
-                    exc,
-                )
-
-    async def _write_with_retries_single(self, record: CallRecord) -> None:
-        delay = 0.05
-        while True:
-            try:
-                await self._write([record])
-                return
-            except _PERMANENT_ERRORS:
-                raise
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("LLM proxy: writing a span failed (%s); retrying in %.2f s", exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar
 
 from agentlightning.types import (
     Attempt,
@@ -20,15 +20,13 @@ from .base import (
     LightningStoreStatistics,
 )
 from .changes import Changes
+from .ids import generate_attempt_id
 from .lifecycle import unhealthy_attempt_status
 from .notify import CompletionNotifier
 from .query import (
     Query,
 )
 from .storage import Storage, StorageTransaction
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("agentlightning.store.core")  # one logger for the whole core
 
@@ -46,6 +44,17 @@ def _with_attempt(rollout: Rollout, attempt: Optional[Attempt]) -> Rollout:
     fields = dict(rollout.__dict__)
     fields["attempt"] = attempt.model_copy()
     return AttemptedRollout.model_construct(**fields)
+
+
+def _next_attempt(rollout_id: str, previous: Optional[Attempt], now: float, worker_id: Optional[str]) -> Attempt:
+    """A new "preparing" attempt following `previous` (the first one when there is none)."""
+    return Attempt(
+        rollout_id=rollout_id,
+        attempt_id=generate_attempt_id(),
+        sequence_id=previous.sequence_id + 1 if previous is not None else 1,
+        start_time=now,
+        worker_id=worker_id,
+    )
 
 
 def _attempted(rollout: Rollout, attempt: Attempt) -> AttemptedRollout:

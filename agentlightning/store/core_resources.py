@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from agentlightning.types import (
     NamedResources,
@@ -31,10 +31,6 @@ from .validation import (
     check_resources,
     check_status_list,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 WORKER_STATUSES = ("idle", "busy", "unknown")
 

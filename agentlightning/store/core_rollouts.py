@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union, cast
+from typing import Any, Literal, Optional, Union, cast
 
 from agentlightning.types import (
-    Attempt,
     AttemptedRollout,
     EnqueueRolloutRequest,
     Rollout,
@@ -22,12 +21,12 @@ from .base import (
     Unset,
 )
 from .changes import Changes
-from .core_base import CoreStoreBase, _attempted, _page, _with_attempt
+from .core_base import CoreStoreBase, _attempted, _next_attempt, _page, _with_attempt
 from .errors import (
     InvalidArgumentTypeError,
     RolloutNotFoundError,
 )
-from .ids import generate_attempt_id, generate_rollout_id
+from .ids import generate_rollout_id
 from .lifecycle import ROLLOUT_STATUSES
 from .query import (
     ROLLOUT_FIELDS,
@@ -46,9 +45,6 @@ from .validation import (
     check_status_list,
     check_timeout,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 class RolloutOperations(CoreStoreBase):
@@ -82,13 +78,7 @@ class RolloutOperations(CoreStoreBase):
                 config=checked_config,
                 metadata=checked_metadata,
             )
-            attempt = Attempt(
-                rollout_id=rollout.rollout_id,
-                attempt_id=generate_attempt_id(),
-                sequence_id=1,
-                start_time=now,
-                worker_id=worker_id,
-            )
+            attempt = _next_attempt(rollout.rollout_id, None, now, worker_id)
             changes.new_rollouts.append(rollout)
             changes.new_attempts.append(attempt)
             changes.sync_worker(attempt)
@@ -167,13 +157,7 @@ class RolloutOperations(CoreStoreBase):
             for stored in claimed:
                 rollout = changes.rollout(stored)
                 previous = latest.get(rollout.rollout_id)
-                attempt = Attempt(
-                    rollout_id=rollout.rollout_id,
-                    attempt_id=generate_attempt_id(),
-                    sequence_id=previous.sequence_id + 1 if previous is not None else 1,
-                    start_time=now,
-                    worker_id=worker_id,
-                )
+                attempt = _next_attempt(rollout.rollout_id, previous, now, worker_id)
                 rollout.status = "preparing"
                 changes.new_attempts.append(attempt)
                 changes.sync_worker(attempt)
@@ -194,13 +178,7 @@ class RolloutOperations(CoreStoreBase):
             if stored is None:
                 raise RolloutNotFoundError(rollout_id)
             previous = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
-            attempt = Attempt(
-                rollout_id=rollout_id,
-                attempt_id=generate_attempt_id(),
-                sequence_id=previous.sequence_id + 1 if previous is not None else 1,
-                start_time=now,
-                worker_id=worker_id,
-            )
+            attempt = _next_attempt(rollout_id, previous, now, worker_id)
             rollout = changes.rollout(stored)
             changes.set_rollout_status(rollout, "preparing")
             changes.new_attempts.append(attempt)
