@@ -18,6 +18,7 @@ from .adapter import (
     TrajectoryDiagnosis,
     Transition,
 )
+from .algorithm import Algorithm, FastAlgorithm
 from .emitter import (
     OperationContext,
     emit_annotation,
@@ -117,6 +118,7 @@ __all__ = [
     "LLM",
     "Adapter",
     "AgentOpsTracer",
+    "Algorithm",
     "Attempt",
     "AttemptNotFoundError",
     "AttemptStatus",
@@ -127,6 +129,7 @@ __all__ = [
     "DummyTracer",
     "EnqueueRolloutRequest",
     "Event",
+    "FastAlgorithm",
     "FilterField",
     "FilterOptions",
     "GenericResponse",
