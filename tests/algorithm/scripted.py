@@ -155,7 +155,7 @@ class ScriptedRunner:
     resource_name: str = "prompt"
     delay: float = 0.0
     seen: Counter[tuple[str, str]] = field(default_factory=Counter)  # (rendered prompt, task json) -> runs
-    max_waiting: int = 0  # the most rollouts seen waiting in the queue when one was claimed
+    max_waiting: int = 0  # the most rollouts that were waiting in the queue when one was claimed
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -169,11 +169,11 @@ class ScriptedRunner:
 
     async def _work(self, worker_id: str) -> None:
         while not self._stop.is_set():
-            waiting = len(await self.store.query_rollouts(status_in=["queuing", "requeuing"]))
             claimed = await self.store.dequeue_rollout(worker_id=worker_id)
             if claimed is None:
                 await asyncio.sleep(0.005)
                 continue
+            waiting = len(await self.store.query_rollouts(status_in=["queuing", "requeuing"])) + 1
             self.max_waiting = max(self.max_waiting, waiting)
             await self._complete(claimed.rollout_id, claimed.attempt.attempt_id, claimed.input, claimed.resources_id)
 

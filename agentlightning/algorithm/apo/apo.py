@@ -380,9 +380,9 @@ class APO(Algorithm, Generic[T_task]):
     async def _restore_or_reset(self, fingerprint: str) -> CheckpointRecord:
         """Load the run recorded under `run_id` (when resuming), or start a fresh state. Returns the record."""
         store = self.get_store()
-        found, rollouts = await scan_run(store, self.run_id) if self.resume else (None, [])
+        found, rollouts = await scan_run(store, self.run_id)
         record = CheckpointRecord(store, self.run_id, found.rollout_id if found is not None else None)
-        checkpoint = CheckpointRecord.parse(found) if found is not None else None
+        checkpoint = CheckpointRecord.parse(found) if found is not None and self.resume else None
         if checkpoint is None:
             seed = self.seed if self.seed is not None else random.SystemRandom().randrange(2**62)
             self.stats.__dict__.update(APOStats().__dict__)
