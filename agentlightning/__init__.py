@@ -18,7 +18,7 @@ from .adapter import (
     TrajectoryDiagnosis,
     Transition,
 )
-from .algorithm import Algorithm, FastAlgorithm
+from .algorithm import APO, Algorithm, Baseline, FastAlgorithm, FunctionalAlgorithm, algo
 from .emitter import (
     OperationContext,
     emit_annotation,
@@ -115,6 +115,7 @@ if TYPE_CHECKING:
 __version__ = "0.3.0"
 
 __all__ = [
+    "APO",
     "LLM",
     "Adapter",
     "AgentOpsTracer",
@@ -125,6 +126,7 @@ __all__ = [
     "AttemptedRollout",
     "AttributeValue",
     "Attributes",
+    "Baseline",
     "Dataset",
     "DummyTracer",
     "EnqueueRolloutRequest",
@@ -132,6 +134,7 @@ __all__ = [
     "FastAlgorithm",
     "FilterField",
     "FilterOptions",
+    "FunctionalAlgorithm",
     "GenericResponse",
     "Hook",
     "InMemoryLightningStore",
@@ -198,6 +201,7 @@ __all__ = [
     "Triplet",
     "Worker",
     "WorkerStatus",
+    "algo",
     "clear_active_tracer",
     "emit_annotation",
     "emit_exception",

@@ -30,19 +30,23 @@ logger = logging.getLogger(__name__)
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 
 
-def _is_retryable(exc: BaseException) -> bool:
-    import openai
+def _status(exc: BaseException) -> Optional[int]:
+    # openai.APIStatusError and compatible clients carry the HTTP status as `status_code`.
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
 
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in _RETRYABLE_STATUS or exc.status_code >= 500
-    return True  # connection errors, timeouts, unreadable answers
+
+def _is_retryable(exc: BaseException) -> bool:
+    status = _status(exc)
+    if status is None:
+        return True  # connection errors, timeouts, unreadable answers
+    return status in _RETRYABLE_STATUS or status >= 500
 
 
 def _describe(exc: BaseException) -> str:
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"
+    status = _status(exc)
+    if status is not None:
+        return f"HTTP {status}: {getattr(exc, 'message', exc)}"
     return f"{type(exc).__name__}: {exc}"
 
 
