@@ -56,6 +56,9 @@ async def test_junk_rewrites_are_skipped_and_counted(optimizer: ScriptedOptimize
     await run_apo(apo, store)
     assert apo.stats.skipped == {"lost_placeholders": 8}
     assert apo.stats.candidates_accepted == 0
+    log = apo.get_edit_log()
+    assert len(log) == 8 and {entry["verdict"] for entry in log} == {"lost_placeholders"}
+    assert log[0]["rewrite"] == "I think the template is fine as it is." and log[0]["critique"].startswith("- ")
     assert [prompt.version for prompt in apo.get_beam()] == ["v0"]
 
 

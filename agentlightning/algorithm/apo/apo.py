@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar
 
@@ -28,7 +29,7 @@ from .candidates import content_key, describe_skips, fillable_fields, template_f
 from .checkpoint import CheckpointRecord, load_prompts, scan_run
 from .evaluation import EvaluationRequest, PromptEvaluator, read_rollout_results
 from .optimizer import OptimizerClient, TextualGradient
-from .search import BeamSearch, SearchConfig, format_score
+from .search import EDIT_LOG_SIZE, BeamSearch, SearchConfig, format_score
 from .state import SearchState
 from .templates import DEFAULT_APPLY_EDIT_TEMPLATES, DEFAULT_GRADIENT_TEMPLATES, MetaPrompt
 from .types import APOHistoryEntry, APOStats, RolloutResultForAPO, VersionedPromptTemplate
@@ -172,6 +173,7 @@ class APO(Algorithm, Generic[T_task]):
         self._resource_name: Optional[str] = None
         self._evaluator_instance: Optional[PromptEvaluator] = None
         self._default_adapter = TraceToMessages()
+        self._edit_log: deque[dict[str, Any]] = deque(maxlen=EDIT_LOG_SIZE)
 
     # ------------------------------------------------------------------------------------------- accessors
     def _create_versioned_prompt(
@@ -220,6 +222,11 @@ class APO(Algorithm, Generic[T_task]):
     def get_history(self) -> list[APOHistoryEntry]:
         """Every scored prompt in order: the seed (round 0), then per round the candidates and the leader."""
         return list(self._state.history)
+
+    def get_edit_log(self) -> list[dict[str, Any]]:
+        """The latest optimizer exchanges of this process (at most 100): round, parent version, critique, rewrite and
+        verdict ("accepted" or the reason it was skipped). Handy to see why candidates were rejected."""
+        return list(self._edit_log)
 
     def get_beam(self) -> list[VersionedPromptTemplate]:
         """The current beam, best first."""
@@ -292,8 +299,8 @@ class APO(Algorithm, Generic[T_task]):
         """Critique, then rewrite: the new template text (the old one when the critique is empty; None when a call
         failed)."""
         plan = self._gradient.plan(rollout_results, self._state.rng)
-        _, text = await self._gradient.critique_and_rewrite(plan, current_prompt.prompt_template.template)
-        return text
+        outcome = await self._gradient.critique_and_rewrite(plan, current_prompt.prompt_template.template)
+        return outcome.answer
 
     # ------------------------------------------------------------------------------------------- the search
     async def run(
@@ -314,9 +321,8 @@ class APO(Algorithm, Generic[T_task]):
             ]
         )
         record = await self._restore_or_reset(fingerprint)
-        search = BeamSearch(
-            self._search_config(seed_template, train + val), self._state, self._evaluator(), self._gradient
-        )
+        config = self._search_config(seed_template, train + val)
+        search = BeamSearch(config, self._state, self._evaluator(), self._gradient, self._edit_log)
         grad_iter = self._batches("gradient", train, self.gradient_batch_size)
         val_iter = self._batches("val", val, self.val_batch_size)
         if not self._state.history:

@@ -23,7 +23,7 @@ from .types import APOStats, RolloutResultForAPO
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["EditPlan", "OptimizerClient", "TextualGradient"]
+__all__ = ["EditOutcome", "EditPlan", "OptimizerClient", "TextualGradient"]
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +126,15 @@ class EditPlan:
     edit_template: MetaPrompt
 
 
+@dataclass(frozen=True)
+class EditOutcome:
+    """What one critique-and-rewrite produced: a skip reason (None if the rewrite can be judged), the texts."""
+
+    reason: Optional[str]
+    critique: Optional[str]
+    answer: Optional[str]
+
+
 class TextualGradient:
     """Critique ("textual gradient") and rewrite ("apply edit") of a prompt template by the optimizer model."""
 
@@ -169,14 +178,14 @@ class TextualGradient:
             model=self.apply_edit_model, messages=messages, temperature=self.temperature, purpose="rewrite"
         )
 
-    async def critique_and_rewrite(self, plan: EditPlan, prompt_text: str) -> tuple[Optional[str], Optional[str]]:
-        """(skip reason or None, answer). An empty critique gives ("empty_critique", the unchanged template)."""
+    async def critique_and_rewrite(self, plan: EditPlan, prompt_text: str) -> EditOutcome:
+        """Critique, then rewrite. An empty critique skips the rewrite ("empty_critique", the template unchanged)."""
         critique = await self.critique(plan, prompt_text)
         if critique is None:
-            return "critique_failed", None
+            return EditOutcome("critique_failed", None, None)
         if not critique.strip():
-            return "empty_critique", prompt_text
+            return EditOutcome("empty_critique", critique, prompt_text)
         rewritten = await self.rewrite(plan, prompt_text, critique)
         if rewritten is None:
-            return "rewrite_failed", None
-        return None, rewritten
+            return EditOutcome("rewrite_failed", critique, None)
+        return EditOutcome(None, critique, rewritten)

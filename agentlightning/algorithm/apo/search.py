@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import deque
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Optional, TypeVar
@@ -28,6 +29,8 @@ __all__ = ["BeamSearch", "SearchConfig"]
 logger = logging.getLogger("agentlightning.algorithm.apo")
 
 T = TypeVar("T")
+
+EDIT_LOG_SIZE = 100
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,18 @@ class BeamSearch:
     """Runs the rounds of one APO search; all state it changes is in `state`."""
 
     def __init__(
-        self, config: SearchConfig, state: SearchState, evaluator: PromptEvaluator, gradient: TextualGradient
+        self,
+        config: SearchConfig,
+        state: SearchState,
+        evaluator: PromptEvaluator,
+        gradient: TextualGradient,
+        edit_log: deque[dict[str, Any]],
     ) -> None:
         self.config = config
         self.state = state
         self.evaluator = evaluator
         self.gradient = gradient
+        self.edit_log = edit_log
 
     async def start(self, seed_template: PromptTemplate, val: list[Any]) -> None:
         seed = self.state.new_version(seed_template)
@@ -114,9 +123,10 @@ class BeamSearch:
         seen = {prompt.prompt_template.template.strip() for prompt in self.state.beam}
         known = {entry.prompt: entry.version for entry in self.state.history}
         candidates: list[VersionedPromptTemplate] = []
-        for (parent, _), (reason, answer) in zip(jobs, answers, strict=True):
+        for (parent, _), outcome in zip(jobs, answers, strict=True):
             self.state.stats.candidates_proposed += 1
-            text = clean_rewrite(answer) if reason is None else ""
+            reason = outcome.reason
+            text = clean_rewrite(outcome.answer) if reason is None else ""
             if reason is None:
                 reason = check_candidate(
                     text,
@@ -128,6 +138,15 @@ class BeamSearch:
                 )
             if reason is None and text.strip() in seen:
                 reason = "duplicate"
+            self.edit_log.append(
+                {
+                    "round": round_num,
+                    "parent": parent.version,
+                    "critique": outcome.critique,
+                    "rewrite": outcome.answer,
+                    "verdict": reason or "accepted",
+                }
+            )
             if reason is not None:
                 self.state.stats.skip(reason)
                 logger.info("APO round %d: a rewrite of %s is skipped (%s)", round_num, parent.version, reason)
