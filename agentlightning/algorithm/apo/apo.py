@@ -31,7 +31,7 @@ from .evaluation import EvaluationRequest, PromptEvaluator, read_rollout_results
 from .optimizer import OptimizerClient, TextualGradient
 from .search import EDIT_LOG_SIZE, BeamSearch, SearchConfig, format_score
 from .state import SearchState
-from .templates import DEFAULT_APPLY_EDIT_TEMPLATES, DEFAULT_GRADIENT_TEMPLATES, MetaPrompt
+from .templates import DEFAULT_APPLY_EDIT_TEMPLATES, DEFAULT_GRADIENT_TEMPLATES, Kind, MetaPrompt
 from .types import APOHistoryEntry, APOStats, RolloutResultForAPO, VersionedPromptTemplate
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ __all__ = ["APO"]
 logger = logging.getLogger(__name__)
 
 T_task = TypeVar("T_task")
-T = TypeVar("T")
 Selection = Literal["beam", "pareto"]
 _RUN_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -53,7 +52,9 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
-def _meta_prompts(name: str, texts: Optional[Sequence[str]], kind: Any, default: tuple[MetaPrompt, ...]):
+def _meta_prompts(
+    name: str, texts: Optional[Sequence[str]], kind: Kind, default: tuple[MetaPrompt, ...]
+) -> tuple[MetaPrompt, ...]:
     if texts is None:
         return default
     if isinstance(texts, str) or not texts:

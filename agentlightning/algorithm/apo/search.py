@@ -65,6 +65,7 @@ class BeamSearch:
         self.edit_log = edit_log
 
     async def start(self, seed_template: PromptTemplate, val: list[Any]) -> None:
+        """The seed becomes v0, the beam and the best prompt (scored on the validation set if configured)."""
         seed = self.state.new_version(seed_template)
         self.state.beam = [seed]
         self.state.set_best(seed, None)
@@ -80,6 +81,7 @@ class BeamSearch:
     async def run_round(
         self, round_num: int, grad_iter: Iterator[Sequence[Any]], val_iter: Iterator[Sequence[Any]], val: list[Any]
     ) -> None:
+        """One round: parents, candidates, selection on a validation batch, the leader check; then a log line."""
         enqueued, skipped = self.state.stats.rollouts_enqueued, dict(self.state.stats.skipped)
         parents = self.sample_parent_prompts(self.state.beam, round_num)
         candidates = await self.generate_candidate_prompts(parents, grad_iter, round_num)
@@ -101,6 +103,7 @@ class BeamSearch:
     def sample_parent_prompts(
         self, beam: list[VersionedPromptTemplate], round_num: int
     ) -> list[tuple[int, VersionedPromptTemplate]]:
+        """`beam_width` parents (the beam repeated when it is smaller)."""
         if len(beam) < self.config.beam_width:
             logger.debug("APO round %d: the beam holds %d prompts; parents repeat", round_num, len(beam))
         return sample_parents(beam, self.config.beam_width, self.state.rng)
@@ -108,6 +111,7 @@ class BeamSearch:
     async def generate_candidate_prompts(
         self, parents: list[tuple[int, VersionedPromptTemplate]], grad_iter: Iterator[Sequence[Any]], round_num: int
     ) -> list[VersionedPromptTemplate]:
+        """Run each parent on `branch_factor` gradient batches, critique and rewrite; the rewrites that pass."""
         jobs = [(parent, list(next(grad_iter))) for _, parent in parents for _ in range(self.config.branch_factor)]
         outcomes = await self.evaluator.evaluate(
             [EvaluationRequest(parent, batch, "train", round_num, "gradient") for parent, batch in jobs]
@@ -163,6 +167,7 @@ class BeamSearch:
     async def evaluate_and_select_beam(
         self, candidates: list[VersionedPromptTemplate], val_iter: Iterator[Sequence[Any]], round_num: int
     ) -> list[VersionedPromptTemplate]:
+        """Score every prompt on one validation batch, record them in the history, keep the selected ones."""
         if not candidates:
             raise ValueError("No beam candidates any more")
         batch = list(next(val_iter))
@@ -191,6 +196,7 @@ class BeamSearch:
         return [candidates[index] for index in kept]
 
     async def update_best_prompt(self, beam: list[VersionedPromptTemplate], val: list[Any], round_num: int) -> None:
+        """Score the beam's leader on the whole validation set; it becomes the best when it beats the best."""
         leader = beam[0]
         (outcome,) = await self.evaluator.evaluate([EvaluationRequest(leader, val, "val", round_num, "leader")])
         score = outcome.score

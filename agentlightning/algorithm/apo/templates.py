@@ -22,6 +22,7 @@ from .types import RolloutResultForAPO
 __all__ = [
     "DEFAULT_APPLY_EDIT_TEMPLATES",
     "DEFAULT_GRADIENT_TEMPLATES",
+    "Kind",
     "MetaPrompt",
     "load_default_templates",
     "render_experiments",
