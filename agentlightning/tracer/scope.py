@@ -1,9 +1,16 @@
-"""`TraceScope`: the state of one open trace context (which attempt it writes to and the spans it collected)."""
+"""`TraceScope`: the state of one open trace context (which attempt it writes to and the spans it collected).
+
+Also `detached_from_traces()` / `untraced_asgi(app)`: code run under them (a server that lives in the same process
+as a rollout's trace context, such as the LLM proxy) never has its spans attributed to a rollout, even though its
+thread did not inherit any trace context (spans of such threads otherwise go to the single open context).
+"""
 
 from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.types import Span
@@ -14,7 +21,7 @@ from .convert import span_from_readable
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["CURRENT_SCOPE", "TraceScope"]
+__all__ = ["CURRENT_SCOPE", "DETACHED", "TraceScope", "detached_from_traces", "untraced_asgi"]
 
 
 class TraceScope:
@@ -68,3 +75,34 @@ CURRENT_SCOPE: contextvars.ContextVar[Optional[TraceScope]] = contextvars.Contex
     "agentlightning_trace_scope", default=None
 )
 """The trace scope of the running code (set by trace contexts; spans started here belong to it)."""
+
+
+DETACHED = TraceScope("detached", TraceTarget(), owner=None)
+"""The scope of code that must never be traced into a rollout (no processor owns it, so every one ignores it)."""
+
+
+@contextmanager
+def detached_from_traces() -> Iterator[None]:
+    """Spans started in this block (and in tasks and threads that inherit its context) belong to no rollout."""
+    token = CURRENT_SCOPE.set(DETACHED)
+    try:
+        yield
+    finally:
+        CURRENT_SCOPE.reset(token)
+
+
+_ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
+
+
+def untraced_asgi(app: _ASGIApp) -> _ASGIApp:
+    """Wrap an ASGI app so that nothing it does (requests, lifespan, background tasks) is traced into a rollout.
+
+    Web frameworks (FastAPI's native telemetry, ASGI instrumentors) create spans for every request; when the server
+    runs in the same process as an open trace context those spans would otherwise land in the rollout.
+    """
+
+    async def detached_app(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+        with detached_from_traces():
+            await app(scope, receive, send)
+
+    return detached_app
