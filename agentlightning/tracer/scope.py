@@ -27,7 +27,9 @@ __all__ = ["CURRENT_SCOPE", "DETACHED", "TraceScope", "detached_from_traces", "u
 class TraceScope:
     """Spans collected by one trace context, in the order they ended.
 
-    The scope is also the writer group of its spans: closing the context waits until the writer has stored them.
+    The scope is also the writer group of its spans: closing the context waits until the writer has stored them. It
+    counts the spans that started in it and have not ended yet, so that closing can wait for spans that end late
+    (`wait_for_open_spans`).
     """
 
     def __init__(self, name: Optional[str], target: TraceTarget, owner: Any) -> None:
@@ -35,9 +37,48 @@ class TraceScope:
         self.target = target
         self.owner = owner
         self.closed = False
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._readables: list[ReadableSpan] = []
         self._stored: dict[int, Span] = {}
+        self._open_spans: dict[int, str] = {}  # span id -> name, of spans started here and not ended yet
+
+    # ------------------------------------------------------------------------------------------- open spans
+    def span_started(self, span_id: int, name: str) -> None:
+        with self._lock:
+            self._open_spans[span_id] = name
+
+    def span_ended(self, span_id: int) -> None:
+        with self._lock:
+            if self._open_spans.pop(span_id, None) is not None and not self._open_spans:
+                self._lock.notify_all()
+
+    def open_span_names(self) -> list[str]:
+        """Names of the spans that started in this scope and have not ended yet."""
+        with self._lock:
+            return list(self._open_spans.values())
+
+    def wait_for_open_spans(self, timeout: float) -> bool:
+        """Block until every span started in this scope has ended (False when `timeout` passed first)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: not self._open_spans, timeout=max(timeout, 0.0))
+
+    async def wait_for_open_spans_async(self, timeout: float) -> bool:
+        """`wait_for_open_spans` without blocking the event loop: late spans often end in a task of this very loop
+        (an async generator closed by the loop's finalizer, a stream released by a callback)."""
+        import asyncio
+        import time
+
+        deadline = time.monotonic() + max(timeout, 0.0)
+        pause = 0.0
+        while True:
+            with self._lock:
+                if not self._open_spans:
+                    return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(max(pause * 2, 0.001), 0.02)
 
     def add(self, readable: ReadableSpan) -> int:
         """Collect a finished span; returns its position."""
