@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.types import Span, SpanCoreFields, SpanRecordingContext, TraceStatus
 
@@ -55,7 +55,9 @@ class OtelTracer(Tracer):
     """Records OpenTelemetry spans per rollout attempt and writes them to the store in batches.
 
     Args:
-        instrument: also enable zero-code instrumentation (`instrument_all`) while the worker is initialised.
+        instrument: also enable zero-code instrumentation while the worker is initialised: True for every installed
+            framework (`instrument_all()`), or the names of the integrations that must be instrumented (an
+            integration that cannot attach then raises `InstrumentationError`).
         flush_timeout: seconds a closing trace context waits for its spans to reach the store.
         max_buffered_spans: spans kept in memory before spilling to disk (see `SpanWriter`).
         max_batch_size: spans per store call.
@@ -72,7 +74,7 @@ class OtelTracer(Tracer):
     def __init__(
         self,
         *,
-        instrument: bool = False,
+        instrument: Union[bool, Sequence[str]] = False,
         flush_timeout: float = 30.0,
         max_buffered_spans: int = 10_000,
         max_batch_size: int = 512,
@@ -129,10 +131,19 @@ class OtelTracer(Tracer):
         )
         register_processor(self._processor)
         if self._instrument_on_init:
-            from agentlightning.instrumentation import instrument_all
+            from agentlightning.instrumentation import instrument_all, uninstrument_all
 
-            instrument_all()
+            try:
+                instrument_all(self._integrations())
+            except BaseException:
+                uninstrument_all(self._integrations())  # leave nothing half-initialised behind
+                self.teardown_worker(worker_id)
+                raise
             self._instrumented = True
+
+    def _integrations(self) -> Optional[list[str]]:
+        option = self._instrument_on_init
+        return None if isinstance(option, bool) else list(option)
 
     def teardown_worker(self, worker_id: int) -> None:  # type: ignore[override]
         if self._processor is not None:
@@ -141,7 +152,7 @@ class OtelTracer(Tracer):
         if self._instrumented:
             from agentlightning.instrumentation import uninstrument_all
 
-            uninstrument_all()
+            uninstrument_all(self._integrations())
             self._instrumented = False
         self._processor = None
         self._otel_tracer = None

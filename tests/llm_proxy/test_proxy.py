@@ -333,3 +333,17 @@ def test_start_and_stop_can_be_awaited(store: InMemoryLightningStore, upstream: 
 
     asyncio.run(lifecycle())
     assert not proxy.is_running()
+
+
+def test_the_image_urls_of_a_proxied_multimodal_call_reach_the_triplet(
+    proxy: LLMProxy, store: InMemoryLightningStore
+) -> None:
+    attempted = rollout(store)
+    content = [
+        {"type": "text", "text": "compare"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+    ]
+    client_for(proxy, attempted).chat.completions.create(model="fake", messages=[{"role": "user", "content": content}])
+    [triplet] = LlmProxyTraceToTriplet().adapt(spans_of(proxy, store, attempted))
+    assert triplet.prompt["image_urls"] == ["https://example.com/a.png", "data:image/png;base64,AAAA"]
