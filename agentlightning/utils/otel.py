@@ -42,6 +42,7 @@ __all__ = [
     "query_linked_spans",
     "sanitize_attribute_value",
     "sanitize_attributes",
+    "sanitize_list_attribute_sanity",
     "unflatten_attributes",
 ]
 
@@ -164,6 +165,20 @@ def sanitize_attributes(attributes: Mapping[str, Any]) -> Attributes:
         if sanitized is not None:
             result[key] = sanitized
     return result
+
+
+def sanitize_list_attribute_sanity(items: Sequence[Any]) -> list[Any]:
+    """A list OpenTelemetry accepts: one primitive type, with numbers widened (bools and ints to int, any number to
+    float). Strings mixed with other types, or non-primitives, are a ValueError naming the types found."""
+    values = list(items)
+    kinds = {type(value) for value in values}
+    if len(kinds) <= 1 and kinds <= set(_PRIMITIVES):
+        return values
+    if kinds <= {bool, int}:
+        return [int(value) for value in values]
+    if kinds <= {bool, int, float}:
+        return [float(value) for value in values]
+    raise ValueError(f"A list attribute must hold one primitive type, got {sorted(kind.__name__ for kind in kinds)}")
 
 
 def check_attributes_sanity(attributes: Mapping[str, Any]) -> None:

@@ -88,6 +88,10 @@ def test_attribute_helpers_filter_expand_sanitise_and_check() -> None:
     assert otel_utils.flatten_attributes({"a": [1, 2]}, expand_leaf_lists=True) == {"a.0": 1, "a.1": 2}
     assert otel_utils.filter_attributes({"a": 1, "a.b": 2, "ab": 3}, "a") == {"a": 1, "a.b": 2}
     assert otel_utils.sanitize_attributes({"a": {"b": 1}, "c": None, "d": (1, 2)}) == {"a": '{"b": 1}', "d": [1, 2]}
+    assert otel_utils.sanitize_list_attribute_sanity([1, True]) == [1, 1]
+    assert otel_utils.sanitize_list_attribute_sanity([1, 2.5]) == [1.0, 2.5]
+    with pytest.raises(ValueError, match=r"\['int', 'str'\]"):
+        otel_utils.sanitize_list_attribute_sanity(["a", 1])
     otel_utils.check_attributes_sanity({"a": 1, "b": ["x"]})
     with pytest.raises(ValueError, match="'b' has a value"):
         otel_utils.check_attributes_sanity({"a": 1, "b": {"nested": 1}})
