@@ -248,7 +248,7 @@ def _is_openai_api(host: str) -> bool:
 def _add_token_id_request(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[tuple[Any, str]]:
     """The request options with `return_token_ids: true` added, and the server's key; None to send them unchanged."""
     options = args[1] if len(args) > 1 else kwargs.get("options")
-    if options is None or str(getattr(options, "method", "")).lower() != "post":
+    if options is None or str(getattr(options, "method", "")).lower() != "post" or not _requests_wanted():
         return None
     url = str(getattr(options, "url", ""))
     if not _ENDPOINT.search(urlsplit(url).path if "://" in url else url.split("?")[0]):
@@ -260,7 +260,7 @@ def _add_token_id_request(client: Any, args: tuple[Any, ...], kwargs: dict[str, 
     base_url = getattr(client, "base_url", None)
     host = str(getattr(base_url, "host", "") or "")
     server = str(base_url)
-    if _is_openai_api(host) or not _requests_wanted() or not _support.wanted(server):
+    if _is_openai_api(host) or not _support.wanted(server):
         return None
     updated = options.model_copy()
     updated.json_data = {**body, FIELD: True}
