@@ -4,7 +4,6 @@ when a framework closes its message stream lazily; spans still open after the bo
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -52,7 +51,6 @@ async def test_a_message_stream_closed_by_the_loops_finalizer_is_stored_before_t
         async for _ in stream:
             break  # the consumer stops early; the generator is closed later by the event loop
         del stream
-        gc.collect()
     assert await names(store, rollout_id) == ["solver.on_messages_stream"]
 
 
