@@ -22,10 +22,17 @@ def store() -> InMemoryLightningStore:
     return InMemoryLightningStore()
 
 
-@pytest.fixture
-def upstream() -> Iterator[FakeUpstream]:
+@pytest.fixture(scope="module")
+def shared_upstream() -> Iterator[FakeUpstream]:
     with FakeUpstream() as server:
         yield server
+
+
+@pytest.fixture
+def upstream(shared_upstream: FakeUpstream) -> FakeUpstream:
+    """The module's fake upstream with a fresh script (token-id refusals are remembered per proxy, not here)."""
+    shared_upstream.reset()
+    return shared_upstream
 
 
 def start_proxy(upstream: FakeUpstream, store: Any, **kwargs: Any) -> LLMProxy:

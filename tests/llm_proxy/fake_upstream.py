@@ -216,6 +216,12 @@ class FakeUpstream:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self._server.port}/v1"
 
+    def reset(self) -> None:
+        """Forget the script and the requests seen (the server keeps running)."""
+        fresh = Script()
+        for name in vars(fresh):
+            setattr(self.script, name, getattr(fresh, name))
+
     def __enter__(self) -> FakeUpstream:
         self._server.start()
         return self
