@@ -86,3 +86,34 @@ async def test_a_span_that_never_ends_in_time_is_reported_and_stored_when_it_end
         assert await names(store, rollout_id) == ["background job"]
     finally:
         tracer.teardown_worker(0)
+
+
+def test_runner_threads_of_one_process_each_wait_for_their_own_late_spans(store: FlakyStore) -> None:
+    import threading
+
+    tracer = OtelTracer(flush_interval=0.05)
+    tracer.init_worker(0, store)
+    results: dict[int, list[str]] = {}
+
+    def runner(index: int) -> None:
+        async def one_rollout() -> None:
+            rollout_id, attempt_id = await new_attempt(store)
+            async with tracer.trace_context(rollout_id=rollout_id, attempt_id=attempt_id):
+                otel = trace_api.get_tracer("framework")
+                with otel.start_as_current_span(f"step-{index}"):
+                    pass
+                late = otel.start_span(f"late-{index}")
+                asyncio.get_running_loop().call_soon(late.end)
+            results[index] = await names(store, rollout_id)
+
+        asyncio.run(one_rollout())
+
+    try:
+        threads = [threading.Thread(target=runner, args=(index,)) for index in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert results == {index: [f"late-{index}", f"step-{index}"] for index in range(4)}
+    finally:
+        tracer.teardown_worker(0)
