@@ -36,6 +36,13 @@ from .emitter import (
     operation,
     reward,
 )
+from .env_var import (
+    LightningEnvVar,
+    resolve_bool_env_var,
+    resolve_int_env_var,
+    resolve_managed_store_flag,
+    resolve_str_env_var,
+)
 from .instrumentation import instrument_all, uninstrument_all
 from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
 from .store import (
@@ -140,6 +147,7 @@ __all__ = [
     "InMemoryLightningStore",
     "InvalidArgumentError",
     "LLMProxy",
+    "LightningEnvVar",
     "LightningSpanProcessor",
     "LightningStore",
     "LightningStoreCapabilities",
@@ -219,6 +227,10 @@ __all__ = [
     "instrument_all",
     "is_reward_span",
     "operation",
+    "resolve_bool_env_var",
+    "resolve_int_env_var",
+    "resolve_managed_store_flag",
+    "resolve_str_env_var",
     "reward",
     "set_active_llm_proxy",
     "set_active_tracer",
