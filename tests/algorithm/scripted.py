@@ -156,6 +156,7 @@ class ScriptedRunner:
     delay: float = 0.0
     seen: Counter[tuple[str, str]] = field(default_factory=Counter)  # (rendered prompt, task json) -> runs
     max_waiting: int = 0  # the most rollouts that were waiting in the queue when one was claimed
+    on_claim: Optional[Callable[[Any], None]] = None  # called with each claimed rollout before it runs
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -175,6 +176,8 @@ class ScriptedRunner:
                 continue
             waiting = len(await self.store.query_rollouts(status_in=["queuing", "requeuing"])) + 1
             self.max_waiting = max(self.max_waiting, waiting)
+            if self.on_claim is not None:
+                self.on_claim(claimed)
             await self._complete(claimed.rollout_id, claimed.attempt.attempt_id, claimed.input, claimed.resources_id)
 
     async def _complete(self, rollout_id: str, attempt_id: str, task: Any, resources_id: Optional[str]) -> None:

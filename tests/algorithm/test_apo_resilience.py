@@ -131,17 +131,15 @@ async def test_seed_placeholders_the_tasks_lack_are_warned_about(
 # ------------------------------------------------------------------------------------------ resumption
 
 
-async def _interrupt_in_round(apo: Any, store: Any, round_num: int) -> None:
-    """Run APO until rollouts of `round_num`'s validation phase exist, then stop it (as a killed process would)."""
-    task = asyncio.create_task(apo.run(TRAIN, VAL))
-    while not task.done():
-        rollouts = await store.query_rollouts()
-        if any((r.metadata or {}).get("apo", {}).get("round") == round_num for r in rollouts if r.metadata):
-            break
-        await asyncio.sleep(0.005)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+def _stop_in_round(task: asyncio.Task[Any], round_num: int) -> Any:
+    """A runner callback that cancels the APO task (as a killed process would stop) when it claims the first rollout
+    of `round_num`."""
+
+    def on_claim(rollout: Any) -> None:
+        if (rollout.metadata or {}).get("apo", {}).get("round") == round_num:
+            task.cancel()
+
+    return on_claim
 
 
 async def test_a_stopped_run_resumes_from_its_last_completed_round(
@@ -155,8 +153,10 @@ async def test_a_stopped_run_resumes_from_its_last_completed_round(
     url = f"sqlite:///{tmp_path / 'apo.db'}"
     first_life = store_from_url(url)
     seen: dict[Any, int] = {}
-    async with ScriptedRunner(first_life) as runner:
-        await _interrupt_in_round(make_apo(optimizer, first_life, beam_rounds=3, seed=5), first_life, 2)
+    interrupted = asyncio.create_task(make_apo(optimizer, first_life, beam_rounds=3, seed=5).run(TRAIN, VAL))
+    async with ScriptedRunner(first_life, on_claim=_stop_in_round(interrupted, 2)) as runner:
+        with pytest.raises(asyncio.CancelledError):
+            await interrupted
     seen.update(runner.seen)
     await first_life.close()
 
