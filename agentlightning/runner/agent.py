@@ -465,7 +465,15 @@ class LitAgentRunner(Runner[T_task]):
             reward_fields = emit_reward(normalized.reward, propagate=False)
             if reward_fields is not None:
                 fields.append(reward_fields)
-        spans = list(normalized.spans)
+        # Returned spans without ids belong to this attempt.
+        spans = [
+            span
+            if span.rollout_id and span.attempt_id
+            else span.model_copy(
+                update={"rollout_id": span.rollout_id or rollout_id, "attempt_id": span.attempt_id or attempt_id}
+            )
+            for span in normalized.spans
+        ]
         if fields:
             ids = await self._retry(
                 lambda: store.get_many_span_sequence_ids([(rollout_id, attempt_id)] * len(fields)),
