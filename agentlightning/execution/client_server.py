@@ -32,7 +32,7 @@ from agentlightning.env_var import LightningEnvVar, resolve_managed_store_flag, 
 from .base import AlgorithmBundle, ExecutionStrategy, RunnerBundle
 from .events import ExecutionEvent, MultiprocessingEvent
 from .loop import run_interruptibly
-from .processes import ChildStore, ProcessGroup, describe_exit, join_until_deadline, pickle_for_child, signal_processes
+from .processes import ChildStore, ProcessGroup, describe_exit, join_until_deadline, pickle_for_child, stop_processes
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -391,12 +391,9 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
             logger.warning("Interrupted (Ctrl-C): stopping the runner and the algorithm")
         finally:
             stop.set()
-            alive = join_until_deadline([process], 1.0 if interrupted else self.graceful_timeout)
-            for action in ("interrupt", "terminate", "kill"):
-                if not alive:
-                    break
-                signal_processes(alive, action)  # type: ignore[arg-type]
-                alive = join_until_deadline(alive, self.terminate_timeout)
+            stop_processes(
+                [process], first_wait=1.0 if interrupted else self.graceful_timeout, step_timeout=self.terminate_timeout
+            )
         if not interrupted and process.exitcode not in self.allowed_exit_codes:
             raise RuntimeError(f"The algorithm process failed with {describe_exit(process.exitcode)}")
 

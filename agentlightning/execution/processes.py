@@ -49,6 +49,7 @@ __all__ = [
     "join_until_deadline",
     "pickle_for_child",
     "signal_processes",
+    "stop_processes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -219,6 +220,22 @@ def signal_processes(processes: Sequence[BaseProcess], action: SignalAction) -> 
                 process.kill()
         except (ProcessLookupError, OSError, ValueError) as exc:
             logger.debug("Could not %s %s: %r", action, process.name, exc)
+
+
+def stop_processes(processes: Sequence[BaseProcess], *, first_wait: float, step_timeout: float) -> list[BaseProcess]:
+    """Wait `first_wait` seconds for the processes to exit by themselves, then send SIGINT, SIGTERM and SIGKILL to
+    the survivors, waiting `step_timeout` seconds after each. The processes still alive at the end."""
+    alive = join_until_deadline(processes, first_wait)
+    steps: list[SignalAction] = ["interrupt", "terminate", "kill"]
+    for action in steps:
+        if not alive:
+            break
+        logger.info(
+            "%d process(es) still running (%s); sending %s", len(alive), ", ".join(p.name for p in alive), action
+        )
+        signal_processes(alive, action)
+        alive = join_until_deadline(alive, step_timeout)
+    return alive
 
 
 @dataclass
@@ -396,14 +413,11 @@ class ProcessGroup:
             return
         self._stop.set()
         try:
-            alive = join_until_deadline(processes, self.interrupt_grace if interrupted else self.graceful_timeout)
-            steps: list[SignalAction] = ["interrupt", "terminate", "kill"]
-            for action in steps:
-                if not alive:
-                    break
-                logger.info("%d runner process(es) still running; sending %s", len(alive), action)
-                signal_processes(alive, action)
-                alive = join_until_deadline(alive, self.terminate_timeout)
+            alive = stop_processes(
+                processes,
+                first_wait=self.interrupt_grace if interrupted else self.graceful_timeout,
+                step_timeout=self.terminate_timeout,
+            )
         except KeyboardInterrupt:
             logger.warning("Interrupted again: killing the runner processes")
             signal_processes([p for p in processes if p.exitcode is None], "kill")
