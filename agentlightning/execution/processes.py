@@ -424,6 +424,9 @@ class ProcessGroup:
             alive = join_until_deadline(processes, 2.0)
         if alive:
             logger.error("Runner processes that could not be stopped: %s", ", ".join(p.name for p in alive))
+        for slot in self._slots:  # attempts a stopped runner could not record any more (killed, claim in flight)
+            if slot.ready.is_set() and slot.process.exitcode is not None:
+                self._reap(slot.process.pid, f"runner process {slot.process.name} stopped before finishing the attempt")
 
     def check_exit_codes(self) -> None:
         """RuntimeError listing the children that exited with a code outside `allowed_exit_codes` (not already

@@ -259,6 +259,9 @@ class LitAgentRunner(Runner[T_task]):
                     sent_at = time.time()
                     try:
                         claimed = await store.dequeue_rollout(worker_id=self.get_worker_id())
+                    except (asyncio.CancelledError, KeyboardInterrupt):
+                        await self._release_lost_claim()
+                        raise
                     except Exception as exc:
                         if not is_transient_store_error(exc):
                             raise
@@ -292,6 +295,27 @@ class LitAgentRunner(Runner[T_task]):
         finally:
             await heartbeat.stop()
         logger.debug("%s stopped after %d rollouts", self.get_worker_id(), processed)
+
+    async def _release_lost_claim(self) -> None:
+        """Interrupted while claiming: the store may have handed us a rollout whose answer never arrived. Fail
+        that attempt so the rollout does not stay "preparing" (the worker record names it)."""
+        store = self.get_store()
+
+        async def release() -> None:
+            worker = await store.get_worker_by_id(self.get_worker_id())
+            if worker is None or not worker.current_rollout_id or not worker.current_attempt_id:
+                return
+            attempt = await store.get_latest_attempt(worker.current_rollout_id)
+            if attempt is None or attempt.attempt_id != worker.current_attempt_id or attempt.status != "preparing":
+                return
+            outcome = outcome_of_exception(RunnerInterrupted("the runner stopped while claiming this rollout"))
+            metadata = attempt_metadata(attempt.metadata, outcome, final_reward=None, duration_seconds=0.0)
+            await store.update_attempt(attempt.rollout_id, attempt.attempt_id, status=outcome.status, metadata=metadata)
+
+        try:
+            await asyncio.wait_for(release(), _INTERRUPTED_WRITE_TIMEOUT)
+        except BaseException as exc:  # best effort while stopping
+            logger.debug("Could not release a claim interrupted in flight: %r", exc)
 
     async def _connect(self, heartbeat: Heartbeat, event: Optional[ExecutionEvent]) -> bool:
         """Register this worker, waiting for a store that is not reachable yet. False if stopped meanwhile."""
