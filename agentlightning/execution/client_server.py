@@ -292,24 +292,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
         group = self._group(
             ctx, runner, store, stop, url=self.endpoint if self.managed_store else None, reaper_store=None
         )
-        interrupted = False
-        failure: Optional[str] = None
-        done = threading.Event()
-        try:
-            group.start()
-            group.supervise(lambda message: done.set())
-            while group.alive() and not done.is_set() and not stop.is_set():
-                done.wait(0.5)
-            failure = group.fatal
-        except KeyboardInterrupt:
-            interrupted = True
-            logger.warning("Interrupted (Ctrl-C): stopping the runners")
-        finally:
-            group.shutdown(interrupted=interrupted)
-        if failure is not None:
-            raise RuntimeError(failure)
-        if not interrupted:
-            group.check_exit_codes()
+        group.serve()
 
     def _execute_both(
         self,

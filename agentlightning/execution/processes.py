@@ -116,9 +116,13 @@ class ChildStore:
     def open(self) -> tuple[LightningStore, bool]:
         """The store, and whether the child owns it (and must close it)."""
         if self.url is not None:
-            from agentlightning.store.http.client import LightningStoreClient
+            if self.url.startswith(("http://", "https://")):
+                from agentlightning.store.http.client import LightningStoreClient
 
-            return LightningStoreClient(self.url, api_key=self.api_key), True
+                return LightningStoreClient(self.url, api_key=self.api_key), True
+            from agentlightning.store.url import store_from_url
+
+            return store_from_url(self.url), True
         assert self.payload is not None
         return pickle.loads(self.payload), False
 
@@ -427,6 +431,29 @@ class ProcessGroup:
         for slot in self._slots:  # attempts a stopped runner could not record any more (killed, claim in flight)
             if slot.ready.is_set() and slot.process.exitcode is not None:
                 self._reap(slot.process.pid, f"runner process {slot.process.name} stopped before finishing the attempt")
+
+    def serve(self) -> None:
+        """Start the children and wait until they all exit (or one fails for good, or Ctrl-C); then stop them.
+
+        Raises:
+            RuntimeError: the runners cannot go on (see `fatal`), or exited with a bad code.
+        """
+        interrupted = False
+        done = threading.Event()
+        try:
+            self.start()
+            self.supervise(lambda message: done.set())
+            while self.alive() and not done.is_set() and not self._stop.is_set():
+                done.wait(0.5)
+        except KeyboardInterrupt:
+            interrupted = True
+            logger.warning("Interrupted (Ctrl-C): stopping the runners")
+        finally:
+            self.shutdown(interrupted=interrupted)
+        if self.fatal is not None:
+            raise RuntimeError(self.fatal)
+        if not interrupted:
+            self.check_exit_codes()
 
     def check_exit_codes(self) -> None:
         """RuntimeError listing the children that exited with a code outside `allowed_exit_codes` (not already

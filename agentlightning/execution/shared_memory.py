@@ -82,9 +82,8 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
                 poll_interval=self.poll_interval,
                 name="algorithm",
             )
-        except BaseException:
-            stop.set()
-            raise
+        finally:
+            stop.set()  # the run is over when the algorithm is (also with the runner on the main thread)
 
     async def _run_runner(
         self, runner: RunnerBundle, store: LightningStore, worker_id: int, stop: ExecutionEvent
