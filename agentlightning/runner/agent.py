@@ -39,6 +39,7 @@ from .results import (
     outcome_of_exception,
     server_clock_offset,
 )
+from .spans import readable_span_from_fields
 
 if TYPE_CHECKING:
     from agentlightning.execution.events import ExecutionEvent
@@ -498,6 +499,13 @@ class LitAgentRunner(Runner[T_task]):
             )
             for span in normalized.spans
         ]
+        if len(fields) == 1 and not spans:
+            # The common case (a numeric result): one store call, the store allocates the sequence id.
+            readable = readable_span_from_fields(fields[0])
+            stored_one = await self._retry(
+                lambda: store.add_otel_span(rollout_id, attempt_id, readable), "store the reward span", event
+            )
+            return [stored_one] if stored_one is not None else []
         if fields:
             ids = await self._retry(
                 lambda: store.get_many_span_sequence_ids([(rollout_id, attempt_id)] * len(fields)),

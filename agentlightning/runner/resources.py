@@ -51,12 +51,11 @@ class ResourcesCache:
             self._entries.move_to_end(key)
             return entry[0]
         update = await (store.get_resources_by_id(key) if key is not None else store.get_latest_resources())
-        if update is None:
-            if key is not None:
-                raise ResourcesNotFoundError(rollout.rollout_id, key)
-            return {}
-        self._entries[key] = (update.resources, rollout.attempt.start_time)
+        if update is None and key is not None:
+            raise ResourcesNotFoundError(rollout.rollout_id, key)
+        resources: NamedResources = update.resources if update is not None else {}
+        self._entries[key] = (resources, rollout.attempt.start_time)  # "no resources yet" is cached the same way
         self._entries.move_to_end(key)
         while len(self._entries) > self._max_entries:
             self._entries.popitem(last=False)
-        return update.resources
+        return resources

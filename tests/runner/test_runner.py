@@ -177,7 +177,8 @@ async def test_an_agent_past_its_timeout_is_stopped_and_the_attempt_times_out(
 ) -> None:
     config = RolloutConfig(timeout_seconds=0.3)
     started = time.monotonic()
-    rollouts = await _serve(_runner(), agent, store, [task, {"reward": 1.0}], config=config)
+    runner = _runner(heartbeat_interval=5.0)  # the runner's own timer fires before a heartbeat hears of it
+    rollouts = await _serve(runner, agent, store, [task, {"reward": 1.0}], config=config)
     assert time.monotonic() - started < 10
     attempt = await store.get_latest_attempt(rollouts[0].rollout_id)
     assert attempt is not None and attempt.status == "timeout"
