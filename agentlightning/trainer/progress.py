@@ -175,7 +175,7 @@ class LogSink:
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        self._last = 0.0
+        self._last = float("-inf")
 
     def show(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
