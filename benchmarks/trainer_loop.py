@@ -81,7 +81,9 @@ async def _bare_store_loop(rollouts: int) -> float:
         fields = agl.emit_reward(1.0, propagate=False)
         assert fields is not None
         (seq,) = await store.get_many_span_sequence_ids([(claimed.rollout_id, claimed.attempt.attempt_id)])
-        span = Span.from_core_fields(fields, rollout_id=claimed.rollout_id, attempt_id=claimed.attempt.attempt_id, sequence_id=seq)
+        span = Span.from_core_fields(
+            fields, rollout_id=claimed.rollout_id, attempt_id=claimed.attempt.attempt_id, sequence_id=seq
+        )
         await store.add_many_spans([span])
         await store.update_attempt(claimed.rollout_id, claimed.attempt.attempt_id, status="succeeded", metadata={})
     return (time.perf_counter() - started) / rollouts
@@ -143,7 +145,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"| store operations alone (claim, reward span, status) | {figures['bare'] * 1e6:,.0f} |")
         print(f"| LitAgentRunner with DummyTracer | {figures['runner_dummy'] * 1e6:,.0f} |")
         print(f"| LitAgentRunner with OtelTracer | {figures['runner_otel'] * 1e6:,.0f} |")
-        print(f"| overhead added by the runner (OtelTracer) | {(figures['runner_otel'] - figures['bare']) * 1e6:,.0f} |")
+        print(
+            f"| overhead added by the runner (OtelTracer) | {(figures['runner_otel'] - figures['bare']) * 1e6:,.0f} |"
+        )
     return 0
 
 

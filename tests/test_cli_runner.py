@@ -50,7 +50,9 @@ async def test_two_runner_processes_join_a_store_server_by_url() -> None:
 
 
 def test_an_unreachable_store_fails_with_the_url_after_the_connect_timeout() -> None:
-    result = _agl("--store", "http://127.0.0.1:9", "--agent", "tests.runner.agents:ScriptedAgent", "--connect-timeout", "1")
+    result = _agl(
+        "--store", "http://127.0.0.1:9", "--agent", "tests.runner.agents:ScriptedAgent", "--connect-timeout", "1"
+    )
     assert result.returncode == 3
     assert "http://127.0.0.1:9" in result.stderr and "connect_timeout" in result.stderr
 

@@ -45,4 +45,3 @@ def readable_span_from_fields(fields: SpanCoreFields) -> ReadableSpan:
         status=Status(StatusCode[fields.status.status_code], fields.status.description),
         resource=Resource.get_empty(),
     )
-

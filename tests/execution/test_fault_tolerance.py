@@ -10,9 +10,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -31,7 +31,9 @@ def _runner() -> LitAgentRunner[Any]:
     return LitAgentRunner(heartbeat_interval=0.3, interval_jitter=0.0, poll_interval=0.1)
 
 
-def _fit_in_thread(trainer: agl.Trainer, agent: Any, dataset: list[Any]) -> tuple[threading.Thread, list[BaseException]]:
+def _fit_in_thread(
+    trainer: agl.Trainer, agent: Any, dataset: list[Any]
+) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 
     def target() -> None:
@@ -109,8 +111,18 @@ def sqlite_server(tmp_path: Path) -> Iterator[tuple[str, Callable[[], None], Cal
     """An `agl store` process on a SQLite file, with functions to stop and start it again on the same port."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "agentlightning", "store", "--backend", f"sqlite:///{tmp_path / 'run.db'}",
-               "--port", str(port), "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "agentlightning",
+        "store",
+        "--backend",
+        f"sqlite:///{tmp_path / 'run.db'}",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
     state: dict[str, subprocess.Popen[bytes]] = {}
 
     def start() -> None:

@@ -58,7 +58,7 @@ def test_ctrl_c_stops_the_whole_tree_quickly_and_cleanly(tmp_path: Path, target:
     stdout, stderr = process.communicate(timeout=30)
     elapsed = time.monotonic() - started
     assert elapsed < 15, f"took {elapsed:.1f} s"
-    gone, alive = psutil.wait_procs(tree, timeout=5)
+    _, alive = psutil.wait_procs(tree, timeout=5)
     assert alive == []
     assert "Traceback" not in stderr, stderr
     assert "FIT RETURNED" in stdout

@@ -36,9 +36,7 @@ def test_managed_store_follows_the_environment(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize("agent", [ScriptedAgent(), AsyncScriptedAgent()], ids=["sync", "async"])
 def test_four_runner_threads_with_their_own_tracers_finish_every_rollout(agent: Any) -> None:
     algorithm = EnqueueAllAlgorithm(timeout=60)
-    trainer = agl.Trainer(
-        algorithm=algorithm, n_runners=4, strategy="shm", tracer=OtelTracer(), progress="off"
-    )
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=4, strategy="shm", tracer=OtelTracer(), progress="off")
     trainer.fit(agent, [{"emit": i / 100} for i in range(100)])
     assert len(algorithm.finished) == 100
     assert all(rollout.status == "succeeded" for rollout in algorithm.finished)

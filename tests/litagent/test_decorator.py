@@ -41,7 +41,9 @@ def test_the_decorated_function_stays_callable_with_its_metadata() -> None:
 def test_the_llm_is_injected_by_parameter_name_with_the_rollout() -> None:
     llm = LLM(endpoint="http://x/v1", model="m")
     rollout_obj = _attempted()
-    task, injected, received = llm_agent.rollout(7, {"prompt": PromptTemplate(template="t", engine="f-string"), "main": llm}, rollout_obj)
+    task, injected, received = llm_agent.rollout(
+        7, {"prompt": PromptTemplate(template="t", engine="f-string"), "main": llm}, rollout_obj
+    )
     assert (task, injected, received) == (7, llm, rollout_obj)
 
 

@@ -51,7 +51,9 @@ def _runner(**kwargs: Any) -> LitAgentRunner[Any]:
     return LitAgentRunner(**kwargs)
 
 
-async def _serve(runner: LitAgentRunner[Any], agent: Any, store: Any, tasks: Sequence[Any], **enqueue: Any) -> list[Rollout]:
+async def _serve(
+    runner: LitAgentRunner[Any], agent: Any, store: Any, tasks: Sequence[Any], **enqueue: Any
+) -> list[Rollout]:
     ids = [(await store.enqueue_rollout(task, **enqueue)).rollout_id for task in tasks]
     runner.max_rollouts = len(tasks)
     with runner.run_context(agent=agent, store=store):
@@ -145,9 +147,8 @@ async def test_train_rollouts_use_training_methods_and_others_validation(store: 
 
 async def test_an_agent_error_in_step_is_raised_and_the_attempt_failed(store: CountingStore) -> None:
     runner = _runner()
-    with runner.run_context(agent=ScriptedAgent(), store=store):
-        with pytest.raises(RuntimeError, match="boom"):
-            await runner.step({"raise": "boom"})
+    with runner.run_context(agent=ScriptedAgent(), store=store), pytest.raises(RuntimeError, match="boom"):
+        await runner.step({"raise": "boom"})
     (rollout,) = await store.query_rollouts()
     assert rollout.status == "failed"
     assert (await _latest_metadata(store, rollout.rollout_id))["error"] == "RuntimeError: boom"
@@ -163,7 +164,10 @@ async def test_misbehaving_agents_fail_their_attempt_and_the_runner_goes_on(stor
     reasons = [(await _latest_metadata(store, r.rollout_id)).get("error") for r in rollouts]
     assert reasons[0] == "RuntimeError: boom"
     assert reasons[1] == "the agent called sys.exit(3)"
-    assert reasons[2] in ("TypeError: the agent returned a dict; expected None, a number (the reward), or a list of spans", "RuntimeError: again")
+    assert reasons[2] in (
+        "TypeError: the agent returned a dict; expected None, a number (the reward), or a list of spans",
+        "RuntimeError: again",
+    )
     assert reasons[3] is None
 
 
@@ -285,9 +289,11 @@ async def test_a_store_that_is_unreachable_at_start_fails_after_connect_timeout(
     client = LightningStoreClient("http://127.0.0.1:9", retry_policy=RetryPolicy(max_retries=0))
     runner = _runner(connect_timeout=0.5)
     started = time.monotonic()
-    with runner.run_context(agent=ScriptedAgent(), store=client):
-        with pytest.raises(agl.StoreUnreachableError, match=r"http://127\.0\.0\.1:9 within 0\.5 s"):
-            await runner.iter()
+    with (
+        runner.run_context(agent=ScriptedAgent(), store=client),
+        pytest.raises(agl.StoreUnreachableError, match=r"http://127\.0\.0\.1:9 within 0\.5 s"),
+    ):
+        await runner.iter()
     assert time.monotonic() - started < 5
     await client.close()
 

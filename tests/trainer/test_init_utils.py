@@ -16,7 +16,7 @@ def test_load_class_accepts_dotted_and_colon_paths() -> None:
 
 @pytest.mark.parametrize("path", ["nope", "tests.trainer.sample_components.Missing", "no_such_module.X"])
 def test_load_class_names_what_could_not_be_found(path: str) -> None:
-    with pytest.raises(ValueError, match="Cannot import|has no attribute|import path"):
+    with pytest.raises(ValueError, match=r"Cannot import|has no attribute|import path"):
         load_class(path)
 
 
@@ -64,4 +64,6 @@ def test_build_component_resolution_order() -> None:
     with pytest.raises(TypeError, match="`x` factory returned OnlyKwargs"):
         build_component(lambda: OnlyKwargs(), expected_type=Plain, spec_name="x")
     with pytest.raises(TypeError, match="custom int Plain"):
-        build_component(lambda: 3, expected_type=Plain, spec_name="x", type_error_fmt="custom {type_name} {expected_type}")
+        build_component(
+            lambda: 3, expected_type=Plain, spec_name="x", type_error_fmt="custom {type_name} {expected_type}"
+        )

@@ -47,7 +47,9 @@ def test_the_log_sink_writes_at_most_one_line_per_interval(caplog: pytest.LogCap
     sink.show(ProgressSnapshot(succeeded=3, queued=2))
     sink.show(ProgressSnapshot(succeeded=4))
     lines = [record.getMessage() for record in caplog.records]
-    assert lines == ["Progress: 3 done (3 succeeded, 0 failed), 0 running, 2 queued, 0.0 rollouts/s, reward n/a, runners 0 alive"]
+    assert lines == [
+        "Progress: 3 done (3 succeeded, 0 failed), 0 running, 2 queued, 0.0 rollouts/s, reward n/a, runners 0 alive"
+    ]
 
 
 def test_the_rich_panel_renders_the_counts() -> None:

@@ -95,9 +95,9 @@ def test_bad_datasets_and_agents_are_named() -> None:
     trainer = agl.Trainer(strategy="shm", algorithm=EnqueueAllAlgorithm(), progress="off")
     with pytest.raises(TypeError, match="train_dataset must be a sequence"):
         trainer.fit(ScriptedAgent(), 42)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="agent must be a LitAgent.*@agl.rollout"):
+    with pytest.raises(TypeError, match=r"agent must be a LitAgent.*@agl\.rollout"):
         trainer.fit(lambda task: 1.0, [1])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="v0.1"):
+    with pytest.raises(ValueError, match=r"v0\.1"):
         trainer.fit(ScriptedAgent(), "http://localhost:9999")  # type: ignore[arg-type]
     cs = agl.Trainer(algorithm=EnqueueAllAlgorithm(), progress="off")
     with pytest.raises(TypeError, match=r"train_dataset\[1\] cannot be sent to the store"):
