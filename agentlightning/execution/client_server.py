@@ -17,7 +17,6 @@ SIGTERM, SIGKILL. Ctrl-C (or SIGTERM) in the main process stops everything withi
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import multiprocessing
 import os
@@ -31,7 +30,7 @@ from agentlightning.env_var import LightningEnvVar, resolve_managed_store_flag, 
 
 from .base import AlgorithmBundle, ExecutionStrategy, RunnerBundle
 from .events import ExecutionEvent, MultiprocessingEvent
-from .loop import run_interruptibly
+from .loop import run_interruptibly, run_supervised
 from .processes import ChildStore, ProcessGroup, describe_exit, join_until_deadline, pickle_for_child, stop_processes
 
 if TYPE_CHECKING:
@@ -213,28 +212,6 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
             server.endpoint,
         )
 
-    async def _run_algorithm(
-        self, algorithm: AlgorithmBundle, store: LightningStore, stop: ExecutionEvent, group: Optional[ProcessGroup]
-    ) -> None:
-        """Run the algorithm bundle; cancelled with a clear error when the runners cannot go on."""
-        task = asyncio.ensure_future(algorithm(store, stop))
-        if group is not None:
-            loop = asyncio.get_running_loop()
-
-            def cancel(message: str) -> None:
-                loop.call_soon_threadsafe(task.cancel)
-
-            group.supervise(cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            if group is not None and group.fatal is not None:
-                raise RuntimeError(group.fatal) from None
-            raise
-        except BaseException:
-            stop.set()
-            raise
-
     async def _execute_runner(
         self, runner: RunnerBundle, worker_id: int, store: LightningStore, stop: ExecutionEvent
     ) -> None:
@@ -272,7 +249,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
         try:
             if server is not None:
                 run_interruptibly(self._start_server(server))
-            run_interruptibly(self._run_algorithm(algorithm, server or store, stop, None))
+            run_interruptibly(run_supervised(algorithm, server or store, stop, None))
         except KeyboardInterrupt:
             logger.warning("Interrupted (Ctrl-C): stopping the algorithm")
         finally:
@@ -320,7 +297,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
                 run_interruptibly(self._start_server(server))
                 group.set_url(server.endpoint)
             group.start()
-            run_interruptibly(self._run_algorithm(algorithm, server or store, stop, group))
+            run_interruptibly(run_supervised(algorithm, server or store, stop, group))
         except KeyboardInterrupt:
             interrupted = True
             logger.warning("Interrupted (Ctrl-C): stopping the algorithm and the runners")
@@ -397,7 +374,7 @@ def _algorithm_process_main(
         if server is not None:
             run_interruptibly(strategy._start_server(server))
         port.value = strategy.server_port
-        run_interruptibly(strategy._run_algorithm(algorithm, server or store, stop, None))
+        run_interruptibly(run_supervised(algorithm, server or store, stop, None))
     except KeyboardInterrupt:
         pass
     except Exception:

@@ -25,13 +25,11 @@ class ExecutionEvent(Protocol):
     def wait(self, timeout: Optional[float] = None) -> bool: ...
 
 
-class ThreadingEvent:
-    """A stop flag for threads of one process."""
+class _DelegatingEvent:
+    """Forwards the ExecutionEvent methods to `_event`."""
 
     __slots__ = ("_event",)
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
+    _event: Any
 
     def set(self) -> None:
         self._event.set()
@@ -46,10 +44,19 @@ class ThreadingEvent:
         return self._event.wait(timeout)
 
 
-class MultiprocessingEvent:
+class ThreadingEvent(_DelegatingEvent):
+    """A stop flag for threads of one process."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+
+class MultiprocessingEvent(_DelegatingEvent):
     """A stop flag shared with child processes (created from `ctx`, default: the default multiprocessing context)."""
 
-    __slots__ = ("_event",)
+    __slots__ = ()
 
     def __init__(self, *, ctx: Optional[Any] = None) -> None:
         self._event = (ctx or multiprocessing).Event()
@@ -59,15 +66,3 @@ class MultiprocessingEvent:
 
     def __setstate__(self, state: Any) -> None:
         self._event = state
-
-    def set(self) -> None:
-        self._event.set()
-
-    def clear(self) -> None:
-        self._event.clear()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self._event.wait(timeout)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Coroutine
-from typing import Any, Optional, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
 
 from .events import ExecutionEvent
 
-__all__ = ["run_interruptibly", "run_until_completed_or_canceled"]
+if TYPE_CHECKING:
+    from agentlightning.store.base import LightningStore
+
+__all__ = ["Supervisor", "run_interruptibly", "run_supervised", "run_until_completed_or_canceled"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,3 +105,38 @@ async def run_until_completed_or_canceled(
     if task.cancelled():
         return None
     return task.result()
+
+
+class Supervisor(Protocol):
+    """Watches the runners of a run (process group, actor pool)."""
+
+    fatal: Optional[str]
+
+    def supervise(self, on_fatal: Callable[[str], None]) -> None: ...
+
+
+async def run_supervised(
+    algorithm: Callable[[LightningStore, ExecutionEvent], Awaitable[None]],
+    store: LightningStore,
+    stop: ExecutionEvent,
+    supervisor: Optional[Supervisor],
+) -> None:
+    """Run the algorithm bundle; when the supervisor reports that the runners cannot go on, cancel it and raise
+    RuntimeError with the reason."""
+    task = asyncio.ensure_future(algorithm(store, stop))
+    if supervisor is not None:
+        loop = asyncio.get_running_loop()
+
+        def cancel(message: str) -> None:
+            loop.call_soon_threadsafe(task.cancel)
+
+        supervisor.supervise(cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if supervisor is not None and supervisor.fatal is not None:
+            raise RuntimeError(supervisor.fatal) from None
+        raise
+    except BaseException:
+        stop.set()
+        raise

@@ -20,8 +20,8 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from .base import AlgorithmBundle, ExecutionStrategy, RunnerBundle
-from .events import ExecutionEvent, ThreadingEvent
-from .loop import run_interruptibly
+from .events import ThreadingEvent
+from .loop import run_interruptibly, run_supervised
 from .reaper import release_attempts_of_process
 
 if TYPE_CHECKING:
@@ -40,30 +40,11 @@ def _import_ray() -> Any:
     return ray
 
 
-class _ActorEvent:
-    """The stop flag inside an actor (set by the actor's `stop` method)."""
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def clear(self) -> None:
-        self._event.clear()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        return self._event.wait(timeout)
-
-
 class RunnerActor:
     """One runner inside a Ray actor (wrapped with `ray.remote` by the strategy)."""
 
     def __init__(self) -> None:
-        self._stop = _ActorEvent()
+        self._stop = ThreadingEvent()
 
     def where(self) -> tuple[str, int]:
         """(hostname, pid) of the actor's process."""
@@ -165,7 +146,7 @@ class RayExecutionStrategy(ExecutionStrategy):
             run_interruptibly(server.start())
             actors.url = server.endpoint
             actors.start()
-            run_interruptibly(self._run_algorithm(algorithm, server, stop, actors))
+            run_interruptibly(run_supervised(algorithm, server, stop, actors))
         except KeyboardInterrupt:
             logger.warning("Interrupted (Ctrl-C): stopping the algorithm and the runner actors")
         finally:
@@ -176,23 +157,6 @@ class RayExecutionStrategy(ExecutionStrategy):
             finally:
                 if started_ray:
                     ray.shutdown()
-
-    async def _run_algorithm(
-        self, algorithm: AlgorithmBundle, store: LightningStore, stop: ExecutionEvent, actors: _ActorPool
-    ) -> None:
-        task = asyncio.ensure_future(algorithm(store, stop))
-        loop = asyncio.get_running_loop()
-
-        def cancel(message: str) -> None:
-            loop.call_soon_threadsafe(task.cancel)
-
-        actors.supervise(cancel)
-        try:
-            await task
-        except asyncio.CancelledError:
-            if actors.fatal is not None:
-                raise RuntimeError(actors.fatal) from None
-            raise
 
 
 class _ActorPool:

@@ -44,6 +44,15 @@ def is_v0_1_rollout_api(func: Callable[..., Any]) -> bool:
         return False
 
 
+def _deref(ref: Optional[weakref.ReferenceType[Any]], what: str) -> Any:
+    if ref is None:
+        raise ValueError(f"The {what} has not been set for this agent")
+    value = ref()
+    if value is None:
+        raise ValueError(f"The {what} of this agent has been garbage-collected")
+    return value
+
+
 @contextmanager
 def running_rollout(runner: Runner[Any]) -> Iterator[None]:
     """Mark `runner` as the runner of the code running in this thread/task (used by runners around a rollout)."""
@@ -94,13 +103,7 @@ class LitAgent(Generic[T]):
 
     def get_trainer(self) -> Any:
         """The trainer. Raises ValueError when unset or already collected."""
-        ref = getattr(self, "_trainer_ref", None)
-        if ref is None:
-            raise ValueError("The trainer has not been set for this agent")
-        trainer = ref()
-        if trainer is None:
-            raise ValueError("The trainer of this agent has been garbage-collected")
-        return trainer
+        return _deref(getattr(self, "_trainer_ref", None), "trainer")
 
     @property
     def trainer(self) -> Any:
@@ -116,13 +119,7 @@ class LitAgent(Generic[T]):
         current = _CURRENT_RUNNER.get()
         if current is not None:
             return current
-        ref = getattr(self, "_runner_ref", None)
-        if ref is None:
-            raise ValueError("The runner has not been set for this agent")
-        runner = ref()
-        if runner is None:
-            raise ValueError("The runner of this agent has been garbage-collected")
-        return runner
+        return _deref(getattr(self, "_runner_ref", None), "runner")
 
     @property
     def runner(self) -> Runner[T]:

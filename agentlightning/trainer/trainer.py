@@ -67,24 +67,8 @@ class RunnerBundle:
 
     async def __call__(self, store: LightningStore, worker_id: int, event: ExecutionEvent) -> None:
         runner = self._runner_for_worker(worker_id)
-        initialized = worker_initialized = False
-        try:
-            runner.init(agent=self.agent, hooks=self.hooks)
-            initialized = True
-            runner.init_worker(worker_id, store)
-            worker_initialized = True
+        with runner.run_context(agent=self.agent, store=store, hooks=self.hooks, worker_id=worker_id):
             await runner.iter(event=event)
-        finally:
-            if worker_initialized:
-                try:
-                    runner.teardown_worker(worker_id)
-                except Exception:
-                    logger.exception("teardown_worker(%d) failed", worker_id)
-            if initialized:
-                try:
-                    runner.teardown()
-                except Exception:
-                    logger.exception("Runner teardown failed")
 
 
 def _normalise_hooks(hooks: Union[Hook, Sequence[Hook], None]) -> tuple[Hook, ...]:

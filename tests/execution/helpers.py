@@ -28,17 +28,19 @@ class EnqueueAllAlgorithm(Algorithm):
         self.finished = await store.wait_for_rollouts(rollout_ids=self.rollout_ids, timeout=self.timeout)
 
 
-def ignore_sigint_then_sleep(ignore_term: bool) -> None:
+def ignore_sigint_then_sleep(ready: Any, ignore_term: bool) -> None:
     """A process target that ignores SIGINT (and SIGTERM too when asked) and sleeps."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.set()
     while True:
         time.sleep(0.1)
 
 
-def exit_on_sigint() -> None:
+def exit_on_sigint(ready: Any) -> None:
     try:
+        ready.set()
         while True:
             time.sleep(0.05)
     except KeyboardInterrupt:

@@ -139,9 +139,10 @@ async def test_runner_role_serves_an_external_store_server(monkeypatch: pytest.M
 )
 def test_stopping_escalates_from_sigint_to_sigterm_to_sigkill(target: Any, args: Any, expected: int) -> None:
     ctx = multiprocessing.get_context("spawn")
-    process = ctx.Process(target=target, args=args)
+    ready = ctx.Event()
+    process = ctx.Process(target=target, args=(ready, *args))
     process.start()
-    time.sleep(1.0)  # let the child install its signal handlers
+    assert ready.wait(60)  # the child installed its signal handlers
     started = time.monotonic()
     assert stop_processes([process], first_wait=0.1, step_timeout=1.0) == []
     assert process.exitcode == expected
