@@ -224,13 +224,7 @@ class _ActorPool:
         except Exception as exc:
             reason = f"runner actor {worker_id} failed: {exc!r}"
         logger.error("%s while the run goes on", reason)
-        hostname, pid = self.where.get(worker_id, ("", -1))
-        try:
-            released = asyncio.run(release_attempts_of_process(self.store, pid=pid, hostname=hostname, reason=reason))
-            if released:
-                logger.warning("Released the attempts of the dead actor: %s", ", ".join(released))
-        except Exception as exc:
-            logger.warning("Could not release the attempt of %s: %r", reason, exc)
+        self._release(worker_id, reason)
         count = self.restarts.get(worker_id, 0)
         if count >= self.strategy.max_runner_restarts:
             logger.error("runner actor %d died %d times; it is not replaced again", worker_id, count + 1)
@@ -239,6 +233,15 @@ class _ActorPool:
         logger.warning("Replacing runner actor %d (restart %d)", worker_id, count + 1)
         self._spawn(worker_id)
         return None
+
+    def _release(self, worker_id: int, reason: str) -> None:
+        hostname, pid = self.where.get(worker_id, ("", -1))
+        try:
+            released = asyncio.run(release_attempts_of_process(self.store, pid=pid, hostname=hostname, reason=reason))
+            if released:
+                logger.warning("Released the attempts of runner actor %d: %s", worker_id, ", ".join(released))
+        except Exception as exc:
+            logger.warning("Could not release the attempt of %s: %r", reason, exc)
 
     def shutdown(self) -> None:
         self._closing.set()
@@ -253,8 +256,11 @@ class _ActorPool:
         deadline = time.monotonic() + self.strategy.graceful_timeout
         while pending and time.monotonic() < deadline:
             _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.5)
+        unfinished = {worker_id for worker_id, ref in self.refs.items() if ref in pending}
         for actor in self.actors.values():
             try:
                 self.ray.kill(actor)
             except Exception:
                 pass
+        for worker_id in unfinished:  # killed mid-rollout: their attempts would otherwise stay "running"
+            self._release(worker_id, f"runner actor {worker_id} was killed at the end of the run")

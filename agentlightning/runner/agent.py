@@ -139,6 +139,7 @@ class LitAgentRunner(Runner[T_task]):
         self._invoker: Optional[AgentInvoker] = None
         self._resources = ResourcesCache()
         self._seen_errors: set[str] = set()
+        self._warned_no_reward = False
         self.rollouts_processed = 0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -149,6 +150,7 @@ class LitAgentRunner(Runner[T_task]):
         state["_hooks"] = ()
         state["_resources"] = ResourcesCache()
         state["_seen_errors"] = set()
+        state["_warned_no_reward"] = False
         state["rollouts_processed"] = 0
         return state
 
@@ -433,6 +435,13 @@ class LitAgentRunner(Runner[T_task]):
         finally:
             heartbeat.current = None
             reward = find_final_reward(spans) if spans else None
+            if reward is None and outcome.succeeded and not self._warned_no_reward:
+                self._warned_no_reward = True
+                logger.warning(
+                    "Rollout %s finished without a reward (no reward span, no numeric result); further rollouts "
+                    "without a reward are counted in the trainer's summary, not logged",
+                    claimed.rollout_id,
+                )
             await self._trigger_hooks("on_rollout_end", agent=agent, runner=self, rollout=claimed, spans=spans)
             await self._finish_attempt(claimed, outcome, reward, time.perf_counter() - started, event)
             self.rollouts_processed += 1
