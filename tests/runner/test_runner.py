@@ -327,3 +327,16 @@ async def test_a_store_outage_mid_run_is_ridden_out() -> None:
         await asyncio.wait_for(task, timeout=10)
     rollouts = await store.wait_for_rollouts(rollout_ids=ids, timeout=1)
     assert [r.status for r in rollouts] == ["succeeded"] * 3
+
+
+async def test_thread_heartbeats_keep_going_while_an_async_agent_blocks_the_loop(store: CountingStore) -> None:
+    runner = _runner(heartbeat_launch_mode="thread", heartbeat_interval=0.1)
+    rollout = await store.enqueue_rollout({"block": 0.8}, config=RolloutConfig(unresponsive_seconds=0.5))
+    runner.max_rollouts = 1
+    with runner.run_context(agent=AsyncScriptedAgent(), store=store):
+        await runner.iter()
+    finished = await store.get_rollout_by_id(rollout.rollout_id)
+    assert finished is not None and finished.status == "succeeded"
+    attempt = await store.get_latest_attempt(rollout.rollout_id)
+    assert attempt is not None and attempt.last_heartbeat_time is not None
+    assert attempt.last_heartbeat_time - attempt.start_time >= 0.4  # beats arrived while the loop was blocked
