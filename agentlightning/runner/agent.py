@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
@@ -59,6 +60,12 @@ _INTERRUPTED_WRITE_TIMEOUT = 5.0  # how long a stopping runner keeps trying to r
 
 def _is_set(event: Optional[ExecutionEvent]) -> bool:
     return event is not None and event.is_set()
+
+
+def _is_remote(store: Any) -> bool:
+    """True for a client of a store server (each call is a request); in-process stores prefer batch calls."""
+    module = sys.modules.get("agentlightning.store.http.client")
+    return module is not None and isinstance(store, module.LightningStoreClient)
 
 
 def _positive(name: str, value: float) -> float:
@@ -508,8 +515,8 @@ class LitAgentRunner(Runner[T_task]):
             )
             for span in normalized.spans
         ]
-        if len(fields) == 1 and not spans:
-            # The common case (a numeric result): one store call, the store allocates the sequence id.
+        if len(fields) == 1 and not spans and _is_remote(store):
+            # The common case (a numeric result) over HTTP: one request, the server allocates the sequence id.
             readable = readable_span_from_fields(fields[0])
             stored_one = await self._retry(
                 lambda: store.add_otel_span(rollout_id, attempt_id, readable), "store the reward span", event
