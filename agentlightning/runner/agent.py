@@ -418,9 +418,8 @@ class LitAgentRunner(Runner[T_task]):
         store = self.get_store()
         agent = self.get_agent()
         heartbeat.clock_offset = server_clock_offset(claimed.attempt.start_time, sent_at, time.time())
-        running = RunningAttempt(
-            claimed.rollout_id, claimed.attempt.attempt_id, asyncio.Event(), asyncio.get_running_loop()
-        )
+        loop = asyncio.get_running_loop()
+        running = RunningAttempt(claimed.rollout_id, claimed.attempt.attempt_id, loop.create_future(), loop)
         heartbeat.current = running
         started = time.perf_counter()
         outcome: AttemptOutcome = SUCCEEDED

@@ -39,9 +39,14 @@ class RunningAttempt:
 
     rollout_id: str
     attempt_id: str
-    abort: asyncio.Event
-    """Set (on the runner's loop) when the store declared the attempt timed out."""
+    abort: asyncio.Future[None]
+    """Resolved (on the runner's loop) when the store declared the attempt timed out."""
     loop: asyncio.AbstractEventLoop
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Heartbeat:
@@ -88,13 +93,13 @@ class Heartbeat:
         attempt = await self.store.update_attempt(
             running.rollout_id, running.attempt_id, last_heartbeat_time=time.time() + self.clock_offset
         )
-        if attempt.status == "timeout" and self.current is running and not running.abort.is_set():
+        if attempt.status == "timeout" and self.current is running and not running.abort.done():
             logger.warning(
                 "The store marked rollout %s attempt %s as timed out; stopping the agent",
                 running.rollout_id,
                 running.attempt_id,
             )
-            running.loop.call_soon_threadsafe(running.abort.set)
+            running.loop.call_soon_threadsafe(_resolve, running.abort)
 
     async def _beat(self) -> None:
         try:

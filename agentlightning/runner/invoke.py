@@ -103,13 +103,13 @@ class AgentInvoker:
         *,
         is_async: bool,
         timeout: Optional[float] = None,
-        abort: Optional[asyncio.Event] = None,
+        abort: Optional[asyncio.Future[None]] = None,
     ) -> Any:
         """Run `fn()` (a coroutine function when `is_async`) and return its result.
 
         Raises:
             AgentTimeout: `timeout` seconds passed first.
-            StoreDeclaredTimeout: `abort` was set first.
+            StoreDeclaredTimeout: `abort` was resolved first (the store declared the attempt timed out).
             AgentExit: the agent raised SystemExit.
             Exception: whatever the agent raised.
         """
@@ -118,29 +118,24 @@ class AgentInvoker:
         return await self._call_sync(fn, timeout, abort)
 
     async def _wait(
-        self, future: asyncio.Future[Any], timeout: Optional[float], abort: Optional[asyncio.Event]
+        self, future: asyncio.Future[Any], timeout: Optional[float], abort: Optional[asyncio.Future[None]]
     ) -> Optional[BaseException]:
         """Wait for `future`; the reason to give up (timeout or abort), or None when it finished."""
         if timeout is None and abort is None:
             await asyncio.wait({future})
             return None
-        abort_waiter = asyncio.ensure_future(abort.wait()) if abort is not None else None
-        try:
-            waiters: set[asyncio.Future[Any]] = {future}
-            if abort_waiter is not None:
-                waiters.add(abort_waiter)
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if abort_waiter is not None:
-                abort_waiter.cancel()
+        waiters: set[asyncio.Future[Any]] = {future}
+        if abort is not None:
+            waiters.add(abort)
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if future in done:
             return None
-        if abort is not None and abort.is_set():
+        if abort is not None and abort.done():
             return StoreDeclaredTimeout()
         return AgentTimeout(timeout if timeout is not None else 0.0)
 
     async def _call_async(
-        self, fn: Callable[[], Awaitable[Any]], timeout: Optional[float], abort: Optional[asyncio.Event]
+        self, fn: Callable[[], Awaitable[Any]], timeout: Optional[float], abort: Optional[asyncio.Future[None]]
     ) -> Any:
         async def guarded() -> Any:
             try:
@@ -167,7 +162,9 @@ class AgentInvoker:
             )
         raise reason
 
-    async def _call_sync(self, fn: Callable[[], Any], timeout: Optional[float], abort: Optional[asyncio.Event]) -> Any:
+    async def _call_sync(
+        self, fn: Callable[[], Any], timeout: Optional[float], abort: Optional[asyncio.Future[None]]
+    ) -> Any:
         def guarded() -> Any:
             try:
                 return fn()
