@@ -62,7 +62,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     remote = is_remote_store_url(args.store)
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     if remote and args.api_key:
-        return _fail("--api-key applies to a store opened here; a store server checks its own key (enter it in the page)")
+        return _fail(
+            "--api-key applies to a store opened here; a store server checks its own key (enter it in the page)"
+        )
     if not is_loopback(args.host) and not args.insecure and (remote or not api_key):
         need = "add --insecure on a trusted network" if remote else f"pass --api-key (or set {API_KEY_ENV})"
         return _fail(f"refusing to serve on {args.host}: anyone who can reach it could read the store; {need}")

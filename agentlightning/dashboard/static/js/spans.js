@@ -335,6 +335,25 @@ export function llmCall(span) {
   };
 }
 
+/**
+ * LLM spans that wrap another LLM span (an agent framework's "generation" around the SDK's chat completion):
+ * the inner call is the real one, with the raw request, the response and the token ids.
+ */
+export function llmWrappers(tree) {
+  const wrappers = new Set();
+  for (const node of tree.nodes.values()) {
+    if (spanKind(node.span) !== "llm") continue;
+    let parent = node.span.parent_id ? tree.nodes.get(`${node.span.trace_id ?? ""}/${node.span.parent_id}`) : null;
+    let guard = 0;
+    while (parent && guard < 1000) {
+      if (spanKind(parent.span) === "llm") wrappers.add(parent);
+      parent = parent.span.parent_id ? tree.nodes.get(`${parent.span.trace_id ?? ""}/${parent.span.parent_id}`) : null;
+      guard += 1;
+    }
+  }
+  return wrappers;
+}
+
 /** The name of the agent a span ran under: the nearest ancestor (or itself) naming one. */
 export function agentNameOf(node, parentOf) {
   let current = node;

@@ -3,7 +3,7 @@
 
 import { h } from "../dom.js";
 import { formatCount, formatDuration, formatScore, toText } from "../format.js";
-import { agentNameOf, exceptionsOf, llmCall, rewardOf, spanKind } from "../spans.js";
+import { agentNameOf, exceptionsOf, llmCall, llmWrappers, rewardOf, spanKind } from "../spans.js";
 import { foldedText } from "./common.js";
 import { exceptionBlock } from "./span_details.js";
 
@@ -67,7 +67,10 @@ function callCard(node, tree, index) {
 
 /** The conversation of the spans in `tree` (an object from buildTree). */
 export function renderConversation(tree) {
-  const nodes = [...tree.nodes.values()].filter((node) => ["llm", "reward", "exception"].includes(spanKind(node.span)) || exceptionsOf(node.span).length);
+  const wrappers = llmWrappers(tree);
+  const nodes = [...tree.nodes.values()].filter(
+    (node) => !wrappers.has(node) && (["llm", "reward", "exception"].includes(spanKind(node.span)) || exceptionsOf(node.span).length),
+  );
   nodes.sort((a, b) => (a.span.start_time ?? 0) - (b.span.start_time ?? 0) || (a.span.sequence_id ?? 0) - (b.span.sequence_id ?? 0));
   if (!nodes.some((node) => spanKind(node.span) === "llm")) {
     return h("div", { class: "conversation" }, h("p", { class: "empty" }, "This attempt has no LLM call."), nodes.map(itemFor()));

@@ -4,12 +4,13 @@
 
 import { h, replace } from "../dom.js";
 import { formatDuration, formatScore } from "../format.js";
-import { KIND_LABELS, buildTree, exceptionsOf, flatten, isError, llmCall, nodeKey, rewardOf, spanKind, timeBounds } from "../spans.js";
+import { KIND_LABELS, buildTree, exceptionsOf, flatten, isError, llmCall, llmWrappers, nodeKey, rewardOf, spanKind, timeBounds } from "../spans.js";
 
 export function createWaterfall({ onSelect }) {
   const collapsed = new Set();
   let tree = { roots: [], nodes: new Map() };
   let bounds = { start: 0, end: 1 };
+  let wrappers = new Set();
   let selectedKey = null;
   let filterText = "";
   const rowsByKey = new Map();
@@ -36,7 +37,8 @@ export function createWaterfall({ onSelect }) {
   const axis = h("div", { class: "wf-axis" });
   const element = h("div", { class: "waterfall" }, h("div", { class: "wf-toolbar" }, filterInput, expandAll, collapseAll, counter), axis, rows);
 
-  function badges(span, kind) {
+  function badges(node, kind) {
+    const span = node.span;
     const parts = [];
     if (kind === "reward") {
       const reward = rewardOf(span);
@@ -45,7 +47,7 @@ export function createWaterfall({ onSelect }) {
     if (kind === "llm") {
       const call = llmCall(span);
       if (call.totalTokens !== null) parts.push(h("span", { class: "badge token-badge" }, `${call.totalTokens} tok`));
-      if (!call.tokenIdsCaptured) parts.push(h("span", { class: "badge warn-badge", title: "No token ids were captured for this call" }, "no ids"));
+      if (!call.tokenIdsCaptured && !wrappers.has(node)) parts.push(h("span", { class: "badge warn-badge", title: "No token ids were captured for this call" }, "no ids"));
     }
     if (isError(span) || exceptionsOf(span).length) parts.push(h("span", { class: "badge error-badge" }, "error"));
     return parts;
@@ -107,7 +109,7 @@ export function createWaterfall({ onSelect }) {
         h("span", { class: `kind-tag kind-${kind}` }, KIND_LABELS[kind]),
         h("span", { class: "wf-name" }, String(span.name ?? "")),
         node.orphan ? h("span", { class: "badge muted-badge", title: "Its parent span was not captured" }, "orphan") : null,
-        badges(span, kind),
+        badges(node, kind),
       ),
       h("span", { class: "wf-duration" }, formatDuration(end - start)),
       h("span", { class: "wf-track" }, h("span", { class: "wf-bar", style: { left: `${left.toFixed(3)}%`, width: `${Math.min(width, 100 - left).toFixed(3)}%` } })),
@@ -171,6 +173,7 @@ export function createWaterfall({ onSelect }) {
     /** Show `spans`; keeps collapsed rows, the filter and the selection. */
     setSpans(spans, wantedKey) {
       tree = buildTree(spans);
+      wrappers = llmWrappers(tree);
       bounds = timeBounds(spans);
       if (wantedKey !== undefined) selectedKey = wantedKey;
       render();
