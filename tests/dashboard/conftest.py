@@ -165,7 +165,8 @@ class Page:
         return self.page
 
 
-def _open_page(browser: Any, **context_options: Any) -> Iterator[Page]:
+def open_page(browser: Any, **context_options: Any) -> Iterator[Page]:
+    """A fresh browser context and page; after the caller is done, asserts that nothing was logged as an error."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, **context_options)
     page = context.new_page()
     console = ConsoleLog()
@@ -183,13 +184,13 @@ def _open_page(browser: Any, **context_options: Any) -> Iterator[Page]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Page]:
-    yield from _open_page(browser)
+    yield from open_page(browser)
 
 
 @pytest.fixture
 def page_without_csp(browser: Any) -> Iterator[Page]:
     """A page that ignores the Content-Security-Policy, so a test can prove the rendering itself is safe."""
-    yield from _open_page(browser, bypass_csp=True)
+    yield from open_page(browser, bypass_csp=True)
 
 
 @pytest.fixture
