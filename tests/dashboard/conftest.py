@@ -85,6 +85,16 @@ class ServedRun:
         return self.server.endpoint
 
 
+def heartbeat(loop_thread: LoopThread, served: ServedRun) -> None:
+    """Fresh heartbeats from the run's runners (the shared run may be older than the staleness limit)."""
+    from .run_data import system_snapshot
+
+    for index, worker in enumerate(served.data.workers):
+        loop_thread.run(
+            served.store.update_worker(worker, heartbeat_stats=system_snapshot(30.0 + 20 * index, 40.0 + 12 * index))
+        )
+
+
 def serve(loop_thread: LoopThread, store: LightningStore, data: RunData, **options: Any) -> ServedRun:
     server = LightningStoreServer(store, port=0, **options)
     loop_thread.run(server.start())

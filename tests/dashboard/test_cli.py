@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import queue
 import re
 import signal
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agentlightning.cli.dashboard import main as dashboard_main
 from agentlightning.store import InMemoryLightningStore, store_from_url
 
 from ..store.postgres_support import drop_schema, fresh_schema_name, require_postgres
@@ -103,7 +103,7 @@ def test_dashboard_of_a_sqlite_file_is_read_only(
     assert refused.status_code == 405 and "read-only" in refused.json()["detail"]
     assert httpx.get(f"{url}/v1/agl/rollouts").json()["total"] == rollouts["total"] + 6
     view = page.open(f"{url}/#/")
-    view.wait_for_selector("#connection-state.state-live")
+    view.wait_for_selector("body[data-refreshes]")
     assert view.locator('#status-tiles a[data-status="succeeded"] .tile-count').inner_text() == "5"
 
 
@@ -147,40 +147,35 @@ def test_dashboard_of_a_store_server_relays_reads_with_the_callers_key(
     assert down.status_code == 502 and down.json()["error_type"] == "StoreUnreachableError"
 
 
-def test_dashboard_rejects_an_unknown_store_url() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "agentlightning", "dashboard", "--store", "mongodb://x"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 2
-    assert result.stderr.startswith("agl dashboard: ") and "mongodb" in result.stderr
+def run_main(args: list[str]) -> int:
+    """`agl dashboard` in a thread of this process (the browser tests keep an event loop on the main thread)."""
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(dashboard_main(args)))
+    thread.start()
+    thread.join(60)
+    return result[0]
 
 
-def test_dashboard_refuses_an_open_address_without_a_key() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "agentlightning", "dashboard", "--store", "memory://", "--host", "0.0.0.0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"},
-    )
-    assert result.returncode == 2 and "--api-key" in result.stderr
+def test_dashboard_rejects_an_unknown_store_url(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(["--store", "mongodb://x"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("agl dashboard: ") and "mongodb" in error
 
 
-def test_dashboard_reports_a_taken_port(commands: list[Command]) -> None:
+def test_dashboard_refuses_an_open_address_without_a_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGL_STORE_API_KEY", raising=False)
+    assert run_main(["--store", "memory://", "--host", "0.0.0.0"]) == 2
+    assert "--api-key" in capsys.readouterr().err
+
+
+def test_dashboard_reports_a_taken_port(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "-m", "agentlightning", "dashboard", "--store", "memory://", "--port", str(port)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert result.returncode == 1 and "another process is using this port" in result.stderr
+        assert run_main(["--store", "memory://", "--port", str(taken.getsockname()[1])]) == 1
+    assert "another process is using this port" in capsys.readouterr().err
 
 
 def test_agl_store_prints_the_dashboard_address(commands: list[Command]) -> None:

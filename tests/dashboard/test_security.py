@@ -74,7 +74,7 @@ def test_markup_forced_into_the_page_still_cannot_run(page: Page, run: ServedRun
     page.console.allow(r"Content Security Policy")
     page.console.allow(r"status of 404")  # the forced <img src=x> itself
     view = page.open(f"{run.url}/#/")
-    view.wait_for_selector("#connection-state.state-live")
+    view.wait_for_selector("body[data-refreshes]")
     view.evaluate(f"document.body.insertAdjacentHTML('beforeend', {XSS_IMG!r})")
     view.wait_for_timeout(300)
     assert view.evaluate("window.__agl_xss") is None
@@ -84,7 +84,7 @@ def test_markup_forced_into_the_page_still_cannot_run(page: Page, run: ServedRun
 def test_the_dashboard_only_reads(page: Page, run: ServedRun) -> None:
     for route in ("#/", "#/rollouts?status=failed", f"#/rollouts/{run.data.retried}", "#/resources", "#/runners"):
         view = page.open(f"{run.url}/{route}")
-        view.wait_for_selector("#connection-state.state-live")
+        view.wait_for_selector("body[data-refreshes]")
         view.wait_for_load_state("networkidle")
     methods = {request.method for request in api_requests(page)}
     assert methods == {"GET"}
@@ -97,10 +97,10 @@ def test_api_key_is_asked_once_and_sent_only_as_a_header(page: Page, keyed_run: 
     assert api_requests(page) == []  # the page knows a key is needed before asking the server anything
     view.locator("#api-key-input").fill(API_KEY)
     dialog.get_by_role("button", name="Use this key").click()
-    view.wait_for_selector("#connection-state.state-live")
+    view.wait_for_selector("body[data-refreshes]")
     view.wait_for_function("() => document.querySelectorAll('#rollout-rows tr').length > 0")
     view.reload()  # entered once: the tab remembers it
-    view.wait_for_selector("#connection-state.state-live")
+    view.wait_for_selector("body[data-refreshes]")
     assert view.locator("#key-dialog").is_hidden()
     requests = api_requests(page)
     assert requests
@@ -120,11 +120,11 @@ def test_a_wrong_api_key_gets_a_clear_message_and_no_stream_of_retries(page: Pag
     assert "rejected" in view.locator("#key-message").inner_text()
     failed = len(api_requests(page))
     assert 0 < failed <= 10  # one overview refresh, at most
-    view.wait_for_timeout(3000)
+    view.wait_for_timeout(2000)  # a retry loop would have sent more by now (the backoff starts at 1 s)
     assert len(api_requests(page)) == failed
     view.locator("#api-key-input").fill(API_KEY)
     view.locator("#key-dialog").get_by_role("button", name="Use this key").click()
-    view.wait_for_selector("#connection-state.state-live")
+    view.wait_for_selector("body[data-refreshes]")
     assert view.locator("#banner").is_hidden()
 
 

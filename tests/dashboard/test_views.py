@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
-from .conftest import Page, ServedRun
+from .conftest import LoopThread, Page, ServedRun, heartbeat
 from .run_data import PROMPT_V1, PROMPT_V2
 
 
 def open_view(page: Page, run: ServedRun, route: str) -> object:
     browser_page = page.open(f"{run.url}/{route}")
-    browser_page.wait_for_selector("#connection-state.state-live")
+    browser_page.wait_for_selector("body[data-refreshes]")
     return browser_page
 
 
@@ -47,7 +48,8 @@ def test_overview_groups_failure_reasons(page: Page, run: ServedRun) -> None:
     assert "Cancelled" in reasons
 
 
-def test_overview_counts_runners_alive(page: Page, run: ServedRun) -> None:
+def test_overview_counts_runners_alive(page: Page, run: ServedRun, loop_thread: LoopThread) -> None:
+    heartbeat(loop_thread, run)
     view = open_view(page, run, "#/")
     text = view.locator("#runner-summary").inner_text()
     assert re.search(r"3\s+Alive", text), text
@@ -121,9 +123,11 @@ def test_rollout_table_filters_by_time_range(page: Page, run: ServedRun) -> None
         "async () => (await (await fetch('v1/agl/rollouts?limit=-1')).json()).items.map(r => [r.rollout_id, r.start_time])"
     )
     start_times = sorted(time for _, time in started)
-    low, high = start_times[5], start_times[15]
-    expected = {rollout_id for rollout_id, time in started if low <= time <= high}
-    view = open_view(page, run, f"#/rollouts?from={low:.6f}&to={high:.6f}")
+    low = f"{math.floor(start_times[5] * 1e6) / 1e6:.6f}"  # the bounds as the URL carries them
+    high = f"{math.ceil(start_times[15] * 1e6) / 1e6:.6f}"
+    expected = {rollout_id for rollout_id, time in started if float(low) <= time <= float(high)}
+    assert len(expected) >= 11
+    view = open_view(page, run, f"#/rollouts?from={low}&to={high}")
     view.wait_for_function("n => document.querySelectorAll('#rollout-rows tr').length === n", arg=len(expected))
     shown = [row.get_attribute("data-key") for row in view.locator("#rollout-rows tr").all()]
     assert set(shown) == expected
@@ -235,7 +239,10 @@ def test_resources_compare_is_chosen_in_the_url(page: Page, run: ServedRun) -> N
     view.locator('#resources-compare .resource-diff[data-name="prompt"] mark').first.wait_for()
 
 
-def test_runners_show_status_current_rollout_and_system_use(page: Page, run: ServedRun) -> None:
+def test_runners_show_status_current_rollout_and_system_use(
+    page: Page, run: ServedRun, loop_thread: LoopThread
+) -> None:
+    heartbeat(loop_thread, run)
     view = open_view(page, run, "#/runners")
     view.wait_for_selector("#runner-rows tr")
     busy = view.locator('#runner-rows tr[data-key="runner-2"]')

@@ -47,6 +47,7 @@ function boot() {
   const api = createApi({ getKey: () => keys.get(), observe: (outcome, error) => connection.observe(outcome, error) });
   const facts = createFactsCache(api);
   let lastUpdated = null;
+  let refreshes = 0;
   let keyWasRejected = false;
   let current = null;
 
@@ -165,6 +166,8 @@ function boot() {
         throw error;
       }
       lastUpdated = Date.now();
+      refreshes += 1;
+      document.body.dataset.refreshes = String(refreshes); // lets tests and scripts wait for a complete view
       renderState();
     },
     onSchedule: () => renderState(),
