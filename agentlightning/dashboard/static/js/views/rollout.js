@@ -6,6 +6,7 @@
 import { isAbort } from "../api.js";
 import { h, replace, setText } from "../dom.js";
 import { formatAge, formatDuration, formatScore, formatTime } from "../format.js";
+import { markPainted } from "../perf.js";
 import { TERMINAL_STATUSES, buildHash, rolloutHash } from "../router.js";
 import { EXCEPTION_SPAN, exceptionFromMetadata, exceptionsOf, finalReward, nodeKey, rewardOf } from "../spans.js";
 import { foldedText, keyValueTable, link, statusBadge } from "./common.js";
@@ -23,6 +24,7 @@ export function createRolloutDetail({ api, navigate, route }) {
   let spans = [];
   let spansFor = null; // the attempt id (or "all") the loaded spans belong to
   let spanSignature = "";
+  let conversationStale = false;
   const attemptExceptions = new Map(); // attempt id -> exceptions (only for finished attempts)
 
   const header = h("div", { class: "detail-header" });
@@ -79,6 +81,10 @@ export function createRolloutDetail({ api, navigate, route }) {
     conversationTab.setAttribute("aria-selected", String(current === "conversation"));
     tracePane.hidden = current !== "trace";
     conversationPane.hidden = current !== "conversation";
+    if (current === "conversation" && conversationStale) {
+      conversationStale = false;
+      replace(conversationPane, renderConversation(waterfall.tree));
+    }
   }
 
   function showSpan(node) {
@@ -154,8 +160,9 @@ export function createRolloutDetail({ api, navigate, route }) {
       const wantedSpan = params.get("span");
       const match = wantedSpan ? spans.find((span) => span.span_id === wantedSpan) : null;
       waterfall.setSpans(spans, match ? `${match.trace_id ?? ""}/${match.span_id ?? ""}` : undefined);
-      replace(conversationPane, renderConversation(waterfall.tree));
+      conversationStale = true; // rendered when its tab is shown: it can be large
       renderRewards();
+      markPainted("agl:rollout-painted");
     }
     renderTabs();
   }

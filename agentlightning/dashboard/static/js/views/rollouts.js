@@ -15,6 +15,7 @@ import {
   rolloutFilterParams,
   rolloutHash,
 } from "../router.js";
+import { markPainted } from "../perf.js";
 import { locateTimeBlock, pageWindow } from "../timerange.js";
 import { pager, statusBadge } from "./common.js";
 
@@ -223,6 +224,7 @@ export function createRollouts({ api, facts, navigate, route }) {
       throw error;
     }
     renderRows(page.items);
+    markPainted("agl:rollouts-painted");
     const pages = Math.max(1, Math.ceil(page.total / filters.size));
     setText(summary, `${formatCount(page.total)} rollout${page.total === 1 ? "" : "s"}${describeFilters()}`);
     emptyRow.hidden = page.items.length > 0;

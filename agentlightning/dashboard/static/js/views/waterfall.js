@@ -1,8 +1,13 @@
 // The span tree of an attempt as a waterfall: one row per span, indented under its parent, with a bar placed on
-// the attempt's time axis. Rows are built once per change of the span list (2,000 spans stay well under a
-// second); selecting a row shows every attribute of that span in the side panel.
+// the attempt's time axis. Only the rows in view are in the DOM (rows have a fixed height and the list scrolls),
+// so a rollout with thousands of spans lays out as fast as one with twenty. Selecting a row shows every attribute
+// of that span in the side panel.
 
 import { h, replace } from "../dom.js";
+
+const ROW_HEIGHT = 26;
+const OVERSCAN = 12;
+const DEFAULT_WINDOW = 30; // rows built while the list is not laid out yet (a hidden tab)
 import { formatDuration, formatScore } from "../format.js";
 import { KIND_LABELS, buildTree, exceptionsOf, flatten, isError, llmCall, llmWrappers, nodeKey, rewardOf, spanKind, timeBounds } from "../spans.js";
 
@@ -13,7 +18,9 @@ export function createWaterfall({ onSelect }) {
   let wrappers = new Set();
   let selectedKey = null;
   let filterText = "";
-  const rowsByKey = new Map();
+  const rowsByKey = new Map(); // rows built so far (only those scrolled into view are built)
+  let order = []; // the nodes listed, in display order (collapsed subtrees and filtered-out rows left out)
+  let indexByKey = new Map();
 
   const filterInput = h("input", {
     type: "search",
@@ -33,9 +40,18 @@ export function createWaterfall({ onSelect }) {
     "Collapse all",
   );
   const counter = h("span", { class: "muted" });
-  const rows = h("div", { class: "wf-rows", role: "tree", "aria-label": "Spans" });
+  const rows = h("div", { class: "wf-window" });
+  const viewport = h("div", { class: "wf-rows", role: "tree", "aria-label": "Spans", on: { scroll: () => schedule() } }, rows);
   const axis = h("div", { class: "wf-axis" });
-  const element = h("div", { class: "waterfall" }, h("div", { class: "wf-toolbar" }, filterInput, expandAll, collapseAll, counter), axis, rows);
+  const element = h("div", { class: "waterfall" }, h("div", { class: "wf-toolbar" }, filterInput, expandAll, collapseAll, counter), axis, viewport);
+  let frame = null;
+  new ResizeObserver(() => schedule()).observe(viewport); // a tab shown, a window resized: fill the new space
+  const schedule = () => {
+    if (frame === null) frame = requestAnimationFrame(() => {
+      frame = null;
+      paintWindow();
+    });
+  };
 
   function badges(node, kind) {
     const span = node.span;
@@ -114,29 +130,43 @@ export function createWaterfall({ onSelect }) {
       h("span", { class: "wf-duration" }, formatDuration(end - start)),
       h("span", { class: "wf-track" }, h("span", { class: "wf-bar", style: { left: `${left.toFixed(3)}%`, width: `${Math.min(width, 100 - left).toFixed(3)}%` } })),
     );
-    row.searchText_ = null;
-    row.node_ = node;
     rowsByKey.set(key, row);
     return row;
   }
 
-  function searchText(row) {
-    if (row.searchText_ === null) {
-      const span = row.node_.span;
+  const searchTexts = new WeakMap();
+  function searchText(node) {
+    if (!searchTexts.has(node)) {
+      const span = node.span;
       const values = Object.entries(span.attributes || {}).map(([key, value]) => `${key}=${typeof value === "string" ? value : JSON.stringify(value)}`);
-      row.searchText_ = `${span.name}\n${values.join("\n")}`.toLowerCase();
+      searchTexts.set(node, `${span.name}\n${values.join("\n")}`.toLowerCase());
     }
-    return row.searchText_;
+    return searchTexts.get(node);
   }
 
   function applyFilter() {
-    let shown = 0;
-    for (const row of rowsByKey.values()) {
-      const visible = !filterText || searchText(row).includes(filterText);
-      row.hidden = !visible;
-      if (visible) shown += 1;
+    const all = flatten(tree.roots, filterText ? new Set() : collapsed);
+    order = filterText ? all.filter((node) => searchText(node).includes(filterText)) : all;
+    indexByKey = new Map(order.map((node, index) => [nodeKey(node), index]));
+    counter.textContent = filterText ? `${order.length} of ${tree.nodes.size} spans match` : `${tree.nodes.size} spans`;
+    rows.style.setProperty("height", `${order.length * ROW_HEIGHT}px`);
+    paintWindow();
+  }
+
+  function paintWindow() {
+    const height = viewport.clientHeight || DEFAULT_WINDOW * ROW_HEIGHT;
+    const first = Math.max(0, Math.floor(viewport.scrollTop / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(order.length, Math.ceil((viewport.scrollTop + height) / ROW_HEIGHT) + OVERSCAN);
+    const fragment = document.createDocumentFragment();
+    for (let index = first; index < last; index += 1) {
+      const node = order[index];
+      const key = nodeKey(node);
+      let row = rowsByKey.get(key);
+      if (!row) row = createRow(node);
+      row.style.setProperty("top", `${index * ROW_HEIGHT}px`);
+      fragment.append(row);
     }
-    counter.textContent = filterText ? `${shown} of ${rowsByKey.size} rows match` : `${tree.nodes.size} spans`;
+    rows.replaceChildren(fragment);
   }
 
   function renderAxis() {
@@ -146,11 +176,18 @@ export function createWaterfall({ onSelect }) {
 
   function render() {
     rowsByKey.clear();
-    const fragment = document.createDocumentFragment();
-    for (const node of flatten(tree.roots, collapsed)) fragment.append(createRow(node));
-    rows.replaceChildren(fragment);
     renderAxis();
     applyFilter();
+  }
+
+  function scrollTo(key) {
+    const index = indexByKey.get(key);
+    if (index === undefined) return;
+    const top = index * ROW_HEIGHT;
+    if (top < viewport.scrollTop || top + ROW_HEIGHT > viewport.scrollTop + viewport.clientHeight) {
+      viewport.scrollTop = Math.max(0, top - viewport.clientHeight / 2);
+    }
+    paintWindow();
   }
 
   function select(key) {
@@ -165,7 +202,10 @@ export function createWaterfall({ onSelect }) {
       row.setAttribute("aria-selected", "true");
     }
     const node = tree.nodes.get(key);
-    if (node) onSelect(node, tree);
+    if (node) {
+      scrollTo(key);
+      onSelect(node, tree);
+    }
   }
 
   return {
@@ -177,7 +217,10 @@ export function createWaterfall({ onSelect }) {
       bounds = timeBounds(spans);
       if (wantedKey !== undefined) selectedKey = wantedKey;
       render();
-      if (selectedKey && tree.nodes.has(selectedKey)) onSelect(tree.nodes.get(selectedKey), tree);
+      if (selectedKey && tree.nodes.has(selectedKey)) {
+        scrollTo(selectedKey);
+        onSelect(tree.nodes.get(selectedKey), tree);
+      }
     },
     select,
     get tree() {
