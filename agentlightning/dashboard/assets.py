@@ -46,6 +46,7 @@ CONTENT_SECURITY_POLICY = (
 slipped into the DOM as markup could neither run a script nor send data elsewhere."""
 
 _AUTH_PLACEHOLDER = b'<meta name="agl-auth" content="probe">'
+_MAIN_SCRIPT = b'<script type="module" src="dashboard/js/main.js"></script>'
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ def load_assets(auth: AuthHint, root: Path = STATIC_DIR) -> dict[str, Asset]:
     Files with unknown extensions (editor backups, licences named without a suffix) are not served.
     """
     assets: dict[str, Asset] = {}
+    modules = sorted(path.relative_to(root).as_posix() for path in root.rglob("*.js"))
     for path in sorted(root.rglob("*")):
         if not path.is_file() or path.suffix not in _CONTENT_TYPES:
             continue
@@ -77,6 +79,10 @@ def load_assets(auth: AuthHint, root: Path = STATIC_DIR) -> dict[str, Asset]:
             if _AUTH_PLACEHOLDER not in body:
                 raise RuntimeError(f"{path} lacks the {_AUTH_PLACEHOLDER.decode()} element")
             body = body.replace(_AUTH_PLACEHOLDER, f'<meta name="agl-auth" content="{auth}">'.encode())
+            # Every module is announced up front, so the browser fetches them in parallel instead of discovering
+            # the import graph one level at a time.
+            preloads = "".join(f'<link rel="modulepreload" href="dashboard/{module}">' for module in modules)
+            body = body.replace(_MAIN_SCRIPT, preloads.encode() + _MAIN_SCRIPT)
             assets["/"] = _asset(body, path.suffix)
         else:
             assets[ASSET_PREFIX + relative] = _asset(body, path.suffix)

@@ -14,7 +14,9 @@ import { renderConversation } from "./conversation.js";
 import { exceptionBlock, spanDetails } from "./span_details.js";
 import { createWaterfall } from "./waterfall.js";
 
-const SPAN_PAGE = 1000;
+const FIRST_PAGE = 250; // enough for most rollouts; larger ones show these first, then the rest
+const SPAN_PAGE = 2000;
+const PARALLEL_PAGES = 4;
 
 export function createRolloutDetail({ api, navigate, route }) {
   const rolloutId = route.id;
@@ -99,23 +101,43 @@ export function createRolloutDetail({ api, navigate, route }) {
     return attempts.length ? attempts[attempts.length - 1].attempt_id : null;
   }
 
-  async function loadSpans(attemptId, signal) {
+  function spanQuery(attemptId, offset, limit = SPAN_PAGE) {
+    const query = { rollout_id: rolloutId, sort_by: "sequence_id", sort_order: "asc", limit, offset };
+    if (attemptId !== "all") query.attempt_id = attemptId;
+    return query;
+  }
+
+  /**
+   * Read the spans of `attemptId` not read yet; `prefetched` is the first page when it was already asked for.
+   * When more pages follow, `onPartial()` shows what has arrived first, so a large rollout appears at once.
+   */
+  async function loadSpans(attemptId, signal, prefetched = null, onPartial = null) {
     if (spansFor !== attemptId) {
       spans = [];
       spansFor = attemptId;
     }
-    const query = { rollout_id: rolloutId, sort_by: "sequence_id", sort_order: "asc", limit: SPAN_PAGE };
-    if (attemptId !== "all") query.attempt_id = attemptId;
-    for (;;) {
-      const page = await api.spans({ ...query, offset: spans.length }, { signal });
-      if (page.total < spans.length) {
-        spans = []; // spans were removed (retention): read again from the start
-        continue;
-      }
-      spans = spans.concat(page.items);
-      setText(spanStatus, `${spans.length} of ${page.total} spans loaded`);
-      if (!page.items.length || spans.length >= page.total) break;
+    const first = prefetched ?? (await api.spans(spanQuery(attemptId, spans.length), { signal }));
+    if (first.total < spans.length) {
+      spans = []; // spans were removed (retention): read them again from the start
+      return loadSpans(attemptId, signal);
     }
+    const offsets = [];
+    for (let offset = spans.length + first.items.length; first.items.length && offset < first.total; offset += SPAN_PAGE) {
+      offsets.push(offset);
+    }
+    if (offsets.length && onPartial) {
+      spans = spans.concat(first.items);
+      setText(spanStatus, `${spans.length} of ${first.total} spans loaded…`);
+      onPartial();
+      first.items = [];
+    }
+    const rest = [];
+    for (let index = 0; index < offsets.length; index += PARALLEL_PAGES) {
+      const pages = await Promise.all(offsets.slice(index, index + PARALLEL_PAGES).map((offset) => api.spans(spanQuery(attemptId, offset), { signal })));
+      rest.push(...pages.flatMap((page) => page.items));
+    }
+    spans = spans.concat(first.items, rest);
+    setText(spanStatus, `${spans.length} of ${Math.max(first.total, spans.length)} spans loaded`);
   }
 
   async function loadAttemptExceptions(signal) {
@@ -131,7 +153,15 @@ export function createRolloutDetail({ api, navigate, route }) {
   }
 
   async function refresh(signal) {
-    const answer = await api.rollout(rolloutId, { signal });
+    // The rollout, its attempts and (on the first load) its spans are asked for together; the spans of the
+    // latest attempt are the usual target, and are read again below if another attempt turns out to be meant.
+    const wanted = wantedAttempt();
+    const guess = wanted ?? (spansFor === null ? "latest" : null);
+    const [answer, attemptPage, prefetched] = await Promise.all([
+      api.rollout(rolloutId, { signal }),
+      api.attempts(rolloutId, { sort_by: "sequence_id", sort_order: "asc", limit: 500 }, { signal }),
+      guess !== null && spansFor !== guess ? api.spans(spanQuery(guess, 0, FIRST_PAGE), { signal }) : null,
+    ]);
     if (answer === null) {
       notFound.hidden = false;
       replace(notFound, h("h1", null, "Rollout not found"), h("p", null, `The store has no rollout with id “${rolloutId}”. It may have been removed by retention.`));
@@ -140,7 +170,6 @@ export function createRolloutDetail({ api, navigate, route }) {
       return;
     }
     rollout = answer;
-    const attemptPage = await api.attempts(rolloutId, { sort_by: "sequence_id", sort_order: "asc", limit: 500 }, { signal });
     attempts = attemptPage.items;
     await loadAttemptExceptions(signal);
     renderHeader();
@@ -152,7 +181,15 @@ export function createRolloutDetail({ api, navigate, route }) {
       return;
     }
     spansSection.hidden = false;
-    await loadSpans(attemptId, signal);
+    const latestId = attempts.length ? attempts[attempts.length - 1].attempt_id : null;
+    const usable =
+      prefetched &&
+      (guess === attemptId || (guess === "latest" && attemptId === latestId && prefetched.items.every((span) => span.attempt_id === attemptId)));
+    await loadSpans(attemptId, signal, usable && spansFor !== attemptId ? prefetched : null, () => renderSpans(false));
+    renderSpans(true);
+  }
+
+  function renderSpans(complete) {
     const last = spans[spans.length - 1];
     const signature = `${spansFor}/${spans.length}/${last ? last.sequence_id : ""}`;
     if (signature !== spanSignature) {
@@ -162,9 +199,9 @@ export function createRolloutDetail({ api, navigate, route }) {
       waterfall.setSpans(spans, match ? `${match.trace_id ?? ""}/${match.span_id ?? ""}` : undefined);
       conversationStale = true; // rendered when its tab is shown: it can be large
       renderRewards();
-      markPainted("agl:rollout-painted");
     }
     renderTabs();
+    markPainted(complete ? "agl:rollout-painted" : "agl:rollout-first-spans");
   }
 
   function renderHeader() {
