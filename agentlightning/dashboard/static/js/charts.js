@@ -59,8 +59,14 @@ function axes(root, x, y, xTicks, yTicks, xFormat, yFormat, height) {
       svg("text", { x: MARGIN.left - 6, y: position + 4, "text-anchor": "end", class: "chart-tick" }, yFormat(tick)),
     );
   }
+  let previous = null;
   for (const tick of xTicks) {
-    group.append(svg("text", { x: x(tick), y: plotBottom + 17, "text-anchor": "middle", class: "chart-tick" }, xFormat(tick)));
+    const text = xFormat(tick);
+    if (text === previous) continue; // ticks closer than the label's resolution
+    previous = text;
+    const position = x(tick);
+    const anchor = position > WIDTH - MARGIN.right - 30 ? "end" : position < MARGIN.left + 30 ? "start" : "middle";
+    group.append(svg("text", { x: position, y: plotBottom + 17, "text-anchor": anchor, class: "chart-tick" }, text));
   }
   group.append(svg("line", { x1: MARGIN.left, x2: WIDTH - MARGIN.right, y1: plotBottom, y2: plotBottom, class: "chart-axis" }));
   root.append(group);
@@ -163,7 +169,7 @@ export function barList({ bars, format, label, empty }) {
       h(
         "div",
         { class: `bar-row ${bar.className || ""}`, role: "listitem", title: bar.title || null },
-        h("span", { class: "bar-label" }, bar.label),
+        h("span", { class: "bar-label", title: bar.label }, bar.label),
         h("span", { class: "bar-track" }, h("span", { class: "bar-fill", style: { width: `${share.toFixed(2)}%` } })),
         h("span", { class: "bar-value" }, format(bar.value)),
         h("span", { class: "bar-note" }, bar.note || ""),
