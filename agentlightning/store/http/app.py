@@ -113,9 +113,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         }
         app.front_middleware.append((CORSMiddleware, cors))
     if settings.api_key:
-        app.front_middleware.append(
-            (ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": open_paths})
-        )
+        app.front_middleware.append((ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": open_paths}))
     app.front_middleware.append((OperationDispatcher, {"routes": routes}))
     app.state.store = store
     app.state.idempotency = cache
