@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -184,8 +185,15 @@ async def _claim(store: LightningStore, worker_id: str, rollout_id: str) -> str:
     return claimed.attempt.attempt_id
 
 
-async def _finish(store: LightningStore, rollout_id: str, attempt_id: str, status: str) -> None:
-    await store.update_attempt(rollout_id, attempt_id, status=status)
+async def _run_attempt(
+    store: LightningStore, worker: str, rollout_id: str, status: str, spans: Callable[[str], list[Span]]
+) -> str:
+    """One attempt: `worker` claims the rollout, stores `spans(attempt_id)` and ends it with `status`."""
+    attempt = await _claim(store, worker, rollout_id)
+    await add_spans(store, spans(attempt))
+    if status != "running":
+        await store.update_attempt(rollout_id, attempt, status=status)
+    return attempt
 
 
 async def build_run(store: LightningStore, *, extra_succeeded: int = 12, pause: float = 0.02) -> RunData:
@@ -205,9 +213,9 @@ async def build_run(store: LightningStore, *, extra_succeeded: int = 12, pause: 
 
     # Version 1: a few rollouts with modest rewards, one of them the recorded multi-agent trace.
     data.multi_agent = (await store.enqueue_rollout({"task": "build a sorter"}, mode="train")).rollout_id
-    attempt = await _claim(store, "runner-0", data.multi_agent)
-    await add_spans(store, recorded_multi_agent_trace(data.multi_agent, attempt))
-    await _finish(store, data.multi_agent, attempt, "succeeded")
+    await _run_attempt(
+        store, "runner-0", data.multi_agent, "succeeded", lambda at: recorded_multi_agent_trace(data.multi_agent, at)
+    )
     data.final_rewards[data.multi_agent] = 1.0
     data.succeeded.append(data.multi_agent)
     for index in range(extra_succeeded // 2):
@@ -219,24 +227,26 @@ async def build_run(store: LightningStore, *, extra_succeeded: int = 12, pause: 
     data.retried = (
         await store.enqueue_rollout({"task": "What is 6 * 7?"}, mode="train", config=retry_config)
     ).rollout_id
-    first = await _claim(store, "runner-0", data.retried)
-    await add_spans(
+    await _run_attempt(
         store,
-        [
-            proxy_call_span(data.retried, first, "What is 6 * 7?", "forty-two", start=time.time() - 0.5),
-            exception_span(data.retried, first, raised(ValueError("could not parse 'forty-two' as a number"))),
+        "runner-0",
+        data.retried,
+        "failed",
+        lambda at: [
+            proxy_call_span(data.retried, at, "What is 6 * 7?", "forty-two", start=time.time() - 0.5),
+            exception_span(data.retried, at, raised(ValueError("could not parse 'forty-two' as a number"))),
         ],
     )
-    await _finish(store, data.retried, first, "failed")
-    second = await _claim(store, "runner-1", data.retried)
-    await add_spans(
+    await _run_attempt(
         store,
-        [
-            proxy_call_span(data.retried, second, "What is 6 * 7?", "42", start=time.time() - 0.4),
-            reward_span(data.retried, second, 1.0),
+        "runner-1",
+        data.retried,
+        "succeeded",
+        lambda at: [
+            proxy_call_span(data.retried, at, "What is 6 * 7?", "42", start=time.time() - 0.4),
+            reward_span(data.retried, at, 1.0),
         ],
     )
-    await _finish(store, data.retried, second, "succeeded")
     data.final_rewards[data.retried] = 1.0
     data.succeeded.append(data.retried)
 
@@ -255,33 +265,41 @@ async def build_run(store: LightningStore, *, extra_succeeded: int = 12, pause: 
 
     # Failures: one for good (no retry allowed), one timed out.
     data.failed = (await store.enqueue_rollout({"task": "What is the square root of -1?"}, mode="train")).rollout_id
-    attempt = await _claim(store, "runner-2", data.failed)
-    await add_spans(
+    await _run_attempt(
         store,
-        [
-            proxy_call_span(data.failed, attempt, "What is the square root of -1?", "i", start=time.time() - 0.3),
-            exception_span(data.failed, attempt, raised(KeyError("answer"))),
+        "runner-2",
+        data.failed,
+        "failed",
+        lambda at: [
+            proxy_call_span(data.failed, at, "What is the square root of -1?", "i", start=time.time() - 0.3),
+            exception_span(data.failed, at, raised(KeyError("answer"))),
         ],
     )
-    await _finish(store, data.failed, attempt, "failed")
     data.timed_out = (await store.enqueue_rollout({"task": "Count to a billion"}, mode="val")).rollout_id
-    attempt = await _claim(store, "runner-1", data.timed_out)
-    await _finish(store, data.timed_out, attempt, "timeout")
+    await _run_attempt(store, "runner-1", data.timed_out, "timeout", lambda at: [])
 
     # One still running, one waiting for its retry, one cancelled, one never claimed.
     data.running = (await store.enqueue_rollout({"task": "What is 99 + 1?"}, mode="train")).rollout_id
-    attempt = await _claim(store, "runner-2", data.running)
-    await add_spans(store, [proxy_call_span(data.running, attempt, "What is 99 + 1?", "100", start=time.time() - 0.2)])
+    attempt = await _run_attempt(
+        store,
+        "runner-2",
+        data.running,
+        "running",
+        lambda at: [proxy_call_span(data.running, at, "What is 99 + 1?", "100", start=time.time() - 0.2)],
+    )
     await store.update_attempt(data.running, attempt, last_heartbeat_time=time.time())
     data.requeuing = (
         await store.enqueue_rollout({"task": "What is 7 - 9?"}, mode="train", config=retry_config)
     ).rollout_id
-    attempt = await _claim(store, "runner-0", data.requeuing)
-    await add_spans(
+    await _run_attempt(
         store,
-        [exception_span(data.requeuing, attempt, raised(TimeoutError("the model server did not answer in 30 s")))],
+        "runner-0",
+        data.requeuing,
+        "failed",
+        lambda at: [
+            exception_span(data.requeuing, at, raised(TimeoutError("the model server did not answer in 30 s")))
+        ],
     )
-    await _finish(store, data.requeuing, attempt, "failed")
     data.cancelled = (await store.enqueue_rollout({"task": "Never mind"}, mode="test")).rollout_id
     await store.update_rollout(data.cancelled, status="cancelled")
     data.queued = (await store.enqueue_rollout({"task": "What is 5 + 5?"}, mode="train")).rollout_id
@@ -294,15 +312,16 @@ async def _succeed_with_reward(
     store: LightningStore, data: RunData, question: str, reward: float, worker: str, answer: str = "0"
 ) -> str:
     rollout_id = (await store.enqueue_rollout({"task": question}, mode="train")).rollout_id
-    attempt = await _claim(store, worker, rollout_id)
-    await add_spans(
+    await _run_attempt(
         store,
-        [
-            proxy_call_span(rollout_id, attempt, question, answer, start=time.time() - 0.4),
-            reward_span(rollout_id, attempt, round(reward, 4), correct=1.0 if reward > 0.5 else 0.0),
+        worker,
+        rollout_id,
+        "succeeded",
+        lambda at: [
+            proxy_call_span(rollout_id, at, question, answer, start=time.time() - 0.4),
+            reward_span(rollout_id, at, round(reward, 4), correct=1.0 if reward > 0.5 else 0.0),
         ],
     )
-    await _finish(store, rollout_id, attempt, "succeeded")
     data.final_rewards[rollout_id] = round(reward, 4)
     data.succeeded.append(rollout_id)
     return rollout_id
