@@ -111,8 +111,13 @@ export function createOverview({ api, facts }) {
     );
   }
 
+  let throughputSignature = "";
   function renderThroughput(recent) {
-    const { width, buckets } = throughput(recent.map((rollout) => rollout.end_time));
+    const ends = recent.map((rollout) => rollout.end_time);
+    const signature = JSON.stringify(ends);
+    if (signature === throughputSignature) return; // keep the chart (and its hover read-out) when nothing finished
+    throughputSignature = signature;
+    const { width, buckets } = throughput(ends);
     const perMinute = width ? 60 / width : 1;
     replace(
       throughputSlot,

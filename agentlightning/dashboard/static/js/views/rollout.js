@@ -27,6 +27,9 @@ export function createRolloutDetail({ api, navigate, route }) {
   let spansFor = null; // the attempt id (or "all") the loaded spans belong to
   let spanSignature = "";
   let conversationStale = false;
+  let shownSpan = null;
+  let infoSignature = "";
+  let timelineSignature = "";
   const attemptExceptions = new Map(); // attempt id -> exceptions (only for finished attempts)
 
   const header = h("div", { class: "detail-header" });
@@ -90,7 +93,11 @@ export function createRolloutDetail({ api, navigate, route }) {
   }
 
   function showSpan(node) {
-    replace(detailsPanel, spanDetails(node.span, { openConversation: () => setTab("conversation") }));
+    const key = nodeKey(node);
+    if (key !== shownSpan) {
+      shownSpan = key; // spans never change once stored: a refresh keeps the panel (and what is unfolded in it)
+      replace(detailsPanel, spanDetails(node.span, { openConversation: () => setTab("conversation") }));
+    }
     if (params.get("span") !== node.span.span_id) setParams({ span: node.span.span_id });
   }
 
@@ -220,6 +227,9 @@ export function createRolloutDetail({ api, navigate, route }) {
       ),
     );
     const config = rollout.config || {};
+    const signature = JSON.stringify([rollout.input, config, rollout.metadata]);
+    if (signature === infoSignature) return; // unchanged: keep what the reader unfolded or selected
+    infoSignature = signature;
     replace(
       infoSlot,
       h(
@@ -263,6 +273,10 @@ export function createRolloutDetail({ api, navigate, route }) {
       replace(exceptionSlot);
       return;
     }
+    const active = attempts.some((attempt) => attempt.end_time === null || attempt.end_time === undefined);
+    const signature = JSON.stringify([attempts, rollout.end_time, selectedAttemptId(), [...attemptExceptions.keys()]]);
+    if (!active && signature === timelineSignature) return;
+    timelineSignature = signature;
     const now = Date.now() / 1000;
     const start = Math.min(rollout.start_time, ...attempts.map((attempt) => attempt.start_time));
     const end = Math.max(rollout.end_time ?? 0, ...attempts.map((attempt) => attempt.end_time ?? now), start + 1e-3);

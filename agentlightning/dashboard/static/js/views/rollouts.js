@@ -284,7 +284,9 @@ export function createRollouts({ api, facts, navigate, route }) {
     setText(cells.start_time, formatTime(rollout.start_time));
     cells.start_time.title = formatAge(rollout.start_time);
     const end = rollout.end_time ?? (TERMINAL_STATUSES.includes(rollout.status) ? null : Date.now() / 1000);
-    setText(cells.duration, end === null ? "—" : formatDuration(end - rollout.start_time) + (rollout.end_time ? "" : " …"));
+    const waiting = rollout.status === "queuing" || rollout.status === "requeuing";
+    const duration = end === null ? "—" : formatDuration(end - rollout.start_time);
+    setText(cells.duration, rollout.end_time || end === null ? duration : waiting ? `waiting ${duration}` : `${duration} …`);
     setText(cells.resources_id, rollout.resources_id ?? "—");
     const text = preview(rollout.input, 60);
     setText(cells.input, text);

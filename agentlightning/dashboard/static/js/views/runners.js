@@ -95,10 +95,17 @@ export function createRunners({ api }) {
         usage.memoryUsed !== null && usage.memoryTotal !== null && usage.memoryTotal > 1024 ? h("span", { class: "muted" }, ` ${formatBytes(usage.memoryUsed)} of ${formatBytes(usage.memoryTotal)}`) : null,
       );
       const flat = Object.entries(flattenStats(worker.heartbeat_stats ?? {}));
-      replace(
-        cells.stats,
-        flat.length ? h("details", null, h("summary", null, `${flat.length} values`), keyValueTable(flat)) : h("span", { class: "muted" }, "none"),
-      );
+      if (!flat.length) replace(cells.stats, h("span", { class: "muted" }, "none"));
+      else {
+        // The <details> stays (open or closed, as the reader left it); only its contents follow the heartbeats.
+        let details = cells.stats.querySelector("details");
+        if (!details) {
+          details = h("details", null, h("summary"), h("div"));
+          replace(cells.stats, details);
+        }
+        setText(details.firstChild, `${flat.length} values`);
+        replace(details.lastChild, keyValueTable(flat));
+      }
     }
   }
 
