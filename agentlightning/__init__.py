@@ -36,6 +36,13 @@ from .emitter import (
     operation,
     reward,
 )
+from .env_var import (
+    LightningEnvVar,
+    resolve_bool_env_var,
+    resolve_int_env_var,
+    resolve_managed_store_flag,
+    resolve_str_env_var,
+)
 from .execution import (
     ClientServerExecutionStrategy,
     ExecutionEvent,
@@ -154,6 +161,7 @@ __all__ = [
     "InMemoryLightningStore",
     "InvalidArgumentError",
     "LLMProxy",
+    "LightningEnvVar",
     "LightningSpanProcessor",
     "LightningStore",
     "LightningStoreCapabilities",
@@ -246,6 +254,10 @@ __all__ = [
     "llm_rollout",
     "operation",
     "prompt_rollout",
+    "resolve_bool_env_var",
+    "resolve_int_env_var",
+    "resolve_managed_store_flag",
+    "resolve_str_env_var",
     "reward",
     "rollout",
     "set_active_llm_proxy",

@@ -30,6 +30,8 @@ class LightningEnvVar(str, Enum):
     """The role of this process: algorithm, runner or both."""
     AGL_SERVER_HOST = "AGL_SERVER_HOST"
     AGL_SERVER_PORT = "AGL_SERVER_PORT"
+    AGL_REQUEST_TOKEN_IDS = "AGL_REQUEST_TOKEN_IDS"
+    """Zero-code capture asks OpenAI-compatible servers for token ids inside trace contexts (default true)."""
 
 
 def _name(env: Union[LightningEnvVar, str]) -> str:

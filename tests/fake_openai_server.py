@@ -5,13 +5,18 @@ Behaviour of `POST /v1/chat/completions`:
   `token_ids` in each choice (for streaming: `prompt_token_ids` in the first chunk, `token_ids` in each delta chunk).
   Ids are the UTF-8 bytes of the text plus 1000, so tests can predict them. Started with `token_ids="on_request"`
   the server only returns them when the request sets `return_token_ids: true` (as vLLM does); with `"never"` it
-  never does.
+  never does; with `"reject"` it answers a request carrying the field with OpenAI's 400 "Unrecognized request
+  argument supplied: return_token_ids" (as api.openai.com does) and otherwise returns no ids.
 - Tool calls: while the request offers a tool that the conversation has not called yet, the reply calls one (the
   one named in the user text if any, else the first such tool) with arguments made from its JSON schema. Once every
   offered tool was called it answers in text (`final answer: <last tool result>` after a tool message).
 - Text replies: `"reply to: <last user text>"` by default; a user text containing `REPLY:` makes the server answer
   with what follows it verbatim.
 - `stream: true` returns server-sent events; `stream_options.include_usage` adds a final usage chunk.
+
+`POST /v1/completions` answers `"reply to: <prompt>"` in vLLM's shape: `prompt_token_ids` and `token_ids` inside
+each choice; streamed, only the first chunk's choice carries `prompt_token_ids`. `GET /debug/requests` returns the
+bodies of the last 100 completion requests (tests check what clients sent).
 
 Run it in a subprocess with `FakeOpenAIServer().start()` (used as a context manager) or `python -m
 tests.fake_openai_server --port N`.
@@ -32,7 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-TokenIdMode = Literal["always", "on_request", "never"]
+TokenIdMode = Literal["always", "on_request", "never", "reject"]
 
 TOKEN_OFFSET = 1000
 
@@ -132,6 +137,68 @@ def create_app(token_ids: TokenIdMode = "always", delay: float = 0.0) -> Any:
     from starlette.routing import Route
 
     counter = itertools.count(1)
+    received: list[dict[str, Any]] = []
+
+    def wants_ids(body: dict[str, Any]) -> bool:
+        return token_ids == "always" or (token_ids == "on_request" and bool(body.get("return_token_ids")))
+
+    def rejection(body: dict[str, Any]) -> Optional[Any]:
+        if token_ids != "reject" or "return_token_ids" not in body:
+            return None
+        error = {
+            "message": "Unrecognized request argument supplied: return_token_ids",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+        return JSONResponse({"error": error}, status_code=400)
+
+    async def read(request: Any) -> dict[str, Any]:
+        body = await request.json()
+        received.append(body)
+        del received[:-100]
+        if delay > 0:
+            await asyncio.sleep(delay)
+        return body
+
+    async def requests(request: Any) -> Any:
+        return JSONResponse(received)
+
+    async def completions(request: Any) -> Any:
+        body = await read(request)
+        refused = rejection(body)
+        if refused is not None:
+            return refused
+        prompt = body.get("prompt")
+        prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        text = f"reply to: {prompt}"
+        with_ids = wants_ids(body)
+        response_id = f"cmpl-{next(counter)}"
+        usage = {
+            "prompt_tokens": len(encode(prompt)),
+            "completion_tokens": len(encode(text)),
+            "total_tokens": len(encode(prompt)) + len(encode(text)),
+        }
+        head = {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": body.get("model")}
+
+        def choice(piece: str, first: bool, finish: Optional[str]) -> dict[str, Any]:
+            item: dict[str, Any] = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
+            if with_ids:
+                if first:
+                    item["prompt_token_ids"] = encode(prompt)
+                item["token_ids"] = encode(piece)
+            return item
+
+        if body.get("stream"):
+            middle = len(text) // 2
+            chunks = [
+                {**head, "choices": [choice(text[:middle], True, None)]},
+                {**head, "choices": [choice(text[middle:], False, "stop")]},
+            ]
+            if (body.get("stream_options") or {}).get("include_usage"):
+                chunks.append({**head, "choices": [], "usage": usage})
+            return StreamingResponse(_sse(chunks), media_type="text/event-stream")
+        return JSONResponse({**head, "choices": [choice(text, True, "stop")], "usage": usage})
 
     async def models(request: Any) -> Any:
         return JSONResponse({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "tests"}]})
@@ -140,13 +207,14 @@ def create_app(token_ids: TokenIdMode = "always", delay: float = 0.0) -> Any:
         return JSONResponse({"status": "ok"})
 
     async def chat(request: Any) -> Any:
-        body = await request.json()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        body = await read(request)
+        refused = rejection(body)
+        if refused is not None:
+            return refused
         messages: list[dict[str, Any]] = body.get("messages") or []
         tools: Optional[list[dict[str, Any]]] = body.get("tools")
         model = body.get("model", "fake-model")
-        with_ids = token_ids == "always" or (token_ids == "on_request" and bool(body.get("return_token_ids")))
+        with_ids = wants_ids(body)
         response_id = f"chatcmpl-{next(counter)}"
         prompt_ids = encode(prompt_text(messages))
         tool = _next_tool(messages, tools)
@@ -211,6 +279,8 @@ def create_app(token_ids: TokenIdMode = "always", delay: float = 0.0) -> Any:
             Route("/v1/models", models, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/debug/requests", requests, methods=["GET"]),
         ]
     )
 
@@ -301,6 +371,11 @@ class FakeOpenAIServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    def received(self) -> list[dict[str, Any]]:
+        """The bodies of the last 100 completion requests the server received, oldest first."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/debug/requests", timeout=5) as response:
+            return json.loads(response.read())
+
     def start(self, timeout: float = 30.0) -> FakeOpenAIServer:
         command = [
             sys.executable,
@@ -346,7 +421,7 @@ class FakeOpenAIServer:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--token-ids", choices=["always", "on_request", "never"], default="always")
+    parser.add_argument("--token-ids", choices=["always", "on_request", "never", "reject"], default="always")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds of simulated generation per completion")
     args = parser.parse_args()
     serve(args.port, args.token_ids, args.delay)

@@ -1,4 +1,5 @@
-"""Reading span attributes written by different recorders (lists, JSON text or Python-literal text)."""
+"""Reading span attributes written by different recorders (lists, JSON text or Python-literal text), and the image
+URLs of multimodal prompts."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import ast
 import json
 from typing import Any, Optional
 
-__all__ = ["parse_literal", "token_id_list"]
+__all__ = ["image_urls", "parse_literal", "token_id_list"]
 
 
 def parse_literal(value: Any) -> Any:
@@ -38,3 +39,35 @@ def token_id_list(value: Any) -> Optional[list[int]]:
     ):
         return list(value)  # type: ignore[arg-type]
     return None
+
+
+def _part_image_url(part: Any) -> Optional[str]:
+    """The URL of one content part: OpenAI's `{"type": "image_url", "image_url": {"url": ...}}` (or a bare string
+    `image_url`), or the mapped OpenInference form `{"type": "image", "image_url": "..."}`."""
+    if not isinstance(part, dict):
+        return None
+    image = part.get("image_url")  # type: ignore[union-attr]
+    if isinstance(image, dict):
+        image = image.get("url")  # type: ignore[union-attr]
+    return image if isinstance(image, str) and image else None
+
+
+def image_urls(messages: Any) -> list[str]:
+    """The image URLs of prompt messages, in order of appearance.
+
+    Messages come from `gen_ai.prompt.<i>.*` attributes: a message's `content` may be a list of OpenAI content parts or
+    its JSON text (the LLM proxy records it that way), and instrumented spans carry `content_parts`.
+    """
+    urls: list[str] = []
+    if not isinstance(messages, list):
+        return urls
+    for message in messages:  # type: ignore[union-attr]
+        if not isinstance(message, dict):
+            continue
+        for key in ("content", "content_parts"):
+            parts = parse_literal(message.get(key))  # type: ignore[union-attr]
+            if isinstance(parts, dict):  # unflattened `content_parts.<k>` with a gap stays a dict
+                parts = [parts[k] for k in sorted(parts, key=str)]  # type: ignore[arg-type]
+            if isinstance(parts, list):
+                urls.extend(url for url in map(_part_image_url, parts) if url)  # type: ignore[arg-type]
+    return urls

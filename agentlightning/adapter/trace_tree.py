@@ -19,7 +19,7 @@ from agentlightning.emitter.reward import get_reward_value
 from agentlightning.semconv import AGL_VIRTUAL
 from agentlightning.types import Span, Triplet
 
-from .attributes import parse_literal, token_id_list
+from .attributes import image_urls, parse_literal, token_id_list
 
 __all__ = ["RewardMatchPolicy", "TraceTree"]
 
@@ -419,8 +419,10 @@ def _covering_span(spans: list[Span], *, name: str, span_id: Optional[str] = Non
 
 
 def add_raw_content(attributes: dict[str, Any], prompt: dict[str, Any], response: dict[str, Any]) -> None:
-    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`."""
+    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`, and the
+    prompt's image URLs (multimodal calls) into `image_urls` (always present, as in v0.3)."""
     prompt_messages = _messages(attributes, "gen_ai.prompt.")
+    prompt["image_urls"] = image_urls(prompt_messages)
     if prompt_messages:
         prompt["raw_content"] = prompt_messages
     completion_messages = _messages(attributes, "gen_ai.completion.")

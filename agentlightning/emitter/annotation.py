@@ -17,7 +17,7 @@ __all__ = ["emit_annotation"]
 logger = logging.getLogger("agentlightning.emitter")
 
 
-def emit_annotation(annotation: Mapping[str, Any], *, propagate: bool = True) -> Optional[SpanCoreFields]:
+def emit_annotation(annotation: Mapping[str, Any], propagate: bool = True) -> Optional[SpanCoreFields]:
     """Record an annotation span whose attributes are `annotation`, flattened.
 
     Conventional keys (see `agentlightning.semconv`): `agentlightning.reward` (a list of `{"name", "value"}`),

@@ -85,6 +85,17 @@ class OperationContext:
         """The fields recorded so far (None before the operation started)."""
         return self._recording.get_recorded_span() if self._recording is not None else None
 
+    def span(self) -> SpanCoreFields:
+        """The recorded span (v0.3): available once the operation has started.
+
+        Raises:
+            RuntimeError: the operation has not started yet.
+        """
+        recorded = self.get_recorded_span()
+        if recorded is None:
+            raise RuntimeError("The operation has not started yet: its span is not ready")
+        return recorded
+
     # -------------------------------------------------------------------------------------- context manager
     def __enter__(self) -> OperationContext:
         attributes = dict(flatten_attributes(self.attributes)) if self.attributes else {}
@@ -161,25 +172,30 @@ class OperationContext:
 
 
 @overload
-def operation(func: F) -> F: ...
+def operation(fn: F, *, name: Optional[str] = None, propagate: bool = True, **attributes: Any) -> F: ...
 
 
 @overload
 def operation(
-    func: Optional[str] = None, *, name: Optional[str] = None, propagate: bool = True, **attributes: Any
+    fn: Optional[str] = None, *, name: Optional[str] = None, propagate: bool = True, **attributes: Any
 ) -> OperationContext: ...
 
 
 def operation(
-    func: Union[Callable[..., Any], str, None] = None,
+    fn: Union[Callable[..., Any], str, None] = None,
     *,
     name: Optional[str] = None,
     propagate: bool = True,
     **attributes: Any,
 ) -> Any:
-    """Trace a function (as `@operation` or `@operation(...)`) or a block (`with operation("name"):`)."""
-    if callable(func):
-        return OperationContext(name, propagate=propagate, attributes=attributes)(func)
-    if isinstance(func, str) and name is None:
-        name = func
+    """Trace a function (`@operation`, `@operation(...)`, `operation(fn=func)`) or a block (`with operation("name"):`).
+
+    `fn` is the function to wrap (v0.3 name of the argument); a string instead names the operation.
+    """
+    if callable(fn):
+        return OperationContext(name, propagate=propagate, attributes=attributes)(fn)
+    if fn is not None and not isinstance(fn, str):
+        raise TypeError(f"operation() expects a function or an operation name, got {type(fn).__name__}")
+    if isinstance(fn, str) and name is None:
+        name = fn
     return OperationContext(name, propagate=propagate, attributes=attributes)

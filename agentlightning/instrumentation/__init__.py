@@ -10,8 +10,12 @@
 | `autogen` | `autogen_agentchat` | openinference-instrumentation-autogen-agentchat (`autogen`) |
 | `crewai` | `crewai` | openinference-instrumentation-crewai (`crewai`) |
 
-Frameworks that are not installed are skipped quietly; an installed framework whose instrumentor package is missing
-gives a warning naming the extra to install. Nothing heavy is imported until `instrument_all` runs.
+Without arguments, frameworks that are not installed are skipped quietly, and an installed framework that cannot be
+instrumented (its instrumentor package is missing, or does not support the installed framework version and would
+refuse to attach) is logged as an error and warned about, naming the extra to install: the other frameworks are
+still instrumented. Integrations named explicitly (`instrument_all(["crewai"])`, `OtelTracer(instrument=["crewai"])`)
+must attach: any of them that cannot raises `InstrumentationError`. Nothing heavy is imported until `instrument_all`
+runs.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Optional
 
-__all__ = ["INTEGRATIONS", "instrument_all", "uninstrument_all"]
+__all__ = ["INTEGRATIONS", "InstrumentationError", "instrument_all", "uninstrument_all"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,17 +48,31 @@ def _select(integrations: Optional[Iterable[str]]) -> list[str]:
     return names
 
 
-def instrument_all(integrations: Optional[Iterable[str]] = None) -> dict[str, bool]:
-    """Instrument the installed frameworks (all known ones, or the named `integrations`).
+class InstrumentationError(ImportError):
+    """An integration that was asked for by name cannot be instrumented (the message says why and what to install)."""
 
-    Returns integration name -> True when it is now instrumented. Never raises for a missing package.
+
+def instrument_all(integrations: Optional[Iterable[str]] = None) -> dict[str, bool]:
+    """Instrument the installed frameworks (all known ones), or exactly the named `integrations`.
+
+    Returns integration name -> True when it is now instrumented.
+
+    Raises:
+        InstrumentationError: an integration named in `integrations` cannot attach (framework or instrumentor not
+            installed, or versions the instrumentor does not support).
+        ValueError: an unknown integration name.
     """
     from ._openinference import framework_installed
 
+    explicit = integrations is not None
     result: dict[str, bool] = {}
     for name in _select(integrations):
         framework, module_path = INTEGRATIONS[name]
         if not framework_installed(framework):
+            if explicit:
+                raise InstrumentationError(
+                    f"Cannot instrument {name}: {framework} is not installed (pip install 'agentlightning[{_extra(name)}]')"
+                )
             logger.debug("%s is not installed; not instrumenting it", framework)
             result[name] = False
             continue
@@ -62,9 +80,17 @@ def instrument_all(integrations: Optional[Iterable[str]] = None) -> dict[str, bo
         try:
             result[name] = bool(getattr(module, f"instrument_{name}")())
         except ImportError as exc:
-            warnings.warn(f"{framework} is installed but cannot be instrumented: {exc}", stacklevel=2)
+            if explicit:
+                raise InstrumentationError(f"Cannot instrument {name}: {exc}") from exc
+            message = f"{framework} is installed but cannot be instrumented, so it runs uncaptured: {exc}"
+            logger.error(message)
+            warnings.warn(message, stacklevel=2)
             result[name] = False
     return result
+
+
+def _extra(name: str) -> str:
+    return name.replace("_", "-")
 
 
 def uninstrument_all(integrations: Optional[Iterable[str]] = None) -> None:

@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 __all__ = ["InstrumentationUnavailableError", "activate", "deactivate", "framework_installed", "instrument_pair"]
 
@@ -36,12 +36,40 @@ def _instrumentor(path: str, extra: str) -> Any:
     return getattr(module, class_name)()
 
 
+def _conflict(instrumentor: Any) -> Optional[str]:
+    """Why the installed packages do not satisfy the instrumentor (None when they do)."""
+    try:
+        from opentelemetry.instrumentation.dependencies import get_dependency_conflicts
+
+        conflict = get_dependency_conflicts(list(instrumentor.instrumentation_dependencies()))
+    except Exception:  # an instrumentor without the metadata: let instrument() decide
+        return None
+    return str(conflict) if conflict is not None else None
+
+
 def activate(path: str, extra: str, **kwargs: Any) -> bool:
-    """Instrument with the OpenInference instrumentor class at `path` (idempotent). Returns True if it is active."""
+    """Instrument with the OpenInference instrumentor class at `path` (idempotent). Returns True once it is active.
+
+    Raises:
+        InstrumentationUnavailableError: the instrumentor is missing, its framework's installed version is one it
+            does not support (it would silently refuse to attach), or it did not attach for another reason.
+    """
     instrumentor = _instrumentor(path, extra)
+    if instrumentor.is_instrumented_by_opentelemetry:
+        return True
+    conflict = _conflict(instrumentor)
+    if conflict is not None:
+        raise InstrumentationUnavailableError(
+            f"{type(instrumentor).__name__} cannot attach: {conflict}. Install compatible versions with "
+            f"`pip install 'agentlightning[{extra}]'`"
+        )
+    instrumentor.instrument(**kwargs)
     if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(**kwargs)
-    return bool(instrumentor.is_instrumented_by_opentelemetry)
+        raise InstrumentationUnavailableError(
+            f"{type(instrumentor).__name__} did not attach (see the log above); reinstall with "
+            f"`pip install 'agentlightning[{extra}]'`"
+        )
+    return True
 
 
 def deactivate(path: str) -> None:

@@ -5,7 +5,8 @@ Applied to every span when it is converted for storage (on the writer thread, no
 OpenInference OpenAI spans (instrumentation scope `openinference.instrumentation.openai`, kind LLM) become:
 - span name `openai.chat.completion` (chat completions), `openai.completion`, `openai.responses` or
   `openai.embeddings`, which the default `llm_call_match` of the triplet adapter recognises;
-- `gen_ai.prompt.<i>.role|content|name|tool_call_id`, `gen_ai.prompt.<i>.tool_calls.<j>.id|name|arguments`;
+- `gen_ai.prompt.<i>.role|content|name|tool_call_id`, `gen_ai.prompt.<i>.tool_calls.<j>.id|name|arguments`, and for
+  multimodal messages `gen_ai.prompt.<i>.content_parts.<k>.type|text|image_url`;
 - `gen_ai.completion.<i>.role|content|finish_reason` and `gen_ai.completion.<i>.tool_calls.<j>.id|name|arguments`;
 - `gen_ai.request.model`, `gen_ai.request.<sampling parameter>`, `gen_ai.request.functions.<i>.name|description|
   parameters`, `gen_ai.response.model`, `gen_ai.usage.prompt_tokens|completion_tokens|total_tokens`,
@@ -132,9 +133,16 @@ def _message_key(prefix: str, rest: str) -> Optional[str]:
         if short is None or not call_index.isdigit():
             return None
         return f"{prefix}.{index}.tool_calls.{call_index}.{short}"
-    if field.startswith("contents.") and field.endswith(".message_content.text"):
-        part = field[len("contents.") :].split(".", 1)[0]
-        return f"{prefix}.{index}.content_parts.{part}.text"
+    if field.startswith("contents."):
+        part, _, part_field = field[len("contents.") :].partition(".")
+        short = {
+            "message_content.text": "text",
+            "message_content.type": "type",
+            "message_content.image.image.url": "image_url",
+        }.get(part_field)
+        if short is None or not part.isdigit():
+            return None
+        return f"{prefix}.{index}.content_parts.{part}.{short}"
     return None
 
 

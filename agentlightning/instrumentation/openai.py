@@ -37,7 +37,11 @@ def instrument_openai() -> bool:
         logger.info("Re-instrumenting the OpenAI SDK so that token ids are recorded on its spans")
         instrumentor.uninstrument()
     install_token_id_recorder()
-    return activate(INSTRUMENTOR, "openai")
+    try:
+        return activate(INSTRUMENTOR, "openai")
+    except ImportError:
+        uninstall_token_id_recorder()
+        raise
 
 
 def uninstrument_openai() -> None:

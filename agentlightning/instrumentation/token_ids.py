@@ -1,19 +1,30 @@
-"""Record the token ids an OpenAI-compatible server returns on the LLM span of the call.
+"""Ask OpenAI-compatible servers for token ids, and record the ids they return on the LLM span of the call.
 
-vLLM (with `return_token_ids`) and Agent Lightning's own inference server return `prompt_token_ids` at the top level
-of a chat completion and `token_ids` in each choice; streamed responses carry `prompt_token_ids` in the first chunk
-and `token_ids` in every chunk. The OpenInference instrumentor does not record them, so this module wraps
-`OpenAI.request` / `AsyncOpenAI.request` *inside* the instrumentor's wrapper: the instrumentor's LLM span is the
-current span while the request runs, and the wrapper adds to it
+**Asking.** Training needs the exact token ids the server used; vLLM returns them only when the request says
+`return_token_ids: true`. So that unchanged agents are trainable, this module adds that field to every chat
+completions and completions request made through the OpenAI SDK while a trace context is open (the same rule that
+attributes spans to a rollout: `agentlightning.tracer.processor.current_trace_scope`). It works at the transport
+level (`OpenAI.request` / `AsyncOpenAI.request`), so it also covers frameworks that call the SDK for the agent and
+drop `extra_body` (AutoGen's `OpenAIChatCompletionClient`), LangChain/LangGraph, the OpenAI Agents SDK and LiteLLM's
+OpenAI provider (CrewAI). It is not added when the request already sets the field (in the body or `extra_body`), for
+OpenAI's own API (`api.openai.com`, Azure OpenAI), or when turned off: `OtelTracer(request_token_ids=False)` for a
+tracer, `AGL_REQUEST_TOKEN_IDS=0` for the process. A server that rejects the field (decided from the error's
+structure, see `agentlightning.llm_proxy.token_id_support`) gets the request again without it, is not asked for a
+while, and a warning says capture is off for it. The Responses API (`/responses`) is left unchanged.
+
+**Recording.** vLLM (with `return_token_ids`) and Agent Lightning's inference server return `prompt_token_ids` at the
+top level of a chat completion and `token_ids` in each choice; vLLM's `/v1/completions` puts `prompt_token_ids`
+inside each choice (streamed: in the first chunk's choice). The wrapper sits *inside* the OpenInference
+instrumentor's wrapper, so the instrumentor's LLM span is current while the request runs, and it adds to it
 
 - `prompt_token_ids` and `response_token_ids` (first choice) as compact JSON text on the live span (cheap to set);
   stored spans carry them as lists of ints (decoded by `agentlightning.tracer.convert`),
 - `gen_ai.response.id`,
 - `logprobs.content` (JSON text of the first choice's per-token logprobs) when the server returned them.
 
-Older response shapes are read too: `choices[0].provider_specific_fields["token_ids"]` (LiteLLM),
-`response_token_ids[0]` (v0.2 patched vLLM) and `choices[0].prompt_token_ids` (vLLM completions API).
-Streams are observed in place (the stream object keeps its type), so streaming consumers see no difference.
+Older response shapes are read too: `choices[0].provider_specific_fields["token_ids"]` (LiteLLM) and
+`response_token_ids[0]` (v0.2 patched vLLM). Streams are observed in place (the stream object keeps its type), so
+streaming consumers see no difference.
 """
 
 from __future__ import annotations
@@ -21,15 +32,34 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Optional
+from urllib.parse import urlsplit
 
-__all__ = ["install_token_id_recorder", "is_installed", "uninstall_token_id_recorder"]
+from agentlightning.env_var import LightningEnvVar, resolve_bool_env_var
+from agentlightning.llm_proxy.token_id_support import FIELD, TokenIdSupport, rejects_return_token_ids
+
+__all__ = [
+    "install_token_id_recorder",
+    "is_installed",
+    "token_id_support",
+    "uninstall_token_id_recorder",
+]
 
 logger = logging.getLogger(__name__)
 
 _MARK = "_agl_token_ids"
 _originals: dict[type, Optional[Any]] = {}
+
+_support = TokenIdSupport(what="Zero-code capture")
+_ENDPOINT = re.compile(r"(?:^|/)(?:chat/)?completions/?$")
+_warned_env = False
+
+
+def token_id_support() -> TokenIdSupport:
+    """Which servers refused `return_token_ids` (and when they are asked again), process-wide."""
+    return _support
 
 
 def _int_list(value: Any) -> Optional[list[int]]:
@@ -135,6 +165,8 @@ class _StreamRecorder:
             for choice in getattr(chunk, "choices", None) or []:
                 if getattr(choice, "index", 0) != 0:
                     continue
+                if self.prompt is None:  # vLLM completions: in the first chunk's choice
+                    self.prompt = _int_list(_extra(choice, "prompt_token_ids"))
                 ids = _int_list(_extra(choice, "token_ids"))
                 if ids is not None:
                     self.saw_completion_ids = True
@@ -192,11 +224,91 @@ def _observe(span: Any, response: Any) -> Any:
     return response
 
 
+def _requests_wanted() -> bool:
+    """Whether calls made here should ask for token ids (a trace context is open and it wants them)."""
+    global _warned_env
+    from agentlightning.tracer.processor import current_trace_scope
+
+    scope = current_trace_scope()
+    if scope is None or not getattr(scope.owner, "request_token_ids", False):
+        return False
+    try:
+        return resolve_bool_env_var(LightningEnvVar.AGL_REQUEST_TOKEN_IDS, fallback=True)
+    except ValueError as exc:
+        if not _warned_env:
+            _warned_env = True
+            logger.warning("%s; token ids are requested (the default)", exc)
+        return True
+
+
+def _is_openai_api(host: str) -> bool:
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+
+
+def _add_token_id_request(client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[tuple[Any, str]]:
+    """The request options with `return_token_ids: true` added, and the server's key; None to send them unchanged."""
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    if options is None or str(getattr(options, "method", "")).lower() != "post" or not _requests_wanted():
+        return None
+    url = str(getattr(options, "url", ""))
+    if not _ENDPOINT.search(urlsplit(url).path if "://" in url else url.split("?")[0]):
+        return None
+    body = getattr(options, "json_data", None)
+    extra = getattr(options, "extra_json", None)
+    if not isinstance(body, Mapping) or FIELD in body or (isinstance(extra, Mapping) and FIELD in extra):
+        return None
+    base_url = getattr(client, "base_url", None)
+    host = str(getattr(base_url, "host", "") or "")
+    server = str(base_url)
+    if _is_openai_api(host) or not _support.wanted(server):
+        return None
+    updated = options.model_copy()
+    updated.json_data = {**body, FIELD: True}
+    return updated, server
+
+
+def _with_options(
+    args: tuple[Any, ...], kwargs: dict[str, Any], options: Any
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if len(args) > 1:
+        return (args[0], options, *args[2:]), kwargs
+    return args, {**kwargs, "options": options}
+
+
+def _refused(exc: BaseException) -> Optional[str]:
+    """The error text when `exc` is a server's rejection of `return_token_ids`, else None."""
+    response = getattr(exc, "response", None)
+    status = getattr(exc, "status_code", None)
+    if response is None or not isinstance(status, int):
+        return None
+    try:
+        content = response.content
+    except Exception:
+        return None
+    if not rejects_return_token_ids(status, content):
+        return None
+    return bytes(content).decode("utf-8", "replace")
+
+
 def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         span = _current_llm_span()
-        response = original(self, *args, **kwargs)
+        added = _add_token_id_request(self, args, kwargs)
+        if added is None:
+            response = original(self, *args, **kwargs)
+        else:
+            try:
+                new_args, new_kwargs = _with_options(args, kwargs, added[0])
+                response = original(self, *new_args, **new_kwargs)
+            except Exception as exc:
+                detail = _refused(exc)
+                if detail is None:
+                    raise
+                _support.rejected(added[1], detail)
+                response = original(self, *args, **kwargs)
+            else:
+                _support.accepted(added[1])
         return _observe(span, response) if span is not None else response
 
     setattr(request, _MARK, True)
@@ -207,7 +319,21 @@ def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         span = _current_llm_span()
-        response = await original(self, *args, **kwargs)
+        added = _add_token_id_request(self, args, kwargs)
+        if added is None:
+            response = await original(self, *args, **kwargs)
+        else:
+            new_args, new_kwargs = _with_options(args, kwargs, added[0])
+            try:
+                response = await original(self, *new_args, **new_kwargs)
+            except Exception as exc:
+                detail = _refused(exc)
+                if detail is None:
+                    raise
+                _support.rejected(added[1], detail)
+                response = await original(self, *args, **kwargs)
+            else:
+                _support.accepted(added[1])
         return _observe(span, response) if span is not None else response
 
     setattr(request, _MARK, True)

@@ -19,9 +19,12 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from agentlightning.store.base import LightningStore
 from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundError
+from agentlightning.tracer.scope import untraced_asgi
 
+from .auth import ProxyKeyMiddleware
 from .models import ModelRouter, Upstream
 from .record import CallRecord, StreamAssembler
+from .token_id_support import FIELD, rejects_return_token_ids
 from .upstream import UpstreamClient, UpstreamResponse
 from .writer import SpanWriter
 
@@ -40,6 +43,7 @@ class ProxyState:
     num_retries: int
     request_timeout: float
     request_logprobs: bool = False
+    api_key: Optional[str] = None
     upstream: Optional[UpstreamClient] = None
     writer: Optional[SpanWriter] = None
     loop: Any = None
@@ -51,6 +55,15 @@ def _error(status: int, message: str, kind: str = "invalid_request_error", code:
 
 
 def create_proxy_app(state: ProxyState) -> Any:
+    """The proxy's ASGI app: the API-key check (when `state.api_key` is set) in front of the routes, and nothing it
+    does traced into a rollout (the proxy may share its process with an agent's open trace context)."""
+    app = _routes(state)
+    if state.api_key:
+        app = ProxyKeyMiddleware(app, state.api_key)
+    return untraced_asgi(app)
+
+
+def _routes(state: ProxyState) -> Any:
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         state.loop = asyncio.get_running_loop()
@@ -149,15 +162,19 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     path_upstream = "/chat/completions" if kind == "chat" else "/completions"
     assert state.upstream is not None and state.writer is not None
     result = await state.upstream.send(upstream, path_upstream, upstream_body)
-    if result.response is not None and result.response.status_code == 400 and "return_token_ids" in upstream_body:
-        detail = (await result.response.read()).decode("utf-8", "replace")
-        if "return_token_ids" in detail:
+    error_body: Optional[bytes] = None
+    asked_for_ids = FIELD in upstream_body
+    if asked_for_ids and result.response is not None and result.response.status_code in (400, 422):
+        error_body = await result.response.read()
+        if rejects_return_token_ids(result.response.status_code, error_body):
             await result.response.close()
-            logger.info("Upstream %s does not support return_token_ids; not asking again", upstream.api_base)
-            state.router.disable_token_ids(upstream)
-            upstream_body = _upstream_body(state, upstream, body, stream)
+            state.router.token_ids.rejected(upstream.api_base, error_body.decode("utf-8", "replace"))
+            upstream_body = _upstream_body(state, upstream, body, stream, token_ids=False)
             record.request = upstream_body
+            asked_for_ids, error_body = False, None
             result = await state.upstream.send(upstream, path_upstream, upstream_body)
+    if asked_for_ids and result.response is not None and result.response.status_code == 200:
+        state.router.token_ids.accepted(upstream.api_base)
     record.attempts = result.attempts
     if result.response is None:
         message = f"Upstream {upstream.api_base} is unreachable: {result.error}"
@@ -166,7 +183,7 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         return _error(502, message, kind="upstream_error", code="upstream_unreachable")
     response = result.response
     if response.status_code != 200:
-        raw = await response.read()
+        raw = error_body if error_body is not None else await response.read()
         await response.close()
         record.fail(
             "UpstreamHTTPError", f"Upstream answered {response.status_code}: {raw[:2000]!r}", response.status_code
@@ -193,10 +210,14 @@ def _client_wants_usage(body: dict[str, Any]) -> bool:
     return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
-def _upstream_body(state: ProxyState, upstream: Upstream, body: dict[str, Any], stream: bool) -> dict[str, Any]:
+def _upstream_body(
+    state: ProxyState, upstream: Upstream, body: dict[str, Any], stream: bool, *, token_ids: bool = True
+) -> dict[str, Any]:
     forwarded = {**upstream.extra_body, **body, "model": upstream.upstream_model}
-    if state.router.wants_token_ids(upstream):
-        forwarded["return_token_ids"] = True
+    if token_ids and FIELD not in body and state.router.wants_token_ids(upstream):
+        forwarded[FIELD] = True
+    elif not token_ids:
+        forwarded.pop(FIELD, None)
     if state.request_logprobs and "logprobs" not in body:
         forwarded["logprobs"] = True if "messages" in body else 1
     if stream:
@@ -219,6 +240,23 @@ def _relay_stream(
 ) -> Any:
     assembler = StreamAssembler(kind)
 
+    submitted = False
+
+    def submit(completed: bool) -> None:
+        # Called before the final event reaches the client: once a client has read `[DONE]`, `proxy.flush()` finds
+        # the call's record already queued.
+        nonlocal submitted
+        if submitted:
+            return
+        submitted = True
+        if completed:
+            record.finish(response=assembler.response(), status_code=200)
+        else:
+            record.response = assembler.response()
+            record.fail("StreamInterrupted", "The stream ended early (client disconnected or upstream failed)")
+        assert state.writer is not None
+        state.writer.submit(record)
+
     async def relay() -> AsyncIterator[bytes]:
         buffer = b""
         completed = False
@@ -227,23 +265,25 @@ def _relay_stream(
                 buffer += piece
                 while b"\n\n" in buffer:
                     event, buffer = buffer.split(b"\n\n", 1)
-                    forward = _inspect_event(event, assembler, wants_usage)
-                    if forward:
+                    if _is_done(event):
+                        submit(completed=True)
+                    if _inspect_event(event, assembler, wants_usage):
                         yield event + b"\n\n"
-            if buffer.strip() and _inspect_event(buffer, assembler, wants_usage):
-                yield buffer
+            if buffer.strip():
+                if _is_done(buffer):
+                    submit(completed=True)
+                if _inspect_event(buffer, assembler, wants_usage):
+                    yield buffer
             completed = True
         finally:
             await response.close()
-            if completed:
-                record.finish(response=assembler.response(), status_code=200)
-            else:
-                record.response = assembler.response()
-                record.fail("StreamInterrupted", "The stream ended early (client disconnected or upstream failed)")
-            assert state.writer is not None
-            state.writer.submit(record)
+            submit(completed)
 
     return StreamingResponse(relay(), media_type="text/event-stream")
+
+
+def _is_done(event: bytes) -> bool:
+    return any(line.startswith(b"data:") and line[5:].strip() == b"[DONE]" for line in event.split(b"\n"))
 
 
 def _inspect_event(event: bytes, assembler: StreamAssembler, wants_usage: bool) -> bool:

@@ -9,6 +9,8 @@ from typing import Any, Optional
 
 from typing_extensions import TypedDict
 
+from .token_id_support import TokenIdSupport
+
 # Provider prefixes of LiteLLM model strings that mean "an OpenAI-compatible server"; they are stripped.
 OPENAI_COMPATIBLE_PREFIXES = ("hosted_vllm/", "openai/", "vllm/", "text-completion-openai/", "openai_like/")
 
@@ -72,9 +74,21 @@ def parse_model_config(entry: Any, position: int) -> Upstream:
 
 
 class ModelRouter:
-    """Maps model names to upstreams; several entries with one name are used in turn (round robin)."""
+    """Maps model names to upstreams; several entries with one name are used in turn (round robin).
 
-    def __init__(self, model_list: list[ModelConfig]) -> None:
+    Args:
+        model_list: LiteLLM-style entries.
+        request_token_ids: ask upstreams for token ids (each entry can still opt out with `return_token_ids: false`).
+        token_ids: the memory of upstreams that refused `return_token_ids` (re-probed after a while).
+    """
+
+    def __init__(
+        self,
+        model_list: list[ModelConfig],
+        *,
+        request_token_ids: bool = True,
+        token_ids: Optional[TokenIdSupport] = None,
+    ) -> None:
         upstreams = [parse_model_config(entry, position) for position, entry in enumerate(model_list)]
         self.model_names: list[str] = list(dict.fromkeys(upstream.model_name for upstream in upstreams))
         self._by_name: dict[str, list[Upstream]] = {}
@@ -82,7 +96,8 @@ class ModelRouter:
             self._by_name.setdefault(upstream.model_name, []).append(upstream)
         self._cycles = {name: itertools.cycle(entries) for name, entries in self._by_name.items()}
         self._lock = threading.Lock()
-        self._without_token_ids: set[str] = set()
+        self.request_token_ids = request_token_ids
+        self.token_ids = token_ids if token_ids is not None else TokenIdSupport()
 
     def route(self, model_name: str) -> Optional[Upstream]:
         cycle = self._cycles.get(model_name)
@@ -92,8 +107,5 @@ class ModelRouter:
             return next(cycle)
 
     def wants_token_ids(self, upstream: Upstream) -> bool:
-        return upstream.return_token_ids and upstream.key not in self._without_token_ids
-
-    def disable_token_ids(self, upstream: Upstream) -> None:
-        """The upstream rejected `return_token_ids` (not a vLLM server): stop asking it."""
-        self._without_token_ids.add(upstream.key)
+        """Whether this call to `upstream` should ask for token ids."""
+        return self.request_token_ids and upstream.return_token_ids and self.token_ids.wanted(upstream.api_base)

@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 from collections.abc import Generator
 from typing import Any, Optional
 
 from agentlightning.store.base import LightningStore
 from agentlightning.types import LLM, ProxyLLM
 
+from .auth import API_KEY_ENV, check_exposure
 from .models import ModelConfig, ModelRouter
+from .token_id_support import TokenIdSupport
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +64,10 @@ class LLMProxy:
         num_retries: upstream retries on connection errors, 429 and 5xx (with backoff).
         bind_host: the interface to listen on (default 127.0.0.1).
         request_timeout: seconds to wait for an upstream answer.
+        api_key: the key agents must send (`Authorization: Bearer <key>`; default: `AGL_PROXY_API_KEY`). Required
+            on a non-loopback `bind_host` unless `insecure=True`; `as_resource` hands it to agents.
+        insecure: allow a non-loopback `bind_host` without an API key (the proxy then relays anyone's calls).
+        token_id_reprobe_after: seconds before an upstream that refused `return_token_ids` is asked again.
     """
 
     def __init__(
@@ -79,6 +86,9 @@ class LLMProxy:
         *,
         bind_host: str = "127.0.0.1",
         request_timeout: float = 600.0,
+        api_key: Optional[str] = None,
+        insecure: bool = False,
+        token_id_reprobe_after: float = 300.0,
     ) -> None:
         if num_workers != 1:
             raise ValueError("LLMProxy serves with one worker; run several proxies behind a load balancer to scale out")
@@ -97,9 +107,11 @@ class LLMProxy:
             num_retries = settings["num_retries"]
         if num_retries < 0:
             raise ValueError(f"num_retries must not be negative, got {num_retries}")
+        self.api_key = api_key if api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+        self.insecure = insecure
+        check_exposure(bind_host, self.api_key, insecure)
         self.port = port or 0
         self.model_list: list[ModelConfig] = list(model_list or [])
-        self._router = ModelRouter(self.model_list)
         self.store = store
         self.bind_host = bind_host
         self.host = host or bind_host
@@ -107,6 +119,8 @@ class LLMProxy:
         self.request_timeout = request_timeout
         self.request_logprobs = "logprobs" in (callbacks or [])
         self.return_token_ids = callbacks is None or "return_token_ids" in callbacks
+        self._token_ids = TokenIdSupport(reprobe_after=token_id_reprobe_after)
+        self._router = self._make_router(self.model_list)
         self._server: Any = None
         self._state: Any = None
 
@@ -122,9 +136,12 @@ class LLMProxy:
     def update_port(self, port: int) -> None:
         self.port = port
 
+    def _make_router(self, model_list: list[ModelConfig]) -> ModelRouter:
+        return ModelRouter(list(model_list), request_token_ids=self.return_token_ids, token_ids=self._token_ids)
+
     def update_model_list(self, model_list: list[ModelConfig]) -> None:
         """Replace the model list; a running proxy restarts with it."""
-        self._router = ModelRouter(list(model_list))
+        self._router = self._make_router(model_list)
         self.model_list = list(model_list)
         if self.is_running():
             self.restart()
@@ -145,20 +162,16 @@ class LLMProxy:
 
         if self.store is None:
             raise ValueError("LLMProxy needs a store before it can start: pass store=... or call set_store()")
+        check_exposure(self.bind_host, self.api_key, self.insecure)
         if self.is_running():
             self.stop()
-        router = self._router
-        if not self.return_token_ids:
-            for name in router.model_names:
-                upstream = router.route(name)
-                if upstream is not None:
-                    router.disable_token_ids(upstream)
         self._state = ProxyState(
-            router=router,
+            router=self._router,
             store=self.store,
             num_retries=self.num_retries,
             request_timeout=self.request_timeout,
             request_logprobs=self.request_logprobs,
+            api_key=self.api_key,
         )
         self._server = UvicornThread(
             create_proxy_app(self._state), host=self.bind_host, port=self.port, name="agl-llm-proxy"
@@ -221,9 +234,14 @@ class LLMProxy:
             raise ValueError("Pass both rollout_id and attempt_id, or neither")
         parameters = dict(sampling_parameters or {})
         if rollout_id is None:
-            return ProxyLLM(endpoint=self.endpoint, model=model, sampling_parameters=parameters)
+            return ProxyLLM(endpoint=self.endpoint, model=model, sampling_parameters=parameters, api_key=self.api_key)
         return LLM(
             endpoint=f"{self.endpoint}/rollout/{rollout_id}/attempt/{attempt_id}",
             model=model,
             sampling_parameters=parameters,
+            api_key=self.api_key,
         )
+
+    def token_id_refusals(self) -> dict[str, float]:
+        """Upstreams that refused `return_token_ids`, with the seconds until they are asked again."""
+        return self._token_ids.refused()

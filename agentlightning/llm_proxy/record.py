@@ -1,5 +1,9 @@
 """What the proxy records about one LLM call, and how a streamed response is reassembled.
 
+Identity: a record draws its trace and span ids once, when the call arrives, and `to_span` converts it once (later
+calls only renumber the cached span). A writer that retries a batch whose first write committed but whose answer
+was lost therefore sends the very same span, and the store's duplicate check (rollout, attempt, span id) drops it.
+
 Span format (one span per call; `docs/llm_proxy.md` lists it for adapter authors):
 - name `openai.chat.completion` or `openai.completion`; status OK, or ERROR with a description.
 - `gen_ai.system`, `gen_ai.operation.name`, `gen_ai.request.model`, `gen_ai.response.model`, `gen_ai.response.id`,
@@ -37,9 +41,20 @@ def _int_list(value: Any) -> Optional[list[int]]:
     return None
 
 
+def _new_trace_id() -> str:
+    return os.urandom(16).hex()
+
+
+def _new_span_id() -> str:
+    return os.urandom(8).hex()
+
+
 @dataclass
 class CallRecord:
-    """Everything known about one proxied call, turned into a span by `to_span`."""
+    """Everything known about one proxied call, turned into a span by `to_span`.
+
+    `trace_id` and `span_id` are fixed when the record is created, so every conversion yields the same span.
+    """
 
     rollout_id: str
     attempt_id: str
@@ -56,6 +71,9 @@ class CallRecord:
     attempts: int = 0
     sequence_id: Optional[int] = None
     requested_model: Optional[str] = None
+    trace_id: str = field(default_factory=_new_trace_id)
+    span_id: str = field(default_factory=_new_span_id)
+    _span: Optional[Span] = field(default=None, init=False, repr=False, compare=False)
 
     def finish(self, *, response: Optional[dict[str, Any]] = None, status_code: Optional[int] = None) -> None:
         self.end_time = time.time()
@@ -69,15 +87,29 @@ class CallRecord:
         self.finish(status_code=status_code)
 
     def to_span(self, sequence_id: int) -> Span:
-        trace_id, span_id = os.urandom(16).hex(), os.urandom(8).hex()
-        end_time = self.end_time if self.end_time is not None else time.time()
+        """The call as a span numbered `sequence_id`.
+
+        The span is built on the first call (an unfinished record is stamped as ending then) and reused afterwards:
+        ids, times and attributes never change between conversions, only the sequence id may.
+        """
+        span = self._span
+        if span is None:
+            span = self._span = self._build_span(sequence_id)
+        elif span.sequence_id != sequence_id:
+            span = self._span = span.model_copy(update={"sequence_id": sequence_id})
+        return span
+
+    def _build_span(self, sequence_id: int) -> Span:
+        if self.end_time is None:
+            self.end_time = time.time()
+        end_time = self.end_time
         failed = self.error_type is not None
         return Span(
             rollout_id=self.rollout_id,
             attempt_id=self.attempt_id,
             sequence_id=sequence_id,
-            trace_id=trace_id,
-            span_id=span_id,
+            trace_id=self.trace_id,
+            span_id=self.span_id,
             parent_id=None,
             name=CHAT_SPAN_NAME if self.kind == "chat" else COMPLETION_SPAN_NAME,
             status=TraceStatus(status_code="ERROR", description=self.error_message)
@@ -88,7 +120,7 @@ class CallRecord:
             links=[],
             start_time=self.start_time,
             end_time=end_time,
-            context=SpanContext(trace_id=trace_id, span_id=span_id, is_remote=False, trace_state={}),
+            context=SpanContext(trace_id=self.trace_id, span_id=self.span_id, is_remote=False, trace_state={}),
             parent=None,
             resource=OtelResource(attributes={"service.name": "agentlightning.llm_proxy"}, schema_url=""),
         )
@@ -155,7 +187,7 @@ class CallRecord:
             attrs["gen_ai.response.id"] = response["id"]
         if isinstance(response.get("model"), str):
             attrs["gen_ai.response.model"] = response["model"]
-        prompt_ids = _int_list(response.get("prompt_token_ids"))
+        prompt_ids = prompt_token_ids_of(response)
         if prompt_ids is not None:
             attrs["prompt_token_ids"] = prompt_ids
         for choice in response.get("choices") or []:
@@ -196,6 +228,20 @@ class CallRecord:
                 attrs["gen_ai.usage.output_tokens"] = usage["completion_tokens"]
 
 
+def prompt_token_ids_of(response: dict[str, Any]) -> Optional[list[int]]:
+    """The prompt token ids of a response: top level (vLLM chat completions, our inference server) or in the first
+    choice that has them (vLLM `/v1/completions`, where each choice carries its prompt's ids)."""
+    prompt_ids = _int_list(response.get("prompt_token_ids"))
+    if prompt_ids is not None:
+        return prompt_ids
+    for choice in response.get("choices") or []:
+        if isinstance(choice, dict):
+            prompt_ids = _int_list(choice.get("prompt_token_ids"))
+            if prompt_ids is not None:
+                return prompt_ids
+    return None
+
+
 class StreamAssembler:
     """Rebuilds the non-streaming response from `chat.completion.chunk` / `text_completion` chunks."""
 
@@ -224,6 +270,9 @@ class StreamAssembler:
         state = self.choices.setdefault(
             index, {"index": index, "content": "", "role": "assistant", "token_ids": [], "logprobs": [], "tools": {}}
         )
+        prompt_ids = _int_list(choice.get("prompt_token_ids"))  # vLLM completions: first chunk of each choice
+        if prompt_ids is not None and "prompt_token_ids" not in state:
+            state["prompt_token_ids"] = prompt_ids
         delta = choice.get("delta") if self.kind == "chat" else None
         if isinstance(delta, dict):
             if delta.get("role"):
@@ -276,6 +325,8 @@ class StreamAssembler:
                 choice["text"] = state["content"]
             if state.get("has_token_ids"):
                 choice["token_ids"] = state["token_ids"]
+            if "prompt_token_ids" in state:
+                choice["prompt_token_ids"] = state["prompt_token_ids"]
             choices.append(choice)
         body: dict[str, Any] = {
             **self.header,

@@ -33,6 +33,7 @@ from .query import (
     build_query,
 )
 from .validation import (
+    ROLLOUT_MODES,
     check_config,
     check_enqueue_request,
     check_id,
@@ -199,13 +200,15 @@ class RolloutOperations(CoreStoreBase):
         offset: int = 0,
         status: Optional[Sequence[str]] = None,
         rollout_ids: Optional[Sequence[str]] = None,
+        mode_in: Optional[Sequence[str]] = None,
     ) -> Sequence[Rollout]:
         statuses = check_status_list(status_in if status_in is not None else status, ROLLOUT_STATUSES, "status_in")
         ids = check_id_list(rollout_id_in if rollout_id_in is not None else rollout_ids, "rollout_id_in")
+        modes = check_status_list(mode_in, ROLLOUT_MODES, "mode_in", ("mode", "modes"))
         query = build_query(
             "rollouts",
             ROLLOUT_FIELDS,
-            within={"status": statuses, "rollout_id": ids},
+            within={"status": statuses, "rollout_id": ids, "mode": modes},
             contains={"rollout_id": rollout_id_contains},
             filter_logic=filter_logic,
             sort_by=sort_by,

@@ -8,9 +8,10 @@ Usage (v0.3 form)::
         await agent(...)          # spans created here are stored under (rid, aid)
     spans = tracer.get_last_trace()
 
-The v0.2 form `trace_context(store=..., rollout_id=..., attempt_id=...)` works too. Leaving the context waits until
-the writer stored the context's spans (at most `flush_timeout` seconds; if the store is down the spans stay queued
-and keep being retried in the background).
+The v0.2 form `trace_context(store=..., rollout_id=..., attempt_id=...)` works too. Leaving the context first waits
+for spans that started inside it and have not ended yet (at most `late_span_timeout` seconds: some frameworks close
+their spans lazily), then until the writer stored the context's spans (at most `flush_timeout` seconds; if the store
+is down the spans stay queued and keep being retried in the background).
 
 By itself the tracer records spans created through OpenTelemetry in the process (Agent Lightning's emitters and any
 instrumented library). `OtelTracer(instrument=True)` also turns on zero-code capture of LLM calls and agent
@@ -21,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.types import Span, SpanCoreFields, SpanRecordingContext, TraceStatus
 
@@ -54,28 +55,42 @@ class OtelTracer(Tracer):
     """Records OpenTelemetry spans per rollout attempt and writes them to the store in batches.
 
     Args:
-        instrument: also enable zero-code instrumentation (`instrument_all`) while the worker is initialised.
+        instrument: also enable zero-code instrumentation while the worker is initialised: True for every installed
+            framework (`instrument_all()`), or the names of the integrations that must be instrumented (an
+            integration that cannot attach then raises `InstrumentationError`).
         flush_timeout: seconds a closing trace context waits for its spans to reach the store.
         max_buffered_spans: spans kept in memory before spilling to disk (see `SpanWriter`).
         max_batch_size: spans per store call.
         flush_interval: seconds a partial batch may wait for more spans.
         retry_initial_delay / retry_max_delay: backoff bounds while the store is unavailable.
+        late_span_timeout: seconds a closing trace context waits for spans that started inside it and have not
+            ended yet (frameworks that close their spans lazily); spans still open then are stored when they end.
+        request_token_ids: with zero-code capture on, ask OpenAI-compatible servers for token ids (vLLM's
+            `return_token_ids`) on every chat/completions call made inside a trace context (`AGL_REQUEST_TOKEN_IDS=0`
+            turns it off process-wide).
+        store_timeout: seconds each store call of the writer may take before it counts as failed and is retried.
     """
 
     def __init__(
         self,
         *,
-        instrument: bool = False,
+        instrument: Union[bool, Sequence[str]] = False,
         flush_timeout: float = 30.0,
         max_buffered_spans: int = 10_000,
         max_batch_size: int = 512,
         flush_interval: float = 0.2,
         retry_initial_delay: float = 0.25,
         retry_max_delay: float = 10.0,
+        late_span_timeout: float = 1.0,
+        request_token_ids: bool = True,
+        store_timeout: float = 60.0,
     ) -> None:
         super().__init__()
         self._instrument_on_init = instrument
         self.flush_timeout = flush_timeout
+        self.late_span_timeout = late_span_timeout
+        self.request_token_ids = request_token_ids
+        self.store_timeout = store_timeout
         self._writer_options: dict[str, Any] = {
             "max_buffered_spans": max_buffered_spans,
             "max_batch_size": max_batch_size,
@@ -107,13 +122,28 @@ class OtelTracer(Tracer):
         super().init_worker(worker_id, store)
         self._provider = get_sdk_provider()
         self._otel_tracer = self._provider.get_tracer("agentlightning")
-        self._processor = LightningSpanProcessor(lambda: SpanWriter(span_from_readable, **self._writer_options))
+        self._processor = LightningSpanProcessor(
+            lambda: SpanWriter(span_from_readable, **self._writer_options),
+            request_token_ids=self.request_token_ids,
+            store_timeout=self.store_timeout,
+            flush_timeout=self.flush_timeout,
+            late_span_timeout=self.late_span_timeout,
+        )
         register_processor(self._processor)
         if self._instrument_on_init:
-            from agentlightning.instrumentation import instrument_all
+            from agentlightning.instrumentation import instrument_all, uninstrument_all
 
-            instrument_all()
+            try:
+                instrument_all(self._integrations())
+            except BaseException:
+                uninstrument_all(self._integrations())  # leave nothing half-initialised behind
+                self.teardown_worker(worker_id)
+                raise
             self._instrumented = True
+
+    def _integrations(self) -> Optional[list[str]]:
+        option = self._instrument_on_init
+        return None if isinstance(option, bool) else list(option)
 
     def teardown_worker(self, worker_id: int) -> None:  # type: ignore[override]
         if self._processor is not None:
@@ -122,7 +152,7 @@ class OtelTracer(Tracer):
         if self._instrumented:
             from agentlightning.instrumentation import uninstrument_all
 
-            uninstrument_all()
+            uninstrument_all(self._integrations())
             self._instrumented = False
         self._processor = None
         self._otel_tracer = None
@@ -162,20 +192,6 @@ class OtelTracer(Tracer):
             processor.close_scope(scope, token)
             exit_active_tracer(self)
 
-    def _writer_to_flush(self, scope: Any, target: TraceTarget) -> Optional[SpanWriter]:
-        """The writer holding the closed scope's spans, when the context wrote to a store."""
-        return self._writer if scope is not None and target.writes_to_store else None
-
-    def _report_flush(self, flushed: bool, target: TraceTarget) -> None:
-        if not flushed:
-            logger.error(
-                "Spans of rollout %s attempt %s were not all stored within %.1f s (store unavailable?); they stay "
-                "queued and are retried in the background",
-                target.rollout_id,
-                target.attempt_id,
-                self.flush_timeout,
-            )
-
     @asynccontextmanager
     async def trace_context(
         self,
@@ -186,14 +202,13 @@ class OtelTracer(Tracer):
         attempt_id: Optional[str] = None,
     ) -> AsyncIterator[LightningSpanProcessor]:
         target = self.resolve_target(store=store, rollout_id=rollout_id, attempt_id=attempt_id)
-        scope: Any = None
+        processor, scope = self.processor, None
         try:
             with self._open(name, target) as (processor, scope):
                 yield processor
         finally:
-            writer = self._writer_to_flush(scope, target)
-            if writer is not None:
-                self._report_flush(await writer.flush_async(scope, timeout=self.flush_timeout), target)
+            if scope is not None:
+                await processor.settle_async(scope, self.flush_timeout)
 
     @contextmanager
     def _trace_context_sync(
@@ -205,14 +220,13 @@ class OtelTracer(Tracer):
         attempt_id: Optional[str] = None,
     ) -> Iterator[LightningSpanProcessor]:
         target = self.resolve_target(store=store, rollout_id=rollout_id, attempt_id=attempt_id)
-        scope: Any = None
+        processor, scope = self.processor, None
         try:
             with self._open(name, target) as (processor, scope):
                 yield processor
         finally:
-            writer = self._writer_to_flush(scope, target)
-            if writer is not None:
-                self._report_flush(writer.flush(scope, timeout=self.flush_timeout), target)
+            if scope is not None:
+                processor.settle(scope, self.flush_timeout)
 
     def get_last_trace(self) -> list[Span]:
         scope = self.processor.last_scope

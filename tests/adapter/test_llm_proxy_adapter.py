@@ -125,7 +125,7 @@ def test_spans_of_our_proxy_with_plain_token_id_attributes_and_messages_are_call
         gen_ai__completion__0__content="yo",
     )
     [triplet] = LlmProxyTraceToTriplet().adapt([span, reward_span(2, 1.0)])
-    assert triplet.prompt == {"token_ids": [1, 2], "raw_content": [{"role": "user", "content": "hi"}]}
+    assert triplet.prompt == {"token_ids": [1, 2], "raw_content": [{"role": "user", "content": "hi"}], "image_urls": []}
     assert triplet.response["raw_content"] == [{"role": "assistant", "content": "yo"}]
     assert triplet.metadata["response_id"] == "chatcmpl-9" and triplet.reward == 1.0
 

@@ -215,7 +215,11 @@ def test_span_to_triplet_reads_token_ids_in_any_recorded_form_and_logprobs() -> 
         name="openai.chat.completion",
     )
     triplet = node.span_to_triplet(recorded, "agent")
-    assert triplet.prompt == {"token_ids": [1, 2, 3], "raw_content": [{"role": "user", "content": "hi"}]}
+    assert triplet.prompt == {
+        "token_ids": [1, 2, 3],
+        "raw_content": [{"role": "user", "content": "hi"}],
+        "image_urls": [],
+    }
     assert triplet.response["token_ids"] == [4, 5]
     assert triplet.response["logprobs"] == [{"token": "a", "logprob": -0.1}]
     assert triplet.response["raw_content"] == [{"role": "assistant", "content": "yo"}]
@@ -248,3 +252,17 @@ def test_the_adapter_accepts_opentelemetry_spans_as_in_v02() -> None:
         current.set_attributes({"prompt_token_ids": [1], "response_token_ids": [2], "gen_ai.response.id": "r"})
     [triplet] = TracerTraceToTriplet().adapt(list(exporter.get_finished_spans()))
     assert triplet.prompt["token_ids"] == [1] and triplet.response["token_ids"] == [2]
+
+
+def test_image_urls_are_read_from_content_parts_in_every_recorded_form() -> None:
+    from agentlightning.adapter.attributes import image_urls
+
+    parts = [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {"url": "u1"}}]
+    messages = [
+        {"role": "system", "content": "plain text"},
+        {"role": "user", "content": json.dumps(parts)},  # the proxy records structured content as JSON text
+        {"role": "user", "content_parts": [{"type": "text", "text": "y"}, {"type": "image", "image_url": "u2"}]},
+        {"role": "user", "content": [{"type": "image_url", "image_url": "u3"}]},
+    ]
+    assert image_urls(messages) == ["u1", "u2", "u3"]
+    assert image_urls("not messages") == []

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -14,8 +15,8 @@ from ..fake_openai_server import FakeOpenAIServer
 
 @pytest.fixture(scope="session")
 def llm_server() -> Iterator[FakeOpenAIServer]:
-    """A fake OpenAI-compatible server on loopback that returns token ids."""
-    with FakeOpenAIServer(token_ids="always") as server:
+    """A fake OpenAI-compatible server on loopback that returns token ids only when asked (as vLLM does)."""
+    with FakeOpenAIServer(token_ids="on_request") as server:
         yield server
 
 
@@ -25,14 +26,21 @@ def llm_server_without_token_ids() -> Iterator[FakeOpenAIServer]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def llm_server_refusing_token_ids() -> Iterator[FakeOpenAIServer]:
+    """Answers a request carrying `return_token_ids` with OpenAI's 400 "Unrecognized request argument"."""
+    with FakeOpenAIServer(token_ids="reject") as server:
+        yield server
+
+
 Capture = Callable[[Callable[[], Awaitable[Any]]], Awaitable[tuple[Any, list[Span]]]]
 
 
-@pytest.fixture
-async def capture() -> AsyncIterator[Capture]:
-    """Run an (unchanged) agent inside an instrumented OtelTracer context; returns its result and stored spans."""
+@asynccontextmanager
+async def capturing(**tracer_options: Any) -> AsyncIterator[Capture]:
+    """Run (unchanged) agents inside an instrumented OtelTracer's contexts; each run returns its result and spans."""
     store = InMemoryLightningStore()
-    tracer = OtelTracer(instrument=True, flush_interval=0.05)
+    tracer = OtelTracer(instrument=True, flush_interval=0.05, **tracer_options)
     tracer.init_worker(0, store)
 
     async def run(agent: Callable[[], Awaitable[Any]]) -> tuple[Any, list[Span]]:
@@ -46,3 +54,10 @@ async def capture() -> AsyncIterator[Capture]:
     finally:
         tracer.teardown_worker(0)
         await store.close()
+
+
+@pytest.fixture
+async def capture() -> AsyncIterator[Capture]:
+    """Run an (unchanged) agent inside an instrumented OtelTracer context; returns its result and stored spans."""
+    async with capturing() as run:
+        yield run

@@ -47,6 +47,9 @@ async def test_a_round_robin_team_is_captured_per_agent(llm_server: FakeOpenAISe
 
     messages, spans = await capture(agent)
     assert messages[0] == "REPLY: looks good" and messages[3] == "4"  # the tool ran: add(2, 2)
+    # AutoGen closes its message streams lazily: every agent turn's span is stored before the context returns
+    streams = sorted(span.name for span in spans if span.name.endswith(".on_messages_stream"))
+    assert streams == ["critic.on_messages_stream", "primary.on_messages_stream", "primary.on_messages_stream"]
 
     triplets = TracerTraceToTriplet().adapt(spans)
     assert [t.metadata["agent_name"] for t in triplets] == ["primary", "critic", "primary"]

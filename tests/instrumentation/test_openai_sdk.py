@@ -200,3 +200,20 @@ def test_uninstrument_all_restores_the_client() -> None:
     assert openai.OpenAI.request is not original
     uninstrument_all(["openai"])
     assert openai.OpenAI.request is original
+
+
+async def test_the_image_urls_of_a_multimodal_prompt_reach_the_triplet(
+    llm_server: FakeOpenAIServer, capture: Capture
+) -> None:
+    client = openai.AsyncOpenAI(base_url=llm_server.base_url, api_key="test")
+    content = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+    ]
+
+    async def agent() -> None:
+        await client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": content}])  # type: ignore[misc,list-item]
+
+    _, spans = await capture(agent)
+    [triplet] = TracerTraceToTriplet().adapt(spans)
+    assert triplet.prompt["image_urls"] == ["https://example.com/cat.png"]
