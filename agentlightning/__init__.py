@@ -43,8 +43,20 @@ from .env_var import (
     resolve_managed_store_flag,
     resolve_str_env_var,
 )
+from .execution import (
+    ClientServerExecutionStrategy,
+    ExecutionEvent,
+    ExecutionStrategy,
+    MultiprocessingEvent,
+    SharedMemoryExecutionStrategy,
+    ThreadingEvent,
+)
 from .instrumentation import instrument_all, uninstrument_all
+from .litagent import FunctionalLitAgent, LitAgent, is_v0_1_rollout_api, llm_rollout, prompt_rollout, rollout
 from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
+from .logging import configure_logger
+from .logging import setup as setup_logging
+from .runner import LitAgentRunner, Runner, StoreUnreachableError
 from .store import (
     AttemptNotFoundError,
     InMemoryLightningStore,
@@ -67,6 +79,7 @@ from .tracer import (
     get_active_tracer,
     set_active_tracer,
 )
+from .trainer import Trainer, build_component
 from .types import (
     LLM,
     Attempt,
@@ -134,14 +147,18 @@ __all__ = [
     "AttributeValue",
     "Attributes",
     "Baseline",
+    "ClientServerExecutionStrategy",
     "Dataset",
     "DummyTracer",
     "EnqueueRolloutRequest",
     "Event",
+    "ExecutionEvent",
+    "ExecutionStrategy",
     "FastAlgorithm",
     "FilterField",
     "FilterOptions",
     "FunctionalAlgorithm",
+    "FunctionalLitAgent",
     "GenericResponse",
     "Hook",
     "InMemoryLightningStore",
@@ -156,8 +173,11 @@ __all__ = [
     "LightningStoreStatistics",
     "LightningStoreThreaded",
     "Link",
+    "LitAgent",
+    "LitAgentRunner",
     "LlmProxyTraceToTriplet",
     "ModelConfig",
+    "MultiprocessingEvent",
     "NamedResources",
     "NoAttemptsError",
     "OpenAIMessages",
@@ -169,6 +189,7 @@ __all__ = [
     "ParallelWorkerBase",
     "PromptTemplate",
     "ProxyLLM",
+    "RayExecutionStrategy",
     "Resource",
     "ResourceUnion",
     "ResourcesUpdate",
@@ -181,6 +202,8 @@ __all__ = [
     "RolloutRawResult",
     "RolloutRawResultLegacy",
     "RolloutStatus",
+    "Runner",
+    "SharedMemoryExecutionStrategy",
     "SortOptions",
     "Span",
     "SpanAttributeNames",
@@ -192,9 +215,11 @@ __all__ = [
     "SpansEvictedError",
     "StatusCode",
     "StoreError",
+    "StoreUnreachableError",
     "Task",
     "TaskIfAny",
     "TaskInput",
+    "ThreadingEvent",
     "TraceAdapter",
     "TraceState",
     "TraceStatus",
@@ -204,13 +229,16 @@ __all__ = [
     "TraceTree",
     "Tracer",
     "TracerTraceToTriplet",
+    "Trainer",
     "TrajectoryDiagnosis",
     "Transition",
     "Triplet",
     "Worker",
     "WorkerStatus",
     "algo",
+    "build_component",
     "clear_active_tracer",
+    "configure_logger",
     "emit_annotation",
     "emit_exception",
     "emit_message",
@@ -226,14 +254,19 @@ __all__ = [
     "get_rewards_from_span",
     "instrument_all",
     "is_reward_span",
+    "is_v0_1_rollout_api",
+    "llm_rollout",
     "operation",
+    "prompt_rollout",
     "resolve_bool_env_var",
     "resolve_int_env_var",
     "resolve_managed_store_flag",
     "resolve_str_env_var",
     "reward",
+    "rollout",
     "set_active_llm_proxy",
     "set_active_tracer",
+    "setup_logging",
     "store_from_url",
     "uninstrument_all",
 ]
@@ -252,6 +285,10 @@ def __getattr__(name: str) -> Any:
         from . import tracer
 
         return getattr(tracer, name)
+    if name == "RayExecutionStrategy":
+        from .execution.ray import RayExecutionStrategy
+
+        return RayExecutionStrategy
     if name in ("LightningStoreClient", "LightningStoreServer"):
         from . import store
 

@@ -11,6 +11,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("agentlightning.cli.demo", "walk through the store: enqueue, dequeue, spans, resources, retries"),
     "store": ("agentlightning.cli.store", "serve a LightningStore over HTTP"),
     "serve": ("agentlightning.cli.serve", "serve a local model with an OpenAI/vLLM-compatible API"),
+    "runner": ("agentlightning.cli.runner", "run an agent on the rollouts of a store (scale out to other machines)"),
+    "dashboard": ("agentlightning.cli.dashboard", "watch a store's rollouts, traces and runners in the browser"),
 }
 
 

@@ -87,6 +87,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         store, host=args.host, port=args.port, api_key=api_key or "", insecure=args.insecure, max_body_bytes=max_body
     )
     print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
+    print(f"Dashboard: {server.endpoint}/", file=sys.stderr, flush=True)
     try:
         _run(server.run_forever())
     except RuntimeError as exc:
@@ -112,6 +113,7 @@ def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: i
         f"LightningStore ({args.backend}) serving on {args.host}:{args.port} with {args.workers} workers",
         file=sys.stderr,
     )
+    print(f"Dashboard: http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
     uvicorn.run(
         "agentlightning.store.http.app:create_app_from_env",
         factory=True,

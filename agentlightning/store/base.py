@@ -227,14 +227,16 @@ class LightningStore:
         offset: int = 0,
         status: Optional[Sequence[RolloutStatus]] = None,
         rollout_ids: Optional[Sequence[str]] = None,
+        mode_in: Optional[Sequence[RolloutMode]] = None,
     ) -> Sequence[Rollout]:
         """Rollouts matching the filters, in creation order unless `sort_by` is given.
 
-        `status` and `rollout_ids` are the 0.2 names of `status_in` and `rollout_id_in` (the new names win). An empty
-        list filter matches nothing. Rollouts with attempts come back as AttemptedRollout (latest attempt).
+        `status` and `rollout_ids` are the 0.2 names of `status_in` and `rollout_id_in` (the new names win).
+        `mode_in` keeps rollouts whose mode is one of the given modes (an extension of 0.3). An empty list filter
+        matches nothing. Rollouts with attempts come back as AttemptedRollout (latest attempt).
         `limit=-1` means no limit. The result is a PaginatedResult (a sequence with `total`).
-        Raises InvalidArgumentError for an unknown status, sort field, sort order, filter logic, a limit below -1
-        or a negative offset.
+        Raises InvalidArgumentError for an unknown status or mode, sort field, sort order, filter logic, a limit
+        below -1 or a negative offset.
         """
         raise NotImplementedError()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Optional, Union, cast
 
 from agentlightning.types import (
@@ -33,6 +33,7 @@ from .query import (
     build_query,
 )
 from .validation import (
+    ROLLOUT_MODES,
     check_config,
     check_enqueue_request,
     check_id,
@@ -199,13 +200,15 @@ class RolloutOperations(CoreStoreBase):
         offset: int = 0,
         status: Optional[Sequence[str]] = None,
         rollout_ids: Optional[Sequence[str]] = None,
+        mode_in: Optional[Sequence[str]] = None,
     ) -> Sequence[Rollout]:
         statuses = check_status_list(status_in if status_in is not None else status, ROLLOUT_STATUSES, "status_in")
         ids = check_id_list(rollout_id_in if rollout_id_in is not None else rollout_ids, "rollout_id_in")
+        modes = check_status_list(mode_in, ROLLOUT_MODES, "mode_in", ("mode", "modes"))
         query = build_query(
             "rollouts",
             ROLLOUT_FIELDS,
-            within={"status": statuses, "rollout_id": ids},
+            within={"status": statuses, "rollout_id": ids, "mode": modes},
             contains={"rollout_id": rollout_id_contains},
             filter_logic=filter_logic,
             sort_by=sort_by,
@@ -276,28 +279,41 @@ class RolloutOperations(CoreStoreBase):
         ids = check_id_list(rollout_ids, "rollout_ids") or []
         timeout = check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        pending = list(dict.fromkeys(ids))
+        pending = set(dict.fromkeys(ids))
         finished: dict[str, Rollout] = {}
-        first_pass = True
-        while pending:
-            await self._scan_health()
-            waiter = self._notifier.register(pending)
-            try:
-                async with self._storage.transaction(write=False) as tx:
-                    found = await tx.get_rollouts(pending)
-                if first_pass:
-                    pending = [rollout_id for rollout_id in pending if rollout_id in found]
-                    first_pass = False
-                for rollout_id, rollout in found.items():
-                    if rollout.status in FINISHED_STATUSES:
-                        finished[rollout_id] = rollout.model_copy()
-                pending = [rollout_id for rollout_id in pending if rollout_id not in finished]
+        if not pending:
+            return []
+        await self._scan_health()
+        # One registration for the whole wait: each wake-up re-reads only the rollouts reported finished in this
+        # process (O(finished), not O(pending)). Backends shared by several processes are polled, and then every
+        # pending rollout is re-read (others may have finished some without telling this process).
+        waiter = self._notifier.register(pending)
+        polled = self._storage.shared_across_processes or not self._storage.tracks_health_deadlines
+        try:
+            to_read: Iterable[str] = list(pending)
+            first_pass = True
+            while True:
+                if to_read:
+                    async with self._storage.transaction(write=False) as tx:
+                        found = await tx.get_rollouts(list(to_read))
+                    if first_pass:
+                        pending = {rollout_id for rollout_id in pending if rollout_id in found}
+                        first_pass = False
+                    for rollout_id, rollout in found.items():
+                        if rollout.status in FINISHED_STATUSES and rollout_id in pending:
+                            finished[rollout_id] = rollout.model_copy()
+                            pending.discard(rollout_id)
                 if not pending:
                     break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     break
-                await self._notifier.wait(waiter, self._wake_after(remaining))
-            finally:
-                self._notifier.unregister(waiter, ids)
+                waiter.event.clear()
+                if not waiter.notified:
+                    await self._notifier.wait(waiter, self._wake_after(remaining))
+                await self._scan_health()
+                notified = self._notifier.take_notified(waiter)
+                to_read = list(pending) if polled else [r for r in notified if r in pending]
+        finally:
+            self._notifier.unregister(waiter, ids)
         return [finished[rollout_id] for rollout_id in ids if rollout_id in finished]

@@ -9,17 +9,27 @@ from typing import Optional
 
 
 class _Waiter:
-    __slots__ = ("event", "loop")
+    __slots__ = ("_wake_scheduled", "event", "loop", "notified")
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.event = asyncio.Event()
+        self.notified: set[str] = set()
+        """Ids reported finished since the waiter last took them (guarded by the notifier's lock)."""
+        self._wake_scheduled = False
+
+    def _set(self) -> None:
+        self._wake_scheduled = False
+        self.event.set()
 
     def wake(self) -> None:
+        if self._wake_scheduled:  # one scheduled wake-up serves every notification until it runs
+            return
+        self._wake_scheduled = True
         try:
-            self.loop.call_soon_threadsafe(self.event.set)
+            self.loop.call_soon_threadsafe(self._set)
         except RuntimeError:  # the waiter's loop is closed; nobody is waiting any more
-            pass
+            self._wake_scheduled = False
 
 
 class CompletionNotifier:
@@ -53,9 +63,17 @@ class CompletionNotifier:
         woken: set[_Waiter] = set()
         with self._lock:
             for rollout_id in rollout_ids:
-                woken.update(self._waiters.get(rollout_id, ()))
+                for waiter in self._waiters.get(rollout_id, ()):
+                    waiter.notified.add(rollout_id)
+                    woken.add(waiter)
         for waiter in woken:
             waiter.wake()
+
+    def take_notified(self, waiter: _Waiter) -> set[str]:
+        """The ids reported finished to `waiter` since the last call (and forget them)."""
+        with self._lock:
+            notified, waiter.notified = waiter.notified, set()
+        return notified
 
     @staticmethod
     async def wait(waiter: _Waiter, timeout: Optional[float]) -> None:

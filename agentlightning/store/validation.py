@@ -57,14 +57,17 @@ def check_attempt_status(status: Any) -> AttemptStatus:
     return status
 
 
-def check_status_list(values: Any, allowed: Sequence[str], name: str) -> Optional[Sequence[str]]:
+def check_status_list(
+    values: Any, allowed: Sequence[str], name: str, noun: tuple[str, str] = ("status", "statuses")
+) -> Optional[Sequence[str]]:
+    """`values` as a list when each is one of `allowed`; `noun` (singular, plural) names them in errors."""
     if values is None:
         return None
     if isinstance(values, str) or not isinstance(values, (list, tuple, set, frozenset)):
-        raise InvalidArgumentTypeError(f"{name} must be a list of statuses, got {values!r}")
+        raise InvalidArgumentTypeError(f"{name} must be a list of {noun[1]}, got {values!r}")
     for value in values:
         if value not in allowed:
-            raise InvalidArgumentError(f"Invalid status in {name}: {value!r}, expected one of {', '.join(allowed)}")
+            raise InvalidArgumentError(f"Invalid {noun[0]} in {name}: {value!r}, expected one of {', '.join(allowed)}")
     return list(values)
 
 

@@ -42,6 +42,17 @@ class DummyTracer(Tracer):
         )
         self._last_scope: Optional[_DummyScope] = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Context variables and recorded scopes stay in the process/copy that made them (runners copy tracers).
+        state = self.__dict__.copy()
+        del state["_scope_var"]
+        state["_last_scope"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._scope_var = contextvars.ContextVar(f"agl_dummy_scope_{id(self)}", default=None)
+
     def _record(self, fields: SpanCoreFields) -> None:
         scope = self._scope_var.get()
         if scope is not None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentlightning.store import LightningStore
+from agentlightning.store.errors import InvalidArgumentError
 from agentlightning.types import LLM, AttemptedRollout, EnqueueRolloutRequest, PromptTemplate, Rollout, RolloutConfig
 
 
@@ -118,6 +121,28 @@ async def test_query_rollouts_combines_status_and_id_filters_with_and(store: Lig
     await store.update_rollout(second.rollout_id, status="succeeded")
     result = await store.query_rollouts(status_in=["queuing"], rollout_id_in=[first.rollout_id, second.rollout_id])
     assert [r.rollout_id for r in result] == [first.rollout_id]
+
+
+async def test_query_rollouts_filters_by_mode_combined_with_other_filters(store: LightningStore) -> None:
+    train = await store.enqueue_rollout("a", mode="train")
+    val = await store.enqueue_rollout("b", mode="val")
+    await store.enqueue_rollout("c")
+    finished = await store.enqueue_rollout("d", mode="train")
+    await store.update_rollout(finished.rollout_id, status="succeeded")
+    assert [r.rollout_id for r in await store.query_rollouts(mode_in=["train"])] == [
+        train.rollout_id,
+        finished.rollout_id,
+    ]
+    page = await store.query_rollouts(mode_in=["train", "val"], status_in=["queuing"], limit=1)
+    assert [r.rollout_id for r in page] == [train.rollout_id]
+    assert page.total == 2  # type: ignore[attr-defined]
+    assert [r.rollout_id for r in await store.query_rollouts(mode_in=["val"])] == [val.rollout_id]
+    assert list(await store.query_rollouts(mode_in=[])) == []
+
+
+async def test_query_rollouts_rejects_an_unknown_mode(store: LightningStore) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"mode_in.*'training'"):
+        await store.query_rollouts(mode_in=["training"])
 
 
 async def test_query_rollouts_returns_rollouts_in_creation_order(store: LightningStore) -> None:

@@ -42,6 +42,8 @@ class ServerSettings:
     idempotency_ttl_seconds: float = 600.0
     metrics: bool = True
     cors_allow_origins: Optional[tuple[str, ...]] = None
+    dashboard: bool = True
+    """Serve the web dashboard at `/` (see docs/dashboard.md)."""
 
 
 class StoreApp(FastAPI):
@@ -89,6 +91,11 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
 
     metrics = _make_metrics(store) if settings.metrics else None
     _add_service_routes(app, store, settings.limits, metrics)
+    open_paths = frozenset({HEALTH_PATH})
+    if settings.dashboard:
+        from agentlightning.dashboard.routes import mount_dashboard
+
+        open_paths |= mount_dashboard(app, auth="required" if settings.api_key else "none")
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
@@ -106,9 +113,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         }
         app.front_middleware.append((CORSMiddleware, cors))
     if settings.api_key:
-        app.front_middleware.append(
-            (ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": frozenset({HEALTH_PATH})})
-        )
+        app.front_middleware.append((ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": open_paths}))
     app.front_middleware.append((OperationDispatcher, {"routes": routes}))
     app.state.store = store
     app.state.idempotency = cache

@@ -184,6 +184,7 @@ class LightningStoreClient(LightningStore):
         offset: int = 0,
         status: Optional[Sequence[str]] = None,
         rollout_ids: Optional[Sequence[str]] = None,
+        mode_in: Optional[Sequence[str]] = None,
     ) -> Sequence[Rollout]:
         filters = {
             "status_in": status_in,
@@ -191,6 +192,7 @@ class LightningStoreClient(LightningStore):
             "rollout_id_contains": rollout_id_contains,
             "status": status,
             "rollout_ids": rollout_ids,
+            "mode_in": mode_in,
         }
         return await self._call(
             "query_rollouts",

@@ -159,6 +159,7 @@ class QueryRolloutsRequest(_Request):
     offset: int = 0
     status: Optional[list[RolloutStatus]] = Field(default=None, description="0.2 name of status_in")
     rollout_ids: Optional[list[str]] = Field(default=None, description="0.2 name of rollout_id_in")
+    mode_in: Optional[list[RolloutMode]] = None
 
 
 class QueryAttemptsRequest(_Request):

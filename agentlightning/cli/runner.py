@@ -1,0 +1,167 @@
+"""`agl runner`: run an agent on the rollouts of a store, from any machine that can reach it.
+
+    agl runner --store http://trainer-host:4747 --agent my_package.agents:agent --n-runners 4
+
+The store is a URL (`http(s)://` for a store server, or `sqlite:///...` / `postgresql://...` opened directly). The
+agent is `module:object`: a LitAgent instance, a LitAgent subclass (instantiated without arguments), or a function
+(decorated with `@agl.rollout` or not). With `--n-runners N > 1` the runners are separate processes. The runners
+join a training already running and may leave at any time (Ctrl-C stops them after recording their attempts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import os
+import socket
+import sys
+from typing import Any, Optional
+
+__all__ = ["main"]
+
+logger = logging.getLogger("agentlightning.cli.runner")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agl runner", description="Run an agent on the rollouts of a store.")
+    parser.add_argument(
+        "--store", required=True, help="store URL: http://host:port, sqlite:///file.db, postgresql://..."
+    )
+    parser.add_argument("--agent", required=True, help="the agent as module:object (LitAgent, class or function)")
+    parser.add_argument("--n-runners", type=int, default=1, help="runner processes (default 1: in this process)")
+    parser.add_argument("--tracer", default="otel", help="otel (default), dummy, agentops, or module:Class")
+    parser.add_argument("--max-rollouts", type=int, default=None, help="each runner stops after this many rollouts")
+    parser.add_argument("--poll-interval", type=float, default=1.0, help="longest wait between polls of an empty queue")
+    parser.add_argument("--connect-timeout", type=float, default=60.0, help="seconds to wait for the store at start")
+    parser.add_argument("--heartbeat-interval", type=float, default=10.0, help="seconds between heartbeats")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def _fail(message: str, code: int = 2) -> int:
+    print(f"agl runner: {message}", file=sys.stderr)
+    return code
+
+
+def load_agent(spec: str) -> Any:
+    """The LitAgent named by `module:object` (instantiating a class, wrapping a plain function).
+
+    Raises:
+        ValueError: the spec is malformed, cannot be imported, or does not name an agent.
+    """
+    import agentlightning as agl
+    from agentlightning.trainer.init_utils import load_class
+
+    if ":" not in spec and "." not in spec:
+        raise ValueError(f"--agent must be module:object, got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # like `python -m`: modules of the current directory are importable
+    target = load_class(spec)
+    if isinstance(target, agl.LitAgent):
+        return target
+    if inspect.isclass(target) and issubclass(target, agl.LitAgent):
+        return target()
+    if callable(target):
+        return agl.rollout(target)
+    raise ValueError(f"{spec} is a {type(target).__name__}, not a LitAgent, a LitAgent class or a function")
+
+
+def _tracer(name: str) -> Any:
+    if name == "otel":
+        from agentlightning.tracer.otel import OtelTracer
+
+        return OtelTracer()
+    if name == "dummy":
+        from agentlightning.tracer.dummy import DummyTracer
+
+        return DummyTracer()
+    if name == "agentops":
+        from agentlightning.tracer.agentops import AgentOpsTracer
+
+        return AgentOpsTracer()
+    from agentlightning.trainer.init_utils import load_class
+
+    return load_class(name)()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    from agentlightning.logging import setup
+
+    setup(args.log_level.upper())
+    if args.n_runners < 1:
+        return _fail("--n-runners must be at least 1")
+    if args.store.startswith("memory://"):
+        return _fail("a runner cannot share an in-memory store; use http://, sqlite:// or postgresql://")
+    try:
+        agent = load_agent(args.agent)
+    except (ValueError, NotImplementedError) as exc:
+        return _fail(str(exc))
+    from agentlightning.store.url import store_from_url
+
+    try:
+        store = store_from_url(args.store)
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
+        tracer = _tracer(args.tracer)
+    except (ValueError, ImportError) as exc:
+        return _fail(f"--tracer {args.tracer!r}: {exc}")
+
+    from agentlightning.runner import LitAgentRunner, StoreUnreachableError
+
+    try:
+        runner: LitAgentRunner[Any] = LitAgentRunner(
+            tracer=tracer,
+            max_rollouts=args.max_rollouts,
+            poll_interval=args.poll_interval,
+            heartbeat_interval=args.heartbeat_interval,
+            connect_timeout=args.connect_timeout,
+            worker_id_prefix=f"{socket.gethostname()}-{os.getpid()}-runner-",
+        )
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
+        serve(runner, agent, store, args.store, args.n_runners)
+    except StoreUnreachableError as exc:
+        return _fail(str(exc), 3)
+    except (TypeError, RuntimeError) as exc:
+        return _fail(str(exc), 1)
+    return 0
+
+
+def serve(runner: Any, agent: Any, store: Any, url: str, n_runners: int) -> None:
+    """Run `n_runners` runners (in this process for one, as child processes otherwise) until they stop."""
+    import multiprocessing
+
+    from agentlightning.execution.events import MultiprocessingEvent
+    from agentlightning.execution.loop import run_interruptibly
+    from agentlightning.execution.processes import ChildStore, ProcessGroup, pickle_for_child
+    from agentlightning.trainer.trainer import RunnerBundle
+
+    bundle = RunnerBundle(runner, agent, ())
+    ctx = multiprocessing.get_context("spawn")
+    stop = MultiprocessingEvent(ctx=ctx)
+    if n_runners == 1:
+        try:
+            run_interruptibly(_serve_one(bundle, store, stop))
+        except KeyboardInterrupt:
+            logger.info("Interrupted (Ctrl-C): the runner stopped")
+        return
+    payload = pickle_for_child(bundle, "agent and runner")
+    group = ProcessGroup(
+        ctx,
+        payload,
+        ChildStore(url=url, api_key=os.environ.get("AGL_STORE_API_KEY") or None),
+        stop,
+        range(n_runners),
+    )
+    group.serve()
+
+
+async def _serve_one(bundle: Any, store: Any, stop: Any) -> None:
+    try:
+        await bundle(store, 0, stop)
+    finally:
+        await store.close()

@@ -1,0 +1,96 @@
+// Per-rollout facts the rollout list does not carry: the final reward and, for failures, the exception. The
+// query API has no cross-rollout span search, so each rollout costs one small filtered span query (reward and
+// annotation spans only); answers are cached per attempt and status, so a refresh asks only about rollouts that
+// finished since the last one, and at most `concurrency` queries run at once.
+
+import { isAbort } from "./api.js";
+import { ANNOTATION_SPAN, EXCEPTION_SPAN, exceptionFromMetadata, exceptionsOf, finalReward, rewardOf } from "./spans.js";
+
+const factsKey = (rollout) => `${rollout.rollout_id}/${rollout.attempt?.attempt_id ?? "-"}/${rollout.status}`;
+
+export function createFactsCache(api, { concurrency = 6, maxEntries = 5000 } = {}) {
+  const cache = new Map();
+  const pending = new Map();
+  const queue = [];
+  let active = 0;
+
+  function pump() {
+    while (active < concurrency && queue.length) {
+      const job = queue.shift();
+      active += 1;
+      job().finally(() => {
+        active -= 1;
+        pump();
+      });
+    }
+  }
+
+  async function load(rollout, signal) {
+    const attemptId = rollout.attempt?.attempt_id ?? "latest";
+    const rewardPage = await api.spans(
+      {
+        rollout_id: rollout.rollout_id,
+        attempt_id: attemptId,
+        name: ANNOTATION_SPAN,
+        name_contains: "reward",
+        filter_logic: "or",
+        limit: 500,
+      },
+      { signal },
+    );
+    const rewardSpans = rewardPage.items.filter((span) => rewardOf(span));
+    let exception = exceptionFromMetadata(rollout.attempt?.metadata);
+    if (!exception && rollout.status === "failed") {
+      const exceptionPage = await api.spans(
+        { rollout_id: rollout.rollout_id, attempt_id: attemptId, name: EXCEPTION_SPAN, limit: 5, sort_order: "desc" },
+        { signal },
+      );
+      exception = exceptionPage.items.flatMap(exceptionsOf)[0] ?? null;
+    }
+    return {
+      reward: finalReward(rewardSpans),
+      rewardCount: rewardSpans.length,
+      exception,
+    };
+  }
+
+  return {
+    /** The cached facts of a rollout, or undefined when not known yet. */
+    peek: (rollout) => cache.get(factsKey(rollout)),
+    /** Facts of a rollout (from the cache, or one query queued behind the others). */
+    get(rollout, signal) {
+      const key = factsKey(rollout);
+      if (cache.has(key)) return Promise.resolve(cache.get(key));
+      if (pending.has(key)) return pending.get(key);
+      const promise = new Promise((resolve, reject) => {
+        queue.push(() =>
+          load(rollout, signal)
+            .then((facts) => {
+              if (cache.size >= maxEntries) cache.delete(cache.keys().next().value);
+              cache.set(key, facts);
+              resolve(facts);
+            })
+            .catch(reject)
+            .finally(() => pending.delete(key)),
+        );
+      });
+      pending.set(key, promise);
+      pump();
+      return promise;
+    },
+    /** Facts of many rollouts; calls `onEach(rollout, facts)` as each arrives. Errors other than aborts propagate. */
+    async getAll(rollouts, signal, onEach) {
+      const results = await Promise.allSettled(
+        rollouts.map((rollout) =>
+          this.get(rollout, signal).then((facts) => {
+            onEach?.(rollout, facts);
+            return facts;
+          }),
+        ),
+      );
+      const failure = results.find((result) => result.status === "rejected" && !isAbort(result.reason));
+      if (failure) throw failure.reason;
+      return results.map((result) => (result.status === "fulfilled" ? result.value : undefined));
+    },
+  };
+}

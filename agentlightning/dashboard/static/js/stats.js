@@ -1,0 +1,150 @@
+// Aggregations behind the overview: throughput, reward moving averages, rewards per resources version, failure
+// reasons and runner health. Pure functions, checked in tests against hand-computed values.
+
+const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
+
+const NICE_BUCKETS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
+
+/** A bucket width (seconds) that cuts `spanSeconds` into about `target` buckets. */
+export function bucketSeconds(spanSeconds, target = 30) {
+  const wanted = Math.max(spanSeconds, 1) / target;
+  return NICE_BUCKETS.find((width) => width >= wanted) ?? NICE_BUCKETS[NICE_BUCKETS.length - 1];
+}
+
+/**
+ * Finished rollouts per bucket of end time: {width, buckets: [{start, count}]}, contiguous (empty buckets
+ * included) from the first to the last end time.
+ */
+export function throughput(endTimes, target = 30) {
+  const times = endTimes.filter(isNumber).sort((a, b) => a - b);
+  if (!times.length) return { width: 0, buckets: [] };
+  const width = bucketSeconds(times[times.length - 1] - times[0], target);
+  const first = Math.floor(times[0] / width) * width;
+  const count = Math.floor((times[times.length - 1] - first) / width) + 1;
+  const buckets = Array.from({ length: count }, (_, index) => ({ start: first + index * width, count: 0 }));
+  for (const time of times) buckets[Math.floor((time - first) / width)].count += 1;
+  return { width, buckets };
+}
+
+/** Trailing moving average of `values` over `window` points (shorter at the start). */
+export function movingAverage(values, window) {
+  const result = [];
+  let sum = 0;
+  for (let index = 0; index < values.length; index += 1) {
+    sum += values[index];
+    if (index >= window) sum -= values[index - window];
+    result.push(sum / Math.min(index + 1, window));
+  }
+  return result;
+}
+
+/** Reward points {time, reward, rolloutId} ordered by time, with the moving average as `average`. */
+export function rewardSeries(points, window = 20) {
+  const ordered = points.filter((point) => isNumber(point.time) && isNumber(point.reward)).sort((a, b) => a.time - b.time);
+  const averages = movingAverage(
+    ordered.map((point) => point.reward),
+    window,
+  );
+  return ordered.map((point, index) => ({ ...point, average: averages[index] }));
+}
+
+/**
+ * Mean reward per resources version: [{resourcesId, mean, count, order}], in the order of `versions`
+ * (a list of resources ids, oldest first); ids not in `versions` come last, "none" for rollouts without one.
+ */
+export function rewardByVersion(points, versions = []) {
+  const groups = new Map();
+  for (const point of points) {
+    if (!isNumber(point.reward)) continue;
+    const key = point.resourcesId ?? "none";
+    const group = groups.get(key) ?? { resourcesId: key, sum: 0, count: 0 };
+    group.sum += point.reward;
+    group.count += 1;
+    groups.set(key, group);
+  }
+  const rank = (id) => {
+    const index = versions.indexOf(id);
+    return index === -1 ? versions.length + (id === "none" ? 1 : 0) : index;
+  };
+  return [...groups.values()]
+    .map((group) => ({ resourcesId: group.resourcesId, mean: group.sum / group.count, count: group.count, order: rank(group.resourcesId) }))
+    .sort((a, b) => a.order - b.order || a.resourcesId.localeCompare(b.resourcesId));
+}
+
+/** Why a rollout failed, as a short reason that groups well ("ValueError: bad input", "Attempt timed out"). */
+export function failureReason(rollout, exception) {
+  const attemptStatus = rollout?.attempt?.status;
+  if (rollout?.status === "cancelled") return "Cancelled";
+  if (exception) {
+    const firstLine = String(exception.message ?? "").split("\n")[0].trim();
+    const message = firstLine.length > 120 ? `${firstLine.slice(0, 119)}…` : firstLine;
+    return message ? `${exception.type}: ${message}` : exception.type;
+  }
+  if (attemptStatus === "timeout") return "Attempt timed out";
+  if (attemptStatus === "unresponsive") return "Runner stopped sending heartbeats (unresponsive)";
+  if (!rollout?.attempt) return "Failed before any attempt ran";
+  return "Failed without a recorded exception";
+}
+
+/** [{reason, count, rolloutIds}] sorted by count (then reason), from [{rollout, exception}]. */
+export function groupFailures(failures) {
+  const groups = new Map();
+  for (const { rollout, exception } of failures) {
+    const reason = failureReason(rollout, exception);
+    const group = groups.get(reason) ?? { reason, count: 0, rolloutIds: [] };
+    group.count += 1;
+    group.rolloutIds.push(rollout.rollout_id);
+    groups.set(reason, group);
+  }
+  return [...groups.values()].sort((a, b) => b.count - a.count || a.reason.localeCompare(b.reason));
+}
+
+export const STALE_HEARTBEAT_SECONDS = 60;
+
+/** A worker's health: "alive", "stale" (no heartbeat for a minute) or "never" (no heartbeat yet). */
+export function heartbeatHealth(worker, now = Date.now() / 1000, staleAfter = STALE_HEARTBEAT_SECONDS) {
+  const last = worker?.last_heartbeat_time;
+  if (!isNumber(last)) return "never";
+  return now - last > staleAfter ? "stale" : "alive";
+}
+
+/** Counts of workers by status and heartbeat health. */
+export function runnerSummary(workers, now = Date.now() / 1000) {
+  const summary = { total: workers.length, alive: 0, stale: 0, never: 0, busy: 0, idle: 0, unknown: 0 };
+  for (const worker of workers) {
+    summary[heartbeatHealth(worker, now)] += 1;
+    const status = ["busy", "idle"].includes(worker.status) ? worker.status : "unknown";
+    summary[status] += 1;
+  }
+  return summary;
+}
+
+/** Nested stats flattened to {"a.b": value}. */
+export function flattenStats(value, prefix = "", out = {}) {
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    for (const [key, item] of Object.entries(value)) flattenStats(item, prefix ? `${prefix}.${key}` : key, out);
+  } else if (prefix) out[prefix] = value;
+  return out;
+}
+
+function findNumber(flat, patterns) {
+  for (const pattern of patterns) {
+    for (const [key, value] of Object.entries(flat)) if (pattern.test(key) && isNumber(value)) return value;
+  }
+  return null;
+}
+
+/**
+ * CPU and memory use from a heartbeat's system snapshot, whatever its exact layout:
+ * {cpuPercent, memoryPercent, memoryUsed, memoryTotal, gpuPercent} (null when absent).
+ */
+export function systemUsage(stats) {
+  const flat = flattenStats(stats ?? {});
+  const cpuPercent = findNumber(flat, [/cpu.*percent/i, /cpu.*(usage|util)/i]);
+  let memoryPercent = findNumber(flat, [/mem.*percent/i, /mem.*(usage|util)/i]);
+  const memoryUsed = findNumber(flat, [/mem.*used/i, /rss/i]);
+  const memoryTotal = findNumber(flat, [/mem.*total/i]);
+  if (memoryPercent === null && memoryUsed !== null && memoryTotal) memoryPercent = (100 * memoryUsed) / memoryTotal;
+  const gpuPercent = findNumber(flat, [/gpu.*(percent|util)/i]);
+  return { cpuPercent, memoryPercent, memoryUsed, memoryTotal, gpuPercent };
+}

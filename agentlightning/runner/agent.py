@@ -1,0 +1,635 @@
+"""`LitAgentRunner`: claims rollouts from a store and runs a `LitAgent` on them, one at a time.
+
+One loop: claim (`dequeue_rollout(worker_id=...)`) -> resources (cached per id) -> the tracer's trace context ->
+the agent (sync agents on a worker thread, with the rollout's timeout) -> store the result's spans -> set the
+attempt's status, with the reward, duration and any failure reason in its metadata. Heartbeats run on a timer beside
+the loop (`heartbeat.py`). What a result means and what to record are plain functions (`results.py`).
+
+The runner never dies because an agent misbehaved: exceptions, timeouts, `sys.exit`, garbage results and output
+floods fail the attempt with a readable reason and the loop goes on. A store that cannot be reached at start is
+waited for (`connect_timeout`); a store that goes away later is ridden out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
+
+from agentlightning.emitter.reward import emit_reward, find_final_reward
+from agentlightning.litagent.litagent import LitAgent, running_rollout
+from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout, RolloutMode, Span, SpanCoreFields
+
+from .base import Runner
+from .errors import StoreUnreachableError, describe_store, is_transient_store_error
+from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
+from .invoke import AgentInvoker
+from .output import output_budget, output_guard
+from .resources import ResourcesCache
+from .results import (
+    SUCCEEDED,
+    AttemptOutcome,
+    NormalizedResult,
+    RunnerInterrupted,
+    attempt_metadata,
+    next_poll_delay,
+    normalize_result,
+    outcome_of_exception,
+    server_clock_offset,
+)
+from .spans import readable_span_from_fields
+
+if TYPE_CHECKING:
+    from agentlightning.execution.events import ExecutionEvent
+    from agentlightning.store.base import LightningStore
+    from agentlightning.tracer.base import Tracer
+
+__all__ = ["LitAgentRunner"]
+
+logger = logging.getLogger(__name__)
+
+T_task = TypeVar("T_task")
+R = TypeVar("R")
+
+_STOP_CHECK = 0.1  # seconds between checks of the stop event while sleeping
+_INTERRUPTED_WRITE_TIMEOUT = 5.0  # how long a stopping runner keeps trying to record its last attempt
+
+
+def _is_set(event: Optional[ExecutionEvent]) -> bool:
+    return event is not None and event.is_set()
+
+
+def _is_remote(store: Any) -> bool:
+    """True for a client of a store server (each call is a request); in-process stores prefer batch calls."""
+    module = sys.modules.get("agentlightning.store.http.client")
+    return module is not None and isinstance(store, module.LightningStoreClient)
+
+
+def _positive(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+class LitAgentRunner(Runner[T_task]):
+    """Runs a LitAgent on rollouts claimed from a store.
+
+    Args:
+        tracer: records the agent's spans (default: an `OtelTracer`).
+        max_rollouts: stop `iter()` after this many rollouts (None: until stopped).
+        poll_interval: longest wait between two polls of an empty queue; polling starts at `min_poll_interval` and
+            doubles while the queue stays empty.
+        heartbeat_interval: seconds between worker/attempt heartbeats.
+        interval_jitter: heartbeats move by up to this many seconds either way (spreads the load of many runners).
+        heartbeat_launch_mode: "thread" (default; keeps beating while an agent blocks the loop) or "asyncio".
+        heartbeat_include_gpu: add GPU figures to the worker heartbeats.
+        connect_timeout: how long `iter()` waits for an unreachable store at start before failing.
+        max_output_chars: characters an agent may print per rollout before the rest is dropped (None: no limit).
+        cancel_grace: seconds a cancelled async agent gets to unwind before it is abandoned.
+        worker_id_prefix: the worker id in the store is this prefix followed by the worker number.
+        min_poll_interval: first wait after finding the queue empty.
+    """
+
+    def __init__(
+        self,
+        tracer: Optional[Tracer] = None,
+        max_rollouts: Optional[int] = None,
+        poll_interval: float = 1.0,
+        heartbeat_interval: float = 10.0,
+        interval_jitter: float = 0.5,
+        heartbeat_launch_mode: HeartbeatLaunchMode = "thread",
+        heartbeat_include_gpu: bool = False,
+        *,
+        connect_timeout: float = 60.0,
+        max_output_chars: Optional[int] = 1_000_000,
+        cancel_grace: float = 5.0,
+        worker_id_prefix: str = "Worker-",
+        min_poll_interval: float = 0.01,
+    ) -> None:
+        super().__init__()
+        if tracer is None:
+            from agentlightning.tracer.otel import OtelTracer
+
+            tracer = OtelTracer()
+        if max_rollouts is not None and (
+            isinstance(max_rollouts, bool) or not isinstance(max_rollouts, int) or max_rollouts < 1
+        ):
+            raise ValueError(f"max_rollouts must be a positive integer or None, got {max_rollouts!r}")
+        if heartbeat_launch_mode not in ("thread", "asyncio"):
+            raise ValueError(f"heartbeat_launch_mode must be 'thread' or 'asyncio', got {heartbeat_launch_mode!r}")
+        if interval_jitter < 0:
+            raise ValueError(f"interval_jitter must not be negative, got {interval_jitter!r}")
+        if max_output_chars is not None and max_output_chars < 1:
+            raise ValueError(f"max_output_chars must be positive or None, got {max_output_chars!r}")
+        self._tracer = tracer
+        self.max_rollouts = max_rollouts
+        self.poll_interval = _positive("poll_interval", poll_interval)
+        self.min_poll_interval = min(_positive("min_poll_interval", min_poll_interval), self.poll_interval)
+        self.heartbeat_interval = _positive("heartbeat_interval", heartbeat_interval)
+        self.interval_jitter = float(interval_jitter)
+        self.heartbeat_launch_mode: HeartbeatLaunchMode = heartbeat_launch_mode
+        self.heartbeat_include_gpu = heartbeat_include_gpu
+        self.connect_timeout = _positive("connect_timeout", connect_timeout)
+        self.max_output_chars = max_output_chars
+        self.cancel_grace = _positive("cancel_grace", cancel_grace)
+        self.worker_id_prefix = worker_id_prefix
+        self._reset_runtime()
+
+    def _reset_runtime(self) -> None:
+        self._agent: Optional[LitAgent[T_task]] = None
+        self._hooks: tuple[Hook, ...] = ()
+        self._store: Optional[LightningStore] = None
+        self._heartbeat: Optional[Heartbeat] = None
+        self._invoker: Optional[AgentInvoker] = None
+        self._resources = ResourcesCache()
+        self._seen_errors: set[str] = set()
+        self._warned_no_reward = False
+        self.rollouts_processed = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A runner sent to another process (or copied for another thread) starts uninitialised.
+        state = self.__dict__.copy()
+        for key in ("_agent", "_store", "_heartbeat", "_invoker"):
+            state[key] = None
+        state["_hooks"] = ()
+        state["_resources"] = ResourcesCache()
+        state["_seen_errors"] = set()
+        state["_warned_no_reward"] = False
+        state["rollouts_processed"] = 0
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # --------------------------------------------------------------------------------------------- lifecycle
+    @property
+    def tracer(self) -> Tracer:
+        return self._tracer
+
+    def init(self, agent: LitAgent[T_task], *, hooks: Optional[Sequence[Hook]] = None, **kwargs: Any) -> None:
+        """Prepare to run `agent`; `hooks` are called around every rollout."""
+        if not isinstance(agent, LitAgent):
+            raise TypeError(
+                f"The agent must be a LitAgent (or a function decorated with @agl.rollout), got {type(agent).__name__}"
+            )
+        self._agent = agent
+        agent.set_runner(self)
+        self._hooks = tuple(hooks or ())
+        self._tracer.init()
+
+    def init_worker(self, worker_id: int, store: LightningStore, **kwargs: Any) -> None:  # type: ignore[override]
+        """Prepare worker `worker_id` to claim rollouts from `store`."""
+        self.worker_id = worker_id
+        self._store = store
+        try:
+            self._tracer.init_worker(worker_id, store)
+        except TypeError:  # a v0.2 tracer without the store argument
+            self._tracer.init_worker(worker_id)
+
+    def teardown_worker(self, worker_id: int, *args: Any, **kwargs: Any) -> None:
+        if self._invoker is not None:
+            self._invoker.close()
+            self._invoker = None
+        self._tracer.teardown_worker(worker_id)
+        self._store = None
+        self._heartbeat = None
+        self._resources.clear()
+        self.worker_id = None
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        self._tracer.teardown()
+        self._agent = None
+        self._hooks = ()
+
+    def get_agent(self) -> LitAgent[T_task]:
+        if self._agent is None:
+            raise ValueError("The runner has no agent: call init(agent) first")
+        return self._agent
+
+    def get_store(self) -> LightningStore:
+        if self._store is None:
+            raise ValueError("The runner has no store: call init_worker(worker_id, store) first")
+        return self._store
+
+    def get_worker_id(self) -> str:
+        """The id this worker uses in the store ("Worker-<n>" by default)."""
+        if self.worker_id is None:
+            return f"{self.worker_id_prefix}Unknown"
+        return f"{self.worker_id_prefix}{self.worker_id}"
+
+    def _runtime(self) -> tuple[Heartbeat, AgentInvoker]:
+        if self._heartbeat is None or self._heartbeat.store is not self.get_store():
+            self._heartbeat = Heartbeat(
+                self.get_store(),
+                self.get_worker_id(),
+                interval=self.heartbeat_interval,
+                jitter=self.interval_jitter,
+                mode=self._launch_mode(),
+                include_gpu=self.heartbeat_include_gpu,
+            )
+        if self._invoker is None:
+            self._invoker = AgentInvoker(f"agl-{self.get_worker_id()}", cancel_grace=self.cancel_grace)
+        return self._heartbeat, self._invoker
+
+    def _launch_mode(self) -> HeartbeatLaunchMode:
+        if self.heartbeat_launch_mode == "thread" and not self.get_store().capabilities.get("thread_safe", False):
+            logger.warning("%s is not thread-safe; heartbeats run on the runner's event loop", type(self._store))
+            return "asyncio"
+        return self.heartbeat_launch_mode
+
+    # ------------------------------------------------------------------------------------------------- hooks
+    async def _trigger_hooks(self, name: str, **kwargs: Any) -> None:
+        for hook in self._hooks:
+            try:
+                await getattr(hook, name)(**kwargs)
+            except Exception:
+                logger.exception("Hook %s.%s failed (ignored)", type(hook).__name__, name)
+
+    # --------------------------------------------------------------------------------------------- the loop
+    async def iter(self, *, event: Optional[ExecutionEvent] = None) -> None:
+        """Claim and run rollouts until `event` is set or `max_rollouts` were processed.
+
+        Raises:
+            StoreUnreachableError: the store could not be reached within `connect_timeout` seconds at start.
+        """
+        store = self.get_store()
+        heartbeat, _ = self._runtime()
+        if not await self._connect(heartbeat, event):
+            return
+        heartbeat.start()
+        processed = 0
+        delay: Optional[float] = None
+        outage_since: Optional[float] = None
+        try:
+            with output_guard(self.max_output_chars is not None):
+                while not _is_set(event) and (self.max_rollouts is None or processed < self.max_rollouts):
+                    sent_at = time.time()
+                    try:
+                        claimed = await store.dequeue_rollout(worker_id=self.get_worker_id())
+                    except (asyncio.CancelledError, KeyboardInterrupt):
+                        await self._release_lost_claim()
+                        raise
+                    except Exception as exc:
+                        if not is_transient_store_error(exc):
+                            raise
+                        if outage_since is None:
+                            outage_since = time.monotonic()
+                            logger.warning(
+                                "%s: the store at %s is unreachable (%r); retrying until it is back",
+                                self.get_worker_id(),
+                                describe_store(store),
+                                exc,
+                            )
+                        delay = next_poll_delay(delay, minimum=0.5, maximum=5.0)
+                        await self._sleep(delay, event)
+                        continue
+                    if outage_since is not None:
+                        logger.info(
+                            "%s: the store is reachable again after %.1f s",
+                            self.get_worker_id(),
+                            time.monotonic() - outage_since,
+                        )
+                        outage_since = None
+                    if claimed is None:
+                        delay = next_poll_delay(delay, minimum=self.min_poll_interval, maximum=self.poll_interval)
+                        await self._sleep(delay, event)
+                        continue
+                    delay = None
+                    await self._run_claimed(claimed, sent_at=sent_at, event=event, raise_on_exception=False)
+                    processed += 1
+                    if processed in (1, 10, 100) or processed % 1000 == 0:
+                        logger.info("%s finished %d rollouts", self.get_worker_id(), processed)
+        finally:
+            await heartbeat.stop()
+        logger.debug("%s stopped after %d rollouts", self.get_worker_id(), processed)
+
+    async def _release_lost_claim(self) -> None:
+        """Interrupted while claiming: the store may have handed us a rollout whose answer never arrived. Fail
+        that attempt so the rollout does not stay "preparing" (the worker record names it)."""
+        store = self.get_store()
+
+        async def release() -> None:
+            worker = await store.get_worker_by_id(self.get_worker_id())
+            if worker is None or not worker.current_rollout_id or not worker.current_attempt_id:
+                return
+            attempt = await store.get_latest_attempt(worker.current_rollout_id)
+            if attempt is None or attempt.attempt_id != worker.current_attempt_id or attempt.status != "preparing":
+                return
+            outcome = outcome_of_exception(RunnerInterrupted("the runner stopped while claiming this rollout"))
+            metadata = attempt_metadata(attempt.metadata, outcome, final_reward=None, duration_seconds=0.0)
+            await store.update_attempt(attempt.rollout_id, attempt.attempt_id, status=outcome.status, metadata=metadata)
+
+        try:
+            await asyncio.wait_for(release(), _INTERRUPTED_WRITE_TIMEOUT)
+        except BaseException as exc:  # best effort while stopping
+            logger.debug("Could not release a claim interrupted in flight: %r", exc)
+
+    async def _connect(self, heartbeat: Heartbeat, event: Optional[ExecutionEvent]) -> bool:
+        """Register this worker, waiting for a store that is not reachable yet. False if stopped meanwhile."""
+        deadline = time.monotonic() + self.connect_timeout
+        delay: Optional[float] = None
+        warned = False
+        while True:
+            try:
+                await heartbeat.beat_worker()
+                if warned:
+                    logger.info("%s reached the store at %s", self.get_worker_id(), describe_store(heartbeat.store))
+                return True
+            except Exception as exc:
+                if not is_transient_store_error(exc):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreUnreachableError(
+                        f"{self.get_worker_id()} could not reach the store at {describe_store(heartbeat.store)} "
+                        f"within {self.connect_timeout:g} s (connect_timeout): {exc}"
+                    ) from exc
+                if not warned:
+                    logger.info(
+                        "%s: waiting for the store at %s (%r)",
+                        self.get_worker_id(),
+                        describe_store(heartbeat.store),
+                        exc,
+                    )
+                    warned = True
+            if _is_set(event):
+                return False
+            delay = next_poll_delay(delay, minimum=0.1, maximum=2.0)
+            await self._sleep(min(delay, max(0.0, deadline - time.monotonic())), event)
+
+    async def _sleep(self, seconds: float, event: Optional[ExecutionEvent]) -> None:
+        """Sleep, waking early when `event` is set."""
+        if event is None:
+            await asyncio.sleep(seconds)
+            return
+        deadline = time.monotonic() + seconds
+        while not event.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(min(remaining, _STOP_CHECK))
+
+    async def step(
+        self,
+        input: T_task,
+        *,
+        resources: Optional[NamedResources] = None,
+        mode: Optional[RolloutMode] = None,
+        event: Optional[ExecutionEvent] = None,
+    ) -> Rollout:
+        """Run the agent on `input` now, outside the queue, and return the finished rollout.
+
+        `resources` (optional) are added to the store first and used for this rollout. Exceptions of the agent are
+        raised here (the attempt is marked failed first).
+        """
+        store = self.get_store()
+        heartbeat, _ = self._runtime()
+        resources_id: Optional[str] = None
+        if resources is not None:
+            resources_id = (await store.add_resources(resources)).resources_id
+        sent_at = time.time()
+        claimed = await store.start_rollout(
+            input=input, mode=mode, resources_id=resources_id, worker_id=self.get_worker_id()
+        )
+        heartbeat.start()
+        try:
+            with output_guard(self.max_output_chars is not None):
+                await self._run_claimed(claimed, sent_at=sent_at, event=event, raise_on_exception=True)
+        finally:
+            await heartbeat.stop()
+        rollout = await store.get_rollout_by_id(claimed.rollout_id)
+        if rollout is None:
+            raise RuntimeError(f"Failed to fetch completed rollout by id after step: {claimed.rollout_id}")
+        return rollout
+
+    # ------------------------------------------------------------------------------------------ one rollout
+    async def _run_claimed(
+        self,
+        claimed: AttemptedRollout,
+        *,
+        sent_at: float,
+        event: Optional[ExecutionEvent],
+        raise_on_exception: bool,
+    ) -> str:
+        """Run the agent on a claimed rollout and record the attempt's outcome. Returns the rollout id."""
+        heartbeat, _ = self._runtime()
+        store = self.get_store()
+        agent = self.get_agent()
+        heartbeat.clock_offset = server_clock_offset(claimed.attempt.start_time, sent_at, time.time())
+        loop = asyncio.get_running_loop()
+        running = RunningAttempt(claimed.rollout_id, claimed.attempt.attempt_id, loop.create_future(), loop)
+        heartbeat.current = running
+        started = time.perf_counter()
+        outcome: AttemptOutcome = SUCCEEDED
+        spans: list[Any] = []
+        failure: Optional[Exception] = None
+        try:
+            try:
+                resources = await self._resources.get(store, claimed)
+                await self._trigger_hooks("on_rollout_start", agent=agent, runner=self, rollout=claimed)
+                normalized, spans = await self._trace_and_run(agent, claimed, resources, running)
+                spans = spans + await self._store_result(claimed, normalized, event)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                outcome = outcome_of_exception(RunnerInterrupted())
+                raise
+            except Exception as exc:
+                outcome = outcome_of_exception(exc)
+                failure = exc
+                self._log_failure(claimed, outcome)
+        finally:
+            heartbeat.current = None
+            reward = find_final_reward(spans) if spans else None
+            if reward is None and outcome.succeeded and not self._warned_no_reward:
+                self._warned_no_reward = True
+                logger.warning(
+                    "Rollout %s finished without a reward (no reward span, no numeric result); further rollouts "
+                    "without a reward are counted in the trainer's summary, not logged",
+                    claimed.rollout_id,
+                )
+            await self._trigger_hooks("on_rollout_end", agent=agent, runner=self, rollout=claimed, spans=spans)
+            await self._finish_attempt(claimed, outcome, reward, time.perf_counter() - started, event)
+            self.rollouts_processed += 1
+        if failure is not None and raise_on_exception:
+            raise failure
+        return claimed.rollout_id
+
+    async def _trace_and_run(
+        self,
+        agent: LitAgent[T_task],
+        claimed: AttemptedRollout,
+        resources: NamedResources,
+        running: RunningAttempt,
+    ) -> tuple[NormalizedResult, list[Any]]:
+        tracer = self._tracer
+        _, invoker = self._runtime()
+        is_async = agent.is_async()
+        if claimed.mode == "train":
+            method: Callable[..., Any] = agent.training_rollout_async if is_async else agent.training_rollout
+        else:
+            method = agent.validation_rollout_async if is_async else agent.validation_rollout
+        timeout = claimed.config.timeout_seconds
+
+        def call() -> Any:
+            return method(claimed.input, resources=resources, rollout=claimed)
+
+        with running_rollout(self), output_budget(claimed.rollout_id, self.max_output_chars):
+            async with tracer.trace_context(
+                name=claimed.rollout_id,
+                store=self.get_store(),
+                rollout_id=claimed.rollout_id,
+                attempt_id=claimed.attempt.attempt_id,
+            ):
+                await self._trigger_hooks("on_trace_start", agent=agent, runner=self, tracer=tracer, rollout=claimed)
+                raw = await invoker.call(call, is_async=is_async, timeout=timeout, abort=running.abort)
+                await self._trigger_hooks("on_trace_end", agent=agent, runner=self, tracer=tracer, rollout=claimed)
+        normalized = normalize_result(raw)
+        try:
+            traced: list[Any] = list(tracer.get_last_trace())
+        except Exception:
+            logger.debug("get_last_trace failed", exc_info=True)
+            traced = []
+        return normalized, traced
+
+    async def _store_result(
+        self, claimed: AttemptedRollout, normalized: NormalizedResult, event: Optional[ExecutionEvent]
+    ) -> list[Span]:
+        """Store what the result asks for (reward span, returned spans); the stored spans."""
+        store = self.get_store()
+        rollout_id, attempt_id = claimed.rollout_id, claimed.attempt.attempt_id
+        if normalized.empty_list:
+            logger.warning("Rollout %s: the agent returned an empty list; nothing to store", rollout_id)
+        fields: list[SpanCoreFields] = list(normalized.core_fields)
+        if normalized.reward is not None:
+            reward_fields = emit_reward(normalized.reward, propagate=False)
+            if reward_fields is not None:
+                fields.append(reward_fields)
+        # Returned spans without ids belong to this attempt.
+        spans = [
+            span
+            if span.rollout_id and span.attempt_id
+            else span.model_copy(
+                update={"rollout_id": span.rollout_id or rollout_id, "attempt_id": span.attempt_id or attempt_id}
+            )
+            for span in normalized.spans
+        ]
+        if len(fields) == 1 and not spans and _is_remote(store):
+            # The common case (a numeric result) over HTTP: one request, the server allocates the sequence id.
+            readable = readable_span_from_fields(fields[0])
+            stored_one = await self._retry(
+                lambda: store.add_otel_span(rollout_id, attempt_id, readable), "store the reward span", event
+            )
+            return [stored_one] if stored_one is not None else []
+        if fields:
+            ids = await self._retry(
+                lambda: store.get_many_span_sequence_ids([(rollout_id, attempt_id)] * len(fields)),
+                "allocate span sequence ids",
+                event,
+            )
+            spans += [
+                Span.from_core_fields(item, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=seq)
+                for item, seq in zip(fields, ids, strict=True)
+            ]
+        stored: list[Span] = []
+        if spans:
+            missing = [span for span in spans if span.sequence_id <= 0]
+            if missing:
+                ids = await self._retry(
+                    lambda: store.get_many_span_sequence_ids([(s.rollout_id, s.attempt_id) for s in missing]),
+                    "allocate span sequence ids",
+                    event,
+                )
+                for span, seq in zip(missing, ids, strict=True):
+                    span.sequence_id = seq
+            await self._retry(lambda: store.add_many_spans(spans), "store the result spans", event)
+            stored += spans
+        for readable in normalized.otel_spans:
+            span = await self._retry(
+                lambda readable=readable: store.add_otel_span(rollout_id, attempt_id, readable),
+                "store a returned span",
+                event,
+            )
+            if span is not None:
+                stored.append(span)
+        return stored
+
+    async def _finish_attempt(
+        self,
+        claimed: AttemptedRollout,
+        outcome: AttemptOutcome,
+        reward: Optional[float],
+        duration: float,
+        event: Optional[ExecutionEvent],
+    ) -> None:
+        store = self.get_store()
+        metadata = attempt_metadata(claimed.attempt.metadata, outcome, final_reward=reward, duration_seconds=duration)
+        interrupted = outcome.error_type == RunnerInterrupted.__name__
+        try:
+            await self._retry(
+                lambda: store.update_attempt(
+                    claimed.rollout_id, claimed.attempt.attempt_id, status=outcome.status, metadata=metadata
+                ),
+                f"record attempt status {outcome.status!r}",
+                event,
+                limit=_INTERRUPTED_WRITE_TIMEOUT if interrupted else None,
+            )
+        except Exception as exc:
+            logger.error(
+                "Could not record status %r for rollout %s attempt %s: %r",
+                outcome.status,
+                claimed.rollout_id,
+                claimed.attempt.attempt_id,
+                exc,
+            )
+
+    async def _retry(
+        self,
+        operation: Callable[[], Awaitable[R]],
+        what: str,
+        event: Optional[ExecutionEvent],
+        *,
+        limit: Optional[float] = None,
+    ) -> R:
+        """Run a store operation, riding out transient failures (an unreachable or restarting store).
+
+        Retries until it succeeds; once the runner is asked to stop (or after `limit` seconds) it gives up within
+        a few seconds and raises the last error.
+        """
+        started = time.monotonic()
+        delay: Optional[float] = None
+        warned = False
+        while True:
+            try:
+                result = await operation()
+            except Exception as exc:
+                if not is_transient_store_error(exc):
+                    raise
+                elapsed = time.monotonic() - started
+                stopping = _is_set(event)
+                if (limit is not None and elapsed >= limit) or (stopping and elapsed >= _INTERRUPTED_WRITE_TIMEOUT):
+                    raise
+                if not warned:
+                    logger.warning("%s: cannot %s yet (%r); retrying", self.get_worker_id(), what, exc)
+                    warned = True
+                delay = next_poll_delay(delay, minimum=0.2, maximum=5.0)
+                await asyncio.sleep(delay)
+                continue
+            if warned:
+                logger.info("%s: %s succeeded after %.1f s", self.get_worker_id(), what, time.monotonic() - started)
+            return result
+
+    def _log_failure(self, claimed: AttemptedRollout, outcome: AttemptOutcome) -> None:
+        logger.warning(
+            "Rollout %s attempt %s %s: %s",
+            claimed.rollout_id,
+            claimed.attempt.attempt_id,
+            "timed out" if outcome.status == "timeout" else "failed",
+            outcome.reason,
+        )
+        key = f"{outcome.error_type}:{(outcome.reason or '').splitlines()[0] if outcome.reason else ''}"
+        if outcome.traceback and key not in self._seen_errors:
+            self._seen_errors.add(key)
+            logger.warning(
+                "First occurrence of this error (later ones are logged without traceback):\n%s", outcome.traceback
+            )

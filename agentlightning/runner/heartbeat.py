@@ -1,0 +1,156 @@
+"""Worker and attempt heartbeats, sent on a timer beside the runner loop (never per store call).
+
+Every `interval` seconds (with jitter) the runner reports itself with `update_worker(worker_id, system_snapshot())`
+and, while an attempt runs, `update_attempt(..., last_heartbeat_time=...)` so the store does not consider the
+attempt unresponsive. The heartbeat time is sent on the store's clock (estimated from the claim), so runners on
+machines with a skewed clock are not marked unresponsive. If the store answers that the attempt timed out, the
+runner is told to stop the agent.
+
+Launch modes: "thread" (a daemon thread with its own event loop: heartbeats continue even when an async agent blocks
+the runner's loop) or "asyncio" (a task on the runner's loop: no extra thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Optional
+
+from agentlightning.utils.system_snapshot import system_snapshot
+
+from .results import jittered
+
+if TYPE_CHECKING:
+    from agentlightning.store.base import LightningStore
+
+__all__ = ["Heartbeat", "HeartbeatLaunchMode", "RunningAttempt"]
+
+logger = logging.getLogger(__name__)
+
+HeartbeatLaunchMode = Literal["thread", "asyncio"]
+
+
+@dataclass
+class RunningAttempt:
+    """The attempt a runner is working on, as its heartbeat sees it."""
+
+    rollout_id: str
+    attempt_id: str
+    abort: asyncio.Future[None]
+    """Resolved (on the runner's loop) when the store declared the attempt timed out."""
+    loop: asyncio.AbstractEventLoop
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class Heartbeat:
+    """Periodic heartbeats of one runner worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        store: LightningStore,
+        worker_id: str,
+        *,
+        interval: float,
+        jitter: float,
+        mode: HeartbeatLaunchMode,
+        include_gpu: bool = False,
+    ) -> None:
+        if mode not in ("thread", "asyncio"):
+            raise ValueError(f"heartbeat_launch_mode must be 'thread' or 'asyncio', got {mode!r}")
+        if interval <= 0:
+            raise ValueError(f"heartbeat_interval must be positive, got {interval!r}")
+        self.store = store
+        self.worker_id = worker_id
+        self.interval = interval
+        self.jitter = jitter
+        self.mode: HeartbeatLaunchMode = mode
+        self.include_gpu = include_gpu
+        self.current: Optional[RunningAttempt] = None
+        self.clock_offset = 0.0
+        """Estimated store clock minus local clock."""
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._task: Optional[asyncio.Task[None]] = None
+        self._failing = False
+
+    # ------------------------------------------------------------------------------------------------ beats
+    async def beat_worker(self) -> None:
+        """Report this worker with a system snapshot (raises on store errors)."""
+        await self.store.update_worker(self.worker_id, heartbeat_stats=system_snapshot(self.include_gpu))
+
+    async def beat_attempt(self) -> None:
+        """Report that the current attempt is alive; stop the agent when the store says it timed out."""
+        running = self.current
+        if running is None:
+            return
+        attempt = await self.store.update_attempt(
+            running.rollout_id, running.attempt_id, last_heartbeat_time=time.time() + self.clock_offset
+        )
+        if attempt.status == "timeout" and self.current is running and not running.abort.done():
+            logger.warning(
+                "The store marked rollout %s attempt %s as timed out; stopping the agent",
+                running.rollout_id,
+                running.attempt_id,
+            )
+            running.loop.call_soon_threadsafe(_resolve, running.abort)
+
+    async def _beat(self) -> None:
+        try:
+            await self.beat_attempt()
+            await self.beat_worker()
+        except Exception as exc:
+            if not self._failing:
+                logger.warning("Heartbeat of %s failed (will keep trying): %r", self.worker_id, exc)
+            self._failing = True
+        else:
+            if self._failing:
+                logger.info("Heartbeats of %s reach the store again", self.worker_id)
+            self._failing = False
+
+    # --------------------------------------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start beating (in a thread, or as a task of the running loop)."""
+        self._stop.clear()
+        if self.mode == "thread":
+            self._thread = threading.Thread(
+                target=self._thread_main, name=f"agl-heartbeat-{self.worker_id}", daemon=True
+            )
+            self._thread.start()
+        else:
+            self._task = asyncio.get_running_loop().create_task(self._task_main())
+
+    async def stop(self) -> None:
+        """Stop beating and wait for the beat in flight (a few seconds at most)."""
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._thread is not None:
+            thread, self._thread = self._thread, None
+            await asyncio.to_thread(thread.join, 5.0)
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            while not self._stop.wait(jittered(self.interval, self.jitter)):
+                loop.run_until_complete(self._beat())
+        except Exception:  # never let the heartbeat thread die with a traceback on stderr
+            logger.exception("Heartbeat thread of %s stopped", self.worker_id)
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())  # closes HTTP sessions opened on this loop
+            finally:
+                loop.close()
+
+    async def _task_main(self) -> None:
+        while not self._stop.is_set():
+            await asyncio.sleep(jittered(self.interval, self.jitter))
+            await self._beat()

@@ -1,0 +1,240 @@
+"""The runner's rules, as plain functions: what an agent's result means, and what to record on the attempt.
+
+No I/O here. The runner loop (`agent.py`) asks these functions what to store and which status and reason to write,
+so the rules are tested without a store, a tracer or an agent.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from agentlightning.types import AttemptStatus, Span, SpanCoreFields
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = [
+    "AgentExit",
+    "AgentTimeout",
+    "AttemptOutcome",
+    "NormalizedResult",
+    "RunnerInterrupted",
+    "StoreDeclaredTimeout",
+    "attempt_metadata",
+    "is_readable_span",
+    "jittered",
+    "next_poll_delay",
+    "normalize_result",
+    "outcome_of_exception",
+    "resources_cache_is_fresh",
+    "server_clock_offset",
+]
+
+MAX_REASON_CHARS = 500
+MAX_TRACEBACK_CHARS = 4000
+
+
+class AgentTimeout(Exception):
+    """The agent ran longer than the rollout's `timeout_seconds`."""
+
+    def __init__(self, timeout_seconds: float) -> None:
+        super().__init__(f"the agent did not finish within {timeout_seconds:g} s (RolloutConfig.timeout_seconds)")
+        self.timeout_seconds = timeout_seconds
+
+
+class StoreDeclaredTimeout(Exception):
+    """The store marked the attempt as timed out while the agent was still running."""
+
+    def __init__(self) -> None:
+        super().__init__("the store marked the attempt as timed out while the agent was still running")
+
+
+class AgentExit(Exception):
+    """The agent called `sys.exit` (or raised SystemExit); the runner goes on with the next rollout."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(f"the agent called sys.exit({code!r})")
+        self.code = code
+
+
+class RunnerInterrupted(Exception):
+    """The runner was stopped (Ctrl-C, stop signal) before the agent finished."""
+
+    def __init__(self, detail: str = "the runner was stopped before the rollout finished") -> None:
+        super().__init__(detail)
+
+
+# ----------------------------------------------------------------------------------------------- results
+def is_readable_span(value: Any) -> bool:
+    """True for OpenTelemetry SDK spans (checked by class, without importing the SDK when nobody did)."""
+    import sys
+
+    module = sys.modules.get("opentelemetry.sdk.trace")
+    return module is not None and isinstance(value, module.ReadableSpan)
+
+
+@dataclass
+class NormalizedResult:
+    """What an agent's return value asks the runner to store."""
+
+    reward: Optional[float] = None
+    """A numeric result: the runner stores it as a reward span."""
+    core_fields: list[SpanCoreFields] = field(default_factory=list)
+    """Span fields to store (the store allocates their sequence ids)."""
+    spans: list[Span] = field(default_factory=list)
+    """Complete spans to store as they are."""
+    otel_spans: list[ReadableSpan] = field(default_factory=list)
+    """OpenTelemetry spans to convert and store."""
+    empty_list: bool = False
+    """The agent returned an empty list (usually a mistake: nothing to store)."""
+
+
+def _type_names(items: Sequence[Any]) -> str:
+    return ", ".join(sorted({type(item).__name__ for item in items}))
+
+
+def normalize_result(result: Any) -> NormalizedResult:
+    """Interpret an agent's return value.
+
+    None: the agent emitted what it had to while running. A number (bool and int included): the final reward.
+    A list of `Span`, of `SpanCoreFields` or of OpenTelemetry spans: stored for the attempt.
+
+    Raises:
+        TypeError: any other value (the message names its type); a list mixing kinds of items.
+        ValueError: a reward that is NaN or infinite.
+    """
+    if result is None:
+        return NormalizedResult()
+    if isinstance(result, (bool, int, float)):
+        reward = float(result)
+        if not math.isfinite(reward):
+            raise ValueError(f"the agent returned a reward of {reward}, which is not a finite number")
+        return NormalizedResult(reward=reward)
+    if isinstance(result, (list, tuple)):
+        items: Sequence[Any] = result
+        if not items:
+            return NormalizedResult(empty_list=True)
+        if all(isinstance(item, Span) for item in items):
+            return NormalizedResult(spans=list(items))
+        if all(isinstance(item, SpanCoreFields) for item in items):
+            return NormalizedResult(core_fields=list(items))
+        if all(is_readable_span(item) for item in items):
+            return NormalizedResult(otel_spans=list(items))
+        raise TypeError(
+            f"the agent returned a list of {_type_names(items)}; a list result must contain only Span, only "
+            "SpanCoreFields or only OpenTelemetry ReadableSpan items"
+        )
+    raise TypeError(
+        f"the agent returned a {type(result).__name__}; expected None, a number (the reward), or a list of spans"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- outcomes
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """The status to record for an attempt and, for failures, a readable reason."""
+
+    status: AttemptStatus
+    reason: Optional[str] = None
+    error_type: Optional[str] = None
+    traceback: Optional[str] = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
+SUCCEEDED = AttemptOutcome("succeeded")
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    return f"{text[:head]} ... [{len(text) - limit} characters cut] ... {text[-(limit - head) :]}"
+
+
+def outcome_of_exception(exc: BaseException) -> AttemptOutcome:
+    """The attempt status and reason for an exception raised while running a rollout.
+
+    Timeouts (the runner's or the store's) record "timeout", so a rollout whose `retry_condition` includes "timeout"
+    is retried; everything else records "failed".
+    """
+    if isinstance(exc, (AgentTimeout, StoreDeclaredTimeout)):
+        return AttemptOutcome("timeout", reason=str(exc), error_type=type(exc).__name__)
+    if isinstance(exc, (AgentExit, RunnerInterrupted)):
+        return AttemptOutcome("failed", reason=str(exc), error_type=type(exc).__name__)
+    message = str(exc)
+    reason = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return AttemptOutcome(
+        "failed",
+        reason=_shorten(reason, MAX_REASON_CHARS),
+        error_type=type(exc).__name__,
+        traceback=_shorten(tb, MAX_TRACEBACK_CHARS),
+    )
+
+
+def attempt_metadata(
+    previous: Optional[Mapping[str, Any]],
+    outcome: AttemptOutcome,
+    *,
+    final_reward: Optional[float],
+    duration_seconds: float,
+) -> dict[str, Any]:
+    """The attempt's metadata after the runner finished it: what it had, plus the reward, duration and failure.
+
+    The reward in the metadata lets progress displays follow rewards without reading every rollout's spans.
+    """
+    metadata: dict[str, Any] = dict(previous or {})
+    metadata["final_reward"] = final_reward
+    metadata["duration_seconds"] = round(duration_seconds, 6)
+    for key in ("error", "error_type", "traceback"):
+        metadata.pop(key, None)
+    if outcome.reason is not None:
+        metadata["error"] = outcome.reason
+    if outcome.error_type is not None:
+        metadata["error_type"] = outcome.error_type
+    if outcome.traceback is not None:
+        metadata["traceback"] = outcome.traceback
+    return metadata
+
+
+# --------------------------------------------------------------------------------------- caching and timing
+def resources_cache_is_fresh(fetched_after: float, rollout_enqueued_at: float) -> bool:
+    """Whether resources fetched after the store time `fetched_after` are those a rollout enqueued at
+    `rollout_enqueued_at` was meant to use.
+
+    Both times are on the store's clock: `fetched_after` is the start time of the attempt whose claim triggered the
+    fetch (the fetch happened later). Any change made to the snapshot before the rollout was enqueued happened
+    before that fetch, so the cached copy reflects it.
+    """
+    return rollout_enqueued_at <= fetched_after
+
+
+def server_clock_offset(server_time: float, sent_at: float, received_at: float) -> float:
+    """Estimated (server clock - local clock), from a server timestamp taken between `sent_at` and `received_at`."""
+    return server_time - (sent_at + received_at) / 2.0
+
+
+def next_poll_delay(previous: Optional[float], *, minimum: float, maximum: float) -> float:
+    """The wait before the next poll of an empty queue: `minimum` first, then doubling up to `maximum`."""
+    if maximum <= minimum:
+        return max(maximum, 0.0)
+    if previous is None:
+        return minimum
+    return min(maximum, max(minimum, previous * 2.0))
+
+
+def jittered(interval: float, jitter: float, rng: Optional[random.Random] = None) -> float:
+    """`interval` moved by up to `jitter` seconds either way (never below a tenth of the interval)."""
+    if jitter <= 0:
+        return interval
+    value = interval + (rng or random).uniform(-jitter, jitter)
+    return max(interval / 10.0, value)

@@ -1,0 +1,19 @@
+"""The Trainer and its component builder."""
+
+from __future__ import annotations
+
+from .init_utils import build_component, instantiate_component, instantiate_from_spec, load_class
+from .progress import ProgressSnapshot, RunSummary
+from .registry import ExecutionStrategyRegistry
+from .trainer import Trainer
+
+__all__ = [
+    "ExecutionStrategyRegistry",
+    "ProgressSnapshot",
+    "RunSummary",
+    "Trainer",
+    "build_component",
+    "instantiate_component",
+    "instantiate_from_spec",
+    "load_class",
+]

@@ -1,0 +1,401 @@
+"""What a user watches during `Trainer.fit`: rollouts done/failed/running, reward, throughput, runners alive.
+
+A monitor thread reads the store every tick (status counts, recently finished rollouts, workers) into a
+`ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
+terminal, a plain log line every `log_interval` seconds otherwise, and optionally a JSON-lines file. The rewards
+come from the attempt metadata that runners write when they finish (`final_reward`), so following them costs no
+span queries. The final snapshot and the most frequent failure reasons make the run summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
+
+from agentlightning.types import Rollout, RolloutStatus
+
+if TYPE_CHECKING:
+    from agentlightning.store.base import LightningStore
+
+__all__ = ["ProgressMonitor", "ProgressSnapshot", "ProgressTracker", "RunSummary"]
+
+logger = logging.getLogger("agentlightning.trainer")
+
+ProgressMode = Literal["auto", "rich", "log", "off"]
+_STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
+    "queued": ("queuing", "requeuing"),
+    "running": ("preparing", "running"),
+    "succeeded": ("succeeded",),
+    "failed": ("failed",),
+    "cancelled": ("cancelled",),
+}
+_FINISHED: tuple[RolloutStatus, ...] = ("succeeded", "failed", "cancelled")
+
+
+@dataclass
+class ProgressSnapshot:
+    """The state of a run at one moment (counts cover the rollouts finished since the run started)."""
+
+    elapsed: float = 0.0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    running: int = 0
+    queued: int = 0
+    rollouts_per_second: float = 0.0
+    reward_mean: Optional[float] = None
+    """Mean final reward of the last `reward_window` finished rollouts that had one."""
+    without_reward: int = 0
+    runners_alive: int = 0
+    runners_seen: int = 0
+
+    @property
+    def done(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+
+@dataclass
+class RunSummary:
+    """What a finished run did: counts, reward, throughput and the most frequent failure reasons."""
+
+    snapshot: ProgressSnapshot
+    failure_reasons: list[tuple[str, int]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        s = self.snapshot
+        text = (
+            f"{s.done} rollouts finished in {s.elapsed:.1f} s: {s.succeeded} succeeded, {s.failed} failed, "
+            f"{s.cancelled} cancelled"
+        )
+        if s.running or s.queued:
+            text += f"; {s.running} still running, {s.queued} still queued"
+        if s.reward_mean is not None:
+            text += f"; mean reward {s.reward_mean:.4g} (last rollouts)"
+        if s.without_reward:
+            text += f"; {s.without_reward} without a reward"
+        if self.failure_reasons:
+            reasons = "; ".join(f"{count}x {reason}" for reason, count in self.failure_reasons)
+            text += f". Failure reasons: {reasons}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self.snapshot)
+        data["done"] = self.snapshot.done
+        data["failure_reasons"] = [{"reason": reason, "count": count} for reason, count in self.failure_reasons]
+        return data
+
+
+def _final_reward(rollout: Rollout) -> tuple[bool, Optional[float]]:
+    """(whether the runner reported on it, its final reward) from the latest attempt's metadata."""
+    attempt = getattr(rollout, "attempt", None)
+    metadata = getattr(attempt, "metadata", None) or {}
+    if "final_reward" not in metadata:
+        return False, None
+    value = metadata.get("final_reward")
+    return True, float(value) if isinstance(value, (int, float)) else None
+
+
+class ProgressTracker:
+    """Turns store readings into snapshots (no I/O: fed by the monitor, tested directly)."""
+
+    def __init__(self, *, reward_window: int = 100, rate_window: float = 10.0) -> None:
+        self._baseline: Optional[dict[str, int]] = None
+        self._rewards: deque[float] = deque(maxlen=reward_window)
+        self._seen: set[str] = set()
+        self._without_reward = 0
+        self._done_history: deque[tuple[float, int]] = deque()
+        self._rate_window = rate_window
+        self._started = time.monotonic()
+
+    def set_baseline(self, counts: dict[str, int]) -> None:
+        """Counts of finished rollouts already in the store when the run started (not counted as progress)."""
+        self._baseline = {key: counts.get(key, 0) for key in _FINISHED}
+
+    def update(
+        self, counts: dict[str, int], finished: Sequence[Rollout], workers_alive: int, workers_seen: int
+    ) -> ProgressSnapshot:
+        now = time.monotonic()
+        if self._baseline is None:
+            self.set_baseline({})
+        assert self._baseline is not None
+        for rollout in finished:
+            if rollout.rollout_id in self._seen:
+                continue
+            self._seen.add(rollout.rollout_id)
+            reported, reward = _final_reward(rollout)
+            if reward is not None:
+                self._rewards.append(reward)
+            elif reported and rollout.status == "succeeded":
+                self._without_reward += 1
+        snapshot = ProgressSnapshot(
+            elapsed=now - self._started,
+            succeeded=max(0, counts.get("succeeded", 0) - self._baseline["succeeded"]),
+            failed=max(0, counts.get("failed", 0) - self._baseline["failed"]),
+            cancelled=max(0, counts.get("cancelled", 0) - self._baseline["cancelled"]),
+            running=counts.get("running", 0),
+            queued=counts.get("queued", 0),
+            reward_mean=sum(self._rewards) / len(self._rewards) if self._rewards else None,
+            without_reward=self._without_reward,
+            runners_alive=workers_alive,
+            runners_seen=workers_seen,
+        )
+        self._done_history.append((now, snapshot.done))
+        while len(self._done_history) > 2 and now - self._done_history[0][0] > self._rate_window:
+            self._done_history.popleft()
+        first_time, first_done = self._done_history[0]
+        if now > first_time:
+            snapshot.rollouts_per_second = (snapshot.done - first_done) / (now - first_time)
+        return snapshot
+
+
+class ProgressSink(Protocol):
+    def show(self, snapshot: ProgressSnapshot) -> None: ...
+
+    def close(self, summary: Optional[RunSummary]) -> None: ...
+
+
+def format_line(s: ProgressSnapshot) -> str:
+    reward = f"{s.reward_mean:.4g}" if s.reward_mean is not None else "n/a"
+    return (
+        f"{s.done} done ({s.succeeded} succeeded, {s.failed} failed), {s.running} running, {s.queued} queued, "
+        f"{s.rollouts_per_second:.1f} rollouts/s, reward {reward}, runners {s.runners_alive} alive"
+    )
+
+
+class LogSink:
+    """A log line every `interval` seconds."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = float("-inf")
+
+    def show(self, snapshot: ProgressSnapshot) -> None:
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            logger.info("Progress: %s", format_line(snapshot))
+
+    def close(self, summary: Optional[RunSummary]) -> None:
+        pass
+
+
+class RichSink:
+    """A live panel on the terminal (rich)."""
+
+    def __init__(self, title: str) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._title = title
+        self._live = Live(self._render(ProgressSnapshot()), console=Console(stderr=True), refresh_per_second=4)
+        self._live.start()
+
+    def _render(self, s: ProgressSnapshot) -> Any:
+        from rich.panel import Panel
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        reward = f"{s.reward_mean:.4g}" if s.reward_mean is not None else "n/a"
+        table.add_row(
+            "rollouts",
+            f"[green]{s.succeeded} succeeded[/]  [red]{s.failed} failed[/]  {s.cancelled} cancelled  "
+            f"[cyan]{s.running} running[/]  {s.queued} queued",
+        )
+        table.add_row("throughput", f"{s.rollouts_per_second:.1f} rollouts/s")
+        table.add_row("reward", f"{reward} (mean of the last rollouts)  {s.without_reward} without reward")
+        table.add_row("runners", f"{s.runners_alive} alive")
+        return Panel(table, title=f"{self._title} · {s.elapsed:.0f} s", expand=False)
+
+    def show(self, snapshot: ProgressSnapshot) -> None:
+        self._live.update(self._render(snapshot))
+
+    def close(self, summary: Optional[RunSummary]) -> None:
+        if summary is not None:
+            self._live.update(self._render(summary.snapshot))
+        self._live.stop()
+
+
+class JsonLinesSink:
+    """One JSON object per tick, and the summary (`"final": true`) at the end."""
+
+    def __init__(self, path: str) -> None:
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def show(self, snapshot: ProgressSnapshot) -> None:
+        data = asdict(snapshot)
+        data.update({"time": time.time(), "done": snapshot.done, "final": False})
+        self._file.write(json.dumps(data) + "\n")
+        self._file.flush()
+
+    def close(self, summary: Optional[RunSummary]) -> None:
+        if summary is not None:
+            data = summary.to_dict()
+            data.update({"time": time.time(), "final": True})
+            self._file.write(json.dumps(data) + "\n")
+        self._file.close()
+
+
+async def _count(store: LightningStore, statuses: Sequence[RolloutStatus]) -> int:
+    page = await store.query_rollouts(status_in=list(statuses), limit=0)
+    total = getattr(page, "total", None)
+    return int(total) if isinstance(total, int) else len(page)
+
+
+async def read_counts(store: LightningStore) -> dict[str, int]:
+    """Rollout counts per status group."""
+    return {group: await _count(store, statuses) for group, statuses in _STATUS_GROUPS.items()}
+
+
+async def failure_reasons(store: LightningStore, *, limit: int = 1000, top: int = 5) -> list[tuple[str, int]]:
+    """The most frequent failure reasons among the last `limit` failed rollouts."""
+    failed = await store.query_rollouts(status_in=["failed"], sort_by="end_time", sort_order="desc", limit=limit)
+    reasons: Counter[str] = Counter()
+    for rollout in failed:
+        attempt = getattr(rollout, "attempt", None)
+        metadata = getattr(attempt, "metadata", None) or {}
+        reason = metadata.get("error") or f"attempt {getattr(attempt, 'status', 'unknown')}"
+        reasons[str(reason).splitlines()[0][:200]] += 1
+    return reasons.most_common(top)
+
+
+class ProgressMonitor:
+    """Polls the store in a thread and feeds the sinks (see the module docstring).
+
+    Args:
+        store: the run's store (must be usable from another thread; every store in this package is).
+        mode: "auto" (rich on a terminal, log lines otherwise), "rich", "log" or "off".
+        interval: seconds between store reads (rich refreshes smoothly in between).
+        log_interval: seconds between log lines in "log" mode.
+        jsonl_path: also append snapshots to this JSON-lines file.
+        title: the panel's title.
+        alive_after: a worker counts as alive if it was heard from within this many seconds.
+    """
+
+    def __init__(
+        self,
+        store: LightningStore,
+        *,
+        mode: ProgressMode = "auto",
+        interval: float = 1.0,
+        log_interval: float = 10.0,
+        jsonl_path: Optional[str] = None,
+        title: str = "Agent Lightning",
+        alive_after: float = 30.0,
+    ) -> None:
+        if mode not in ("auto", "rich", "log", "off"):
+            raise ValueError(f"progress must be 'auto', 'rich', 'log' or 'off', got {mode!r}")
+        self.store = store
+        self.mode = mode
+        self.interval = interval
+        self.log_interval = log_interval
+        self.jsonl_path = jsonl_path
+        self.title = title
+        self.alive_after = alive_after
+        self.tracker = ProgressTracker()
+        self.summary: Optional[RunSummary] = None
+        self._sinks: list[ProgressSink] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._last: ProgressSnapshot = ProgressSnapshot()
+        self._started_at = time.time()
+
+    def _make_sinks(self) -> list[ProgressSink]:
+        sinks: list[ProgressSink] = []
+        mode = self.mode
+        if mode == "auto":
+            mode = "rich" if sys.stderr.isatty() else "log"
+        if mode == "rich":
+            try:
+                sinks.append(RichSink(self.title))
+            except ImportError:
+                logger.info("rich is not installed; progress is logged instead (pip install rich)")
+                mode = "log"
+        if mode == "log":
+            sinks.append(LogSink(self.log_interval))
+        if self.jsonl_path:
+            sinks.append(JsonLinesSink(self.jsonl_path))
+        return sinks
+
+    async def _read(self) -> ProgressSnapshot:
+        counts = await read_counts(self.store)
+        finished = await self.store.query_rollouts(
+            status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500
+        )
+        workers = await self.store.query_workers()
+        now = time.time()
+        recent = [
+            worker
+            for worker in workers
+            if max(worker.last_heartbeat_time or 0.0, worker.last_dequeue_time or 0.0) >= self._started_at
+        ]
+        alive = sum(
+            1
+            for worker in recent
+            if now - max(worker.last_heartbeat_time or 0.0, worker.last_dequeue_time or 0.0) <= self.alive_after
+        )
+        return self.tracker.update(counts, list(finished), alive, len(recent))
+
+    async def start_async(self) -> None:
+        """Read the baseline (what the store held before the run) and start the thread."""
+        try:
+            counts = await read_counts(self.store)
+            self.tracker.set_baseline(counts)
+        except Exception as exc:
+            logger.debug("progress: could not read the baseline: %r", exc)
+        if self.mode == "off" and not self.jsonl_path:
+            return
+        self._sinks = self._make_sinks()
+        self._thread = threading.Thread(target=self._thread_main, name="agl-progress", daemon=True)
+        self._thread.start()
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            while not self._stop.wait(self.interval):
+                self._tick(loop)
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            self._last = loop.run_until_complete(self._read())
+        except Exception as exc:
+            logger.debug("progress: store read failed: %r", exc)
+            return
+        for sink in self._sinks:
+            try:
+                sink.show(self._last)
+            except Exception:
+                logger.debug("progress sink failed", exc_info=True)
+
+    async def stop_async(self) -> RunSummary:
+        """Stop the thread, read the final state and close the sinks; the run summary."""
+        self._stop.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 10.0)
+        try:
+            snapshot = await self._read()
+            reasons = await failure_reasons(self.store) if snapshot.failed else []
+        except Exception as exc:
+            logger.debug("progress: final read failed: %r", exc)
+            snapshot, reasons = self._last, []
+        self.summary = RunSummary(snapshot, reasons)
+        for sink in self._sinks:
+            try:
+                sink.close(self.summary)
+            except Exception:
+                logger.debug("progress sink close failed", exc_info=True)
+        return self.summary

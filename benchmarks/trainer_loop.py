@@ -1,0 +1,155 @@
+"""Trainer.fit end to end: rollouts/s with a no-op agent, in shm and cs modes, with 1, 2 and 4 runners; and the
+per-rollout overhead the runner adds to the store operations a rollout needs anyway.
+
+    .venv/bin/python benchmarks/trainer_loop.py                    # everything (about a minute on 2 cores)
+    .venv/bin/python benchmarks/trainer_loop.py --modes shm --runners 4 --rollouts 3000
+
+The algorithm enqueues every rollout at once (`enqueue_many_rollouts`) and waits for all of them; the rate is
+measured from the enqueue to the last rollout finishing, so process start-up is not counted (it is reported
+separately as the wall time of `fit`). The agent returns a reward of 1.0, which the runner stores as a reward span.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Optional
+
+import agentlightning as agl
+from agentlightning.algorithm.base import Algorithm
+from agentlightning.types import EnqueueRolloutRequest
+
+
+class NoOpAgent(agl.LitAgent[Any]):
+    async def rollout_async(self, task: Any, resources: Any, rollout: Any) -> float:
+        return 1.0
+
+
+class EnqueueAllWaitAll(Algorithm):
+    """Enqueue the whole dataset in one call, then wait for every rollout; records the timing."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.finished = 0
+        self.succeeded = 0
+
+    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        store = self.get_store()
+        started = time.perf_counter()
+        rollouts = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=item) for item in train_dataset])
+        done = await store.wait_for_rollouts(rollout_ids=[r.rollout_id for r in rollouts], timeout=600)
+        self.seconds = time.perf_counter() - started
+        self.finished = len(done)
+        self.succeeded = sum(1 for rollout in done if rollout.status == "succeeded")
+
+
+def run_fit(mode: str, runners: int, rollouts: int) -> dict[str, Any]:
+    algorithm = EnqueueAllWaitAll()
+    from agentlightning.tracer.otel import OtelTracer
+
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=runners, strategy=mode, tracer=OtelTracer(), progress="off")
+    started = time.perf_counter()
+    trainer.fit(NoOpAgent(), [{"i": i} for i in range(rollouts)])
+    wall = time.perf_counter() - started
+    return {
+        "mode": mode,
+        "runners": runners,
+        "rollouts": rollouts,
+        "succeeded": algorithm.succeeded,
+        "rate": algorithm.finished / algorithm.seconds if algorithm.seconds else 0.0,
+        "wall": wall,
+    }
+
+
+# ---------------------------------------------------------------------------------- per-rollout overhead
+async def _bare_store_loop(rollouts: int) -> float:
+    """Seconds per rollout for the store operations a rollout needs: claim, one reward span, the final status."""
+    from agentlightning.store import InMemoryLightningStore, LightningStoreThreaded
+    from agentlightning.types import Span
+
+    store = LightningStoreThreaded(InMemoryLightningStore())
+    await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(rollouts)])
+    started = time.perf_counter()
+    for _ in range(rollouts):
+        claimed = await store.dequeue_rollout(worker_id="w")
+        assert claimed is not None
+        fields = agl.emit_reward(1.0, propagate=False)
+        assert fields is not None
+        (seq,) = await store.get_many_span_sequence_ids([(claimed.rollout_id, claimed.attempt.attempt_id)])
+        span = Span.from_core_fields(
+            fields, rollout_id=claimed.rollout_id, attempt_id=claimed.attempt.attempt_id, sequence_id=seq
+        )
+        await store.add_many_spans([span])
+        await store.update_attempt(claimed.rollout_id, claimed.attempt.attempt_id, status="succeeded", metadata={})
+    return (time.perf_counter() - started) / rollouts
+
+
+async def _runner_loop(rollouts: int, tracer_name: str) -> float:
+    """Seconds per rollout of LitAgentRunner.iter over the same store with a no-op agent."""
+    from agentlightning.runner import LitAgentRunner
+    from agentlightning.store import InMemoryLightningStore, LightningStoreThreaded
+    from agentlightning.tracer import DummyTracer
+    from agentlightning.tracer.otel import OtelTracer
+
+    store = LightningStoreThreaded(InMemoryLightningStore())
+    await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(rollouts)])
+    tracer = OtelTracer() if tracer_name == "otel" else DummyTracer()
+    runner: LitAgentRunner[Any] = LitAgentRunner(tracer=tracer, max_rollouts=rollouts)
+    with runner.run_context(agent=NoOpAgent(), store=store):
+        started = time.perf_counter()
+        await runner.iter()
+        return (time.perf_counter() - started) / rollouts
+
+
+def overhead(rollouts: int, repeats: int) -> dict[str, float]:
+    bare = statistics.median(asyncio.run(_bare_store_loop(rollouts)) for _ in range(repeats))
+    dummy = statistics.median(asyncio.run(_runner_loop(rollouts, "dummy")) for _ in range(repeats))
+    otel = statistics.median(asyncio.run(_runner_loop(rollouts, "otel")) for _ in range(repeats))
+    return {"bare": bare, "runner_dummy": dummy, "runner_otel": otel}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--modes", default="shm,cs", help="comma-separated: shm, cs")
+    parser.add_argument("--runners", default="1,2,4", help="comma-separated runner counts")
+    parser.add_argument("--rollouts", type=int, default=0, help="rollouts per run (default: 3000 shm, 1500 cs)")
+    parser.add_argument("--overhead-rollouts", type=int, default=2000)
+    parser.add_argument("--repeats", type=int, default=3, help="repeats of the overhead measurement (median)")
+    parser.add_argument("--skip-overhead", action="store_true")
+    args = parser.parse_args(argv)
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f}")
+    print()
+    print("| mode | runners | rollouts | succeeded | rollouts/s | fit wall time (s) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for mode in args.modes.split(","):
+        for runners in (int(value) for value in args.runners.split(",")):
+            count = args.rollouts or (3000 if mode == "shm" else 1500)
+            result = run_fit(mode, runners, count)
+            print(
+                f"| {mode} | {runners} | {count} | {result['succeeded']} | {result['rate']:,.0f} | "
+                f"{result['wall']:.2f} |",
+                flush=True,
+            )
+    if not args.skip_overhead:
+        figures = overhead(args.overhead_rollouts, args.repeats)
+        print()
+        print("| one rollout, in-process store, one runner | µs |")
+        print("|---|---:|")
+        print(f"| store operations alone (claim, reward span, status) | {figures['bare'] * 1e6:,.0f} |")
+        print(f"| LitAgentRunner with DummyTracer | {figures['runner_dummy'] * 1e6:,.0f} |")
+        print(f"| LitAgentRunner with OtelTracer | {figures['runner_otel'] * 1e6:,.0f} |")
+        print(
+            f"| overhead added by the runner (OtelTracer) | {(figures['runner_otel'] - figures['bare']) * 1e6:,.0f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

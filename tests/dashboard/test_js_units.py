@@ -1,0 +1,263 @@
+"""The dashboard's pure JavaScript functions (diff, statistics, time ranges, span reading, URL parsing), run in
+Chromium against hand-computed answers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .conftest import ServedRun, open_page
+
+
+@pytest.fixture(scope="module")
+def js(browser: Any, run: ServedRun) -> Iterator[Any]:
+    """Calls into the dashboard's modules from one page shared by this file (pure functions keep no state)."""
+    page = next(pages := open_page(browser))
+    view = page.open(f"{run.url}/#/not-a-view")  # a page that asks the store nothing
+    view.wait_for_selector("main h1")
+
+    def call(module: str, body: str, arg: Any = None) -> Any:
+        script = f"async (arg) => {{ const m = await import('/dashboard/js/{module}.js'); {body} }}"
+        return view.evaluate(script, arg)
+
+    yield call
+    next(pages, None)  # closes the page and checks its console
+
+
+def test_line_diff_pairs_changed_lines_and_marks_words(js: Any) -> None:
+    rows = js("diff", "return m.diffLines(arg[0], arg[1]);", ["a\nhello world\nc", "a\nhello brave world\nc\nd"])
+    assert [row["op"] for row in rows] == ["equal", "change", "equal", "insert"]
+    inserted = [part["value"] for part in rows[1]["words"] if part["op"] == "insert"]
+    assert "".join(inserted).strip() == "brave"
+    assert js("diff", "return m.diffSummary(m.diffLines('x\\ny', 'x\\ny'));") == {
+        "added": 0,
+        "removed": 0,
+        "changed": 0,
+        "unchanged": 2,
+    }
+
+
+def test_edit_scripts_rebuild_both_texts(js: Any) -> None:
+    failures = js(
+        "diff",
+        """
+        let seed = 7;
+        const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+        const failures = [];
+        for (let trial = 0; trial < 300; trial += 1) {
+          const a = Array.from({length: Math.floor(random() * 12)}, () => 'abc'[Math.floor(random() * 3)]);
+          const b = Array.from({length: Math.floor(random() * 12)}, () => 'abc'[Math.floor(random() * 3)]);
+          const script = m.diffSequences(a, b);
+          const left = script.filter(s => s.op !== 'insert').map(s => s.value);
+          const right = script.filter(s => s.op !== 'delete').map(s => s.value);
+          if (left.join('') !== a.join('') || right.join('') !== b.join('')) failures.push([a, b]);
+        }
+        return failures;
+        """,
+    )
+    assert failures == []
+
+
+def test_a_huge_diff_gives_up_gracefully(js: Any) -> None:
+    ops = js(
+        "diff",
+        "const a = Array.from({length: 300}, (_, i) => 'a' + i); const b = Array.from({length: 300}, (_, i) => 'b' + i);"
+        "return m.diffSequences(a, b, 10).map(s => s.op);",
+    )
+    assert ops.count("delete") == 300 and ops.count("insert") == 300
+
+
+def test_throughput_buckets_are_contiguous(js: Any) -> None:
+    result = js("stats", "return m.throughput([100, 101, 130, null, 170], 10);")
+    assert result["width"] == 10
+    assert [bucket["count"] for bucket in result["buckets"]] == [2, 0, 0, 1, 0, 0, 0, 1]
+    assert result["buckets"][0]["start"] == 100
+
+
+def test_moving_average_and_reward_per_version(js: Any) -> None:
+    assert js("stats", "return m.movingAverage([1, 2, 3, 4], 2);") == [1, 1.5, 2.5, 3.5]
+    groups = js(
+        "stats",
+        "return m.rewardByVersion([{reward: 1, resourcesId: 'b'}, {reward: 0, resourcesId: 'b'}, {reward: 0.5, resourcesId: 'a'},"
+        "{reward: 0.2, resourcesId: null}], ['a', 'b']);",
+    )
+    assert [(group["resourcesId"], group["mean"], group["count"]) for group in groups] == [
+        ("a", 0.5, 1),
+        ("b", 0.5, 2),
+        ("none", 0.2, 1),
+    ]
+
+
+def test_failures_are_grouped_by_reason(js: Any) -> None:
+    groups = js(
+        "stats",
+        """return m.groupFailures([
+          {rollout: {rollout_id: 'r1', status: 'failed', attempt: {status: 'failed'}}, exception: {type: 'KeyError', message: "'x'\\nmore"}},
+          {rollout: {rollout_id: 'r2', status: 'failed', attempt: {status: 'failed'}}, exception: {type: 'KeyError', message: "'x'"}},
+          {rollout: {rollout_id: 'r3', status: 'failed', attempt: {status: 'timeout'}}, exception: null},
+          {rollout: {rollout_id: 'r4', status: 'failed', attempt: {status: 'failed'}}, exception: null},
+        ]);""",
+    )
+    assert [(group["reason"], group["count"]) for group in groups] == [
+        ("KeyError: 'x'", 2),
+        ("Attempt timed out", 1),
+        ("Failed without a recorded exception", 1),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("stats", "cpu", "memory"),
+    [
+        ({"cpu": {"percent": 12.5}, "memory": {"percent": 40}}, 12.5, 40),
+        ({"cpu_percent": 3, "mem_used_mb": 512, "mem_total_mb": 2048}, 3, 25),
+        ({"system": {"cpu_usage": 80}, "memory_percent": 10.0}, 80, 10),
+        ({"gpu": [{"util": 3}]}, None, None),
+        (None, None, None),
+    ],
+)
+def test_system_use_is_found_whatever_the_snapshot_layout(js: Any, stats: Any, cpu: Any, memory: Any) -> None:
+    usage = js("stats", "return m.systemUsage(arg);", stats)
+    assert usage["cpuPercent"] == cpu
+    assert usage["memoryPercent"] == memory
+
+
+def test_heartbeat_health(js: Any) -> None:
+    assert js(
+        "stats",
+        "return [m.heartbeatHealth({last_heartbeat_time: 990}, 1000), m.heartbeatHealth({last_heartbeat_time: 900}, 1000), m.heartbeatHealth({}, 1000)];",
+    ) == [
+        "alive",
+        "stale",
+        "never",
+    ]
+
+
+def test_time_block_is_found_by_binary_search(js: Any) -> None:
+    result = js(
+        "timerange",
+        """
+        const times = [1, 2, 2, 3, 5, 8, 8, 8, 13, 21];
+        let probes = 0;
+        const at = async (i) => { probes += 1; return times[i]; };
+        const cases = [[2, 8], [4, 9], [null, 2], [14, null], [0, 0], [30, 40]];
+        const blocks = [];
+        for (const [from, to] of cases) blocks.push(await m.locateTimeBlock(times.length, from, to, at));
+        return {blocks, probes};
+        """,
+    )
+    assert [(block["start"], block["end"]) for block in result["blocks"]] == [
+        (1, 8),
+        (4, 8),
+        (0, 3),
+        (9, 10),
+        (0, 0),
+        (10, 10),
+    ]
+    assert result["probes"] <= 6 * 2 * 4
+
+
+def test_page_windows_inside_a_block(js: Any) -> None:
+    windows = js(
+        "timerange",
+        "const b = {start: 10, end: 35}; return [m.pageWindow(b, 1, 10, 'asc'), m.pageWindow(b, 3, 10, 'asc'),"
+        "m.pageWindow(b, 1, 10, 'desc'), m.pageWindow(b, 3, 10, 'desc'), m.pageWindow(b, 4, 10, 'desc')];",
+    )
+    assert [(w["offset"], w["limit"], w["reverse"]) for w in windows] == [
+        (10, 10, False),
+        (30, 5, False),
+        (25, 10, True),
+        (10, 5, True),
+        (10, 0, False),
+    ]
+
+
+def test_rewards_are_read_from_every_encoding(js: Any) -> None:
+    values = js(
+        "spans",
+        """return [
+          m.rewardOf({name: 'agentlightning.reward', attributes: {reward: 0.5}}),
+          m.rewardOf({name: 'agentlightning.annotation', attributes: {'agentlightning.reward.0.name': 'acc', 'agentlightning.reward.0.value': 1, 'agentlightning.reward.1.name': 'len', 'agentlightning.reward.1.value': 0.2}}),
+          m.rewardOf({name: 'agentops_reward_operation.task', attributes: {'agentops.task.output': '{"type": "reward", "value": 0.7}'}}),
+          m.rewardOf({name: 'compute_reward', attributes: {'output.value': '1'}}),
+          m.finalReward([{sequence_id: 2, name: 'agentlightning.reward', attributes: {reward: 1}}, {sequence_id: 1, name: 'agentlightning.reward', attributes: {reward: 0}}]),
+        ];""",
+    )
+    assert values[0] == {"value": 0.5, "dimensions": [{"name": "primary", "value": 0.5}]}
+    assert values[1]["value"] == 1 and [d["name"] for d in values[1]["dimensions"]] == ["acc", "len"]
+    assert values[2]["value"] == 0.7
+    assert values[3] is None
+    assert values[4] == 1
+
+
+def test_exceptions_come_from_spans_events_and_metadata(js: Any) -> None:
+    found = js(
+        "spans",
+        """return [
+          m.exceptionsOf({name: 'agentlightning.exception', attributes: {'exception.type': 'ValueError', 'exception.message': 'bad', 'exception.stacktrace': 'tb'}, events: []}),
+          m.exceptionsOf({name: 'llm', attributes: {}, events: [{name: 'exception', attributes: {'exception.type': 'TimeoutError', 'exception.message': 'slow'}}]}),
+          m.exceptionFromMetadata({traceback: 'Traceback...\\nKeyError: boom'}),
+          m.exceptionFromMetadata({error: {type: 'OSError', message: 'disk'}}),
+          m.exceptionFromMetadata({note: 1}),
+        ];""",
+    )
+    assert found[0] == [{"type": "ValueError", "message": "bad", "stacktrace": "tb"}]
+    assert found[1][0]["type"] == "TimeoutError"
+    assert (found[2]["type"], found[2]["message"]) == ("KeyError", "boom")
+    assert (found[3]["type"], found[3]["message"]) == ("OSError", "disk")
+    assert found[4] is None
+
+
+def test_llm_calls_are_read_from_openinference_attributes(js: Any) -> None:
+    call = js(
+        "spans",
+        """return m.llmCall({name: 'ChatOpenAI', attributes: {
+          'openinference.span.kind': 'LLM', 'llm.model_name': 'm',
+          'llm.input_messages.0.message.role': 'user', 'llm.input_messages.0.message.content': 'hi',
+          'llm.output_messages.0.message.role': 'assistant',
+          'llm.output_messages.0.message.tool_calls.0.tool_call.function.name': 'search',
+          'llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments': '{"q": 1}',
+          'llm.token_count.prompt': 5, 'llm.token_count.completion': 2, 'llm.token_count.total': 7}});""",
+    )
+    assert call["model"] == "m"
+    assert call["prompt"][0]["content"] == "hi"
+    assert call["response"][0]["toolCalls"] == [{"id": "", "name": "search", "arguments": '{"q": 1}'}]
+    assert (call["promptTokens"], call["completionTokens"], call["totalTokens"]) == (5, 2, 7)
+    assert call["tokenIdsCaptured"] is False
+
+
+def test_span_trees_survive_cycles_and_missing_parents(js: Any) -> None:
+    result = js(
+        "spans",
+        """
+        const s = (id, parent) => ({trace_id: 't', span_id: id, parent_id: parent, start_time: 1, sequence_id: 1, attributes: {}});
+        const tree = m.buildTree([s('a', null), s('b', 'a'), s('c', 'missing'), s('x', 'y'), s('y', 'x')]);
+        return {roots: tree.roots.map(n => [n.span.span_id, n.orphan]), rows: m.flatten(tree.roots).map(n => n.span.span_id)};
+        """,
+    )
+    assert ["a", False] in result["roots"] and ["c", True] in result["roots"]
+    assert result["rows"][:2] == ["a", "b"]
+
+
+def test_url_filters_are_validated(js: Any) -> None:
+    parsed = js(
+        "router",
+        "return m.parseRolloutFilters(new URLSearchParams(arg));",
+        "status=failed,nope,failed&mode=val&page=2&size=25&from=1700000000&to=1600000000",
+    )
+    assert parsed["filters"]["status"] == ["failed"]
+    assert parsed["filters"]["mode"] == "val"
+    assert (parsed["filters"]["page"], parsed["filters"]["size"]) == (2, 25)
+    assert parsed["filters"]["from"] is None and parsed["filters"]["to"] is None
+    assert any("status=nope" in problem for problem in parsed["problems"])
+    assert any("from is after to" in problem for problem in parsed["problems"])
+    assert js("router", "return m.parseRoute('#/rollouts/ro%2Fa%20b?tab=x');")["id"] == "ro/a b"
+    assert js("router", "return m.parseRoute('#/rollouts/%E0%A4%A').id;") == "%E0%A4%A"
+
+
+def test_query_strings_repeat_lists_and_skip_empty_values(js: Any) -> None:
+    assert (
+        js("api", "return m.queryString({status_in: ['a', 'b'], q: '', none: null, limit: 0});")
+        == "?status_in=a&status_in=b&limit=0"
+    )

@@ -1,0 +1,47 @@
+"""Algorithms and agents for the execution tests (module level: runner processes import them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any, Optional
+
+from agentlightning.algorithm.base import Algorithm
+from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutConfig
+
+
+class EnqueueAllAlgorithm(Algorithm):
+    """Enqueues every training item at once and waits until all are finished (or `timeout` passes)."""
+
+    def __init__(self, config: Optional[RolloutConfig] = None, timeout: float = 120.0) -> None:
+        self.config = config
+        self.timeout = timeout
+        self.finished: list[Rollout] = []
+        self.rollout_ids: list[str] = []
+
+    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        store = self.get_store()
+        requests = [EnqueueRolloutRequest(input=item, mode="train", config=self.config) for item in train_dataset or []]
+        rollouts = await store.enqueue_many_rollouts(requests)
+        self.rollout_ids = [rollout.rollout_id for rollout in rollouts]
+        self.finished = await store.wait_for_rollouts(rollout_ids=self.rollout_ids, timeout=self.timeout)
+
+
+def ignore_sigint_then_sleep(ready: Any, ignore_term: bool) -> None:
+    """A process target that ignores SIGINT (and SIGTERM too when asked) and sleeps."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ready.set()
+    while True:
+        time.sleep(0.1)
+
+
+def exit_on_sigint(ready: Any) -> None:
+    try:
+        ready.set()
+        while True:
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        os._exit(0)

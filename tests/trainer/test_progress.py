@@ -1,0 +1,65 @@
+"""Progress: the tracker's arithmetic, log lines, and the rich panel."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agentlightning.trainer.progress import LogSink, ProgressSnapshot, ProgressTracker, RichSink, RunSummary
+from agentlightning.types import Attempt, AttemptedRollout
+
+
+def _finished(rollout_id: str, status: str, reward: object) -> AttemptedRollout:
+    metadata = {"final_reward": reward} if reward != "absent" else {}
+    return AttemptedRollout(
+        rollout_id=rollout_id,
+        input={},
+        start_time=0.0,
+        status=status,  # type: ignore[arg-type]
+        attempt=Attempt(rollout_id=rollout_id, attempt_id="a", sequence_id=1, start_time=0.0, metadata=metadata),
+    )
+
+
+def test_counts_exclude_what_the_store_held_before_the_run() -> None:
+    tracker = ProgressTracker()
+    tracker.set_baseline({"succeeded": 5, "failed": 1})
+    snapshot = tracker.update({"succeeded": 8, "failed": 2, "running": 3, "queued": 4}, [], 2, 2)
+    assert (snapshot.succeeded, snapshot.failed, snapshot.running, snapshot.queued) == (3, 1, 3, 4)
+    assert snapshot.done == 4 and snapshot.runners_alive == 2
+
+
+def test_reward_mean_and_rollouts_without_reward_come_from_attempt_metadata() -> None:
+    tracker = ProgressTracker(reward_window=2)
+    finished = [_finished("a", "succeeded", 1.0), _finished("b", "succeeded", 0.0), _finished("c", "succeeded", 0.5)]
+    finished.append(_finished("d", "succeeded", None))
+    finished.append(_finished("e", "succeeded", "absent"))  # not reported by our runner: unknown, not counted
+    snapshot = tracker.update({"succeeded": 5}, finished, 1, 1)
+    assert snapshot.reward_mean == pytest.approx(0.25)  # the last two rewards
+    assert snapshot.without_reward == 1
+    again = tracker.update({"succeeded": 5}, finished, 1, 1)  # the same rollouts are not counted twice
+    assert again.without_reward == 1
+
+
+def test_the_log_sink_writes_at_most_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="agentlightning.trainer")
+    sink = LogSink(interval=3600)
+    sink.show(ProgressSnapshot(succeeded=3, queued=2))
+    sink.show(ProgressSnapshot(succeeded=4))
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines == [
+        "Progress: 3 done (3 succeeded, 0 failed), 0 running, 2 queued, 0.0 rollouts/s, reward n/a, runners 0 alive"
+    ]
+
+
+def test_the_rich_panel_renders_the_counts() -> None:
+    from rich.console import Console
+
+    sink = RichSink("title")
+    try:
+        console = Console(record=True, width=120)
+        console.print(sink._render(ProgressSnapshot(succeeded=7, failed=1, reward_mean=0.5, runners_alive=4)))
+        text = console.export_text()
+    finally:
+        sink.close(RunSummary(ProgressSnapshot()))
+    assert "7 succeeded" in text and "1 failed" in text and "0.5" in text and "4 alive" in text
