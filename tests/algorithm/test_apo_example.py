@@ -1,8 +1,10 @@
-"""The example's rule-based optimizer reads the prompts APO really sends (rendered by APO's own templates)."""
+"""examples/apo: the topic agent's scoring, the rule-based optimizer reading the prompts APO really sends, and the
+whole example script through the Trainer (agent model: the deterministic fake OpenAI server)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -16,15 +18,69 @@ from agentlightning.algorithm.apo.types import RolloutResultForAPO
 SEED = "What is this text about?\n{text}"
 
 
-@pytest.fixture(scope="module")
-def scripted() -> ModuleType:
-    path = Path(__file__).parents[2] / "examples" / "apo" / "scripted_optimizer.py"
-    spec = importlib.util.spec_from_file_location("apo_example_scripted_optimizer", path)
+EXAMPLE = Path(__file__).parents[2] / "examples" / "apo"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"apo_example_{name}", EXAMPLE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def scripted() -> ModuleType:
+    return _load("scripted_optimizer")
+
+
+@pytest.fixture(scope="module")
+def train_apo() -> ModuleType:
+    return _load("train_apo")  # puts examples/apo on sys.path, so runner processes can import the agent
+
+
+def test_the_dataset_splits_are_balanced_and_disjoint(train_apo: ModuleType) -> None:
+    topic_agent = sys.modules["topic_agent"]
+    splits = {name: topic_agent.load_split(name) for name in ("train", "val", "test")}
+    assert [len(tasks) for tasks in splits.values()] == [24, 16, 24]
+    texts = [task["text"] for tasks in splits.values() for task in tasks]
+    assert len(set(texts)) == len(texts)
+    for tasks in splits.values():
+        counts = {label: sum(task["label"] == label for task in tasks) for label in topic_agent.LABELS}
+        assert len(set(counts.values())) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "label", "reward"),
+    [
+        ("Sports", "sports", 1.0),
+        ("This text is about a sport event, not food.", "sports", 1.0),
+        ("It is about food and sports.", "sports", 0.0),
+        ("Tech news.", "technology", 1.0),
+        ("A natural phenomenon.", "weather", 0.0),
+    ],
+)
+def test_the_first_topic_word_decides_the_reward(train_apo: ModuleType, answer: str, label: str, reward: float) -> None:
+    assert sys.modules["topic_agent"].score(answer, label) == reward
+
+
+def test_the_example_runs_end_to_end_through_the_trainer(
+    train_apo: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ..fake_openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as agent_model:
+        monkeypatch.setenv("AGENT_BASE_URL", agent_model.base_url)
+        monkeypatch.setenv("AGENT_MODEL", "fake-model")
+        options = ["--optimizer", "scripted", "--rounds", "1", "--beam-width", "1", "--branch-factor", "2"]
+        args = train_apo.parse_args([*options, "--val-batch-size", "4", "--runners", "1", "--out", str(tmp_path)])
+        summary = train_apo.run(args)
+    assert summary["stats"]["rounds_completed"] == 1 and summary["stats"]["llm_failures"] == 0
+    assert summary["val_best"] >= summary["val_seed"] and 0.0 <= summary["test_best"] <= 1.0
+    assert "{text}" in summary["best_prompt"] and summary["edit_log"]
+    assert json.loads((tmp_path / "summary.json").read_text())["best_prompt"] == summary["best_prompt"]
+    assert (tmp_path / "scores.png").stat().st_size > 0
 
 
 def _run(text: str, label: str, answer: str, reward: float) -> RolloutResultForAPO:
