@@ -18,7 +18,7 @@ from .adapter import (
     TrajectoryDiagnosis,
     Transition,
 )
-from .algorithm import Algorithm, FastAlgorithm
+from .algorithm import APO, Algorithm, Baseline, FastAlgorithm, FunctionalAlgorithm, algo
 from .emitter import (
     OperationContext,
     emit_annotation,
@@ -135,6 +135,7 @@ if TYPE_CHECKING:
 __version__ = "0.3.0"
 
 __all__ = [
+    "APO",
     "LLM",
     "Adapter",
     "AgentOpsTracer",
@@ -145,6 +146,7 @@ __all__ = [
     "AttemptedRollout",
     "AttributeValue",
     "Attributes",
+    "Baseline",
     "ClientServerExecutionStrategy",
     "Dataset",
     "DummyTracer",
@@ -155,6 +157,7 @@ __all__ = [
     "FastAlgorithm",
     "FilterField",
     "FilterOptions",
+    "FunctionalAlgorithm",
     "FunctionalLitAgent",
     "GenericResponse",
     "Hook",
@@ -232,6 +235,7 @@ __all__ = [
     "Triplet",
     "Worker",
     "WorkerStatus",
+    "algo",
     "build_component",
     "clear_active_tracer",
     "configure_logger",

@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 from agentlightning.adapter.base import Adapter
 from agentlightning.adapter.triplet import TracerTraceToTriplet
 from agentlightning.algorithm.base import Algorithm
-from agentlightning.algorithm.fast import FastAlgorithm
+from agentlightning.algorithm.fast import Baseline, FastAlgorithm
 from agentlightning.execution.base import ExecutionStrategy
 from agentlightning.execution.events import ExecutionEvent
 from agentlightning.litagent.litagent import LitAgent
@@ -322,26 +322,13 @@ class Trainer:
         val_dataset: Optional[Dataset[Any]] = None,
     ) -> None:
         """A quick developer run with a fast algorithm (the trainer's algorithm, which must be a FastAlgorithm)."""
-        algorithm = self.algorithm
-        if algorithm is None:
-            algorithm = self._default_dev_algorithm()
+        algorithm = self.algorithm if self.algorithm is not None else Baseline()
         if not isinstance(algorithm, FastAlgorithm):
             raise TypeError(
                 f"Trainer.dev() needs a FastAlgorithm (quick to run, no training hardware); got "
                 f"{type(algorithm).__name__}. Use fit() for full training."
             )
         self._run(agent, train_dataset, val_dataset, algorithm)
-
-    @staticmethod
-    def _default_dev_algorithm() -> Algorithm:
-        try:
-            from agentlightning.algorithm import Baseline  # type: ignore[attr-defined]
-        except ImportError:
-            raise ValueError(
-                "Trainer.dev() without an algorithm needs the Baseline algorithm, which this version does not ship "
-                "yet; pass algorithm=<a FastAlgorithm> to the Trainer"
-            ) from None
-        return Baseline()
 
     def _check_inputs(
         self, agent: Any, train_dataset: Any, val_dataset: Any
