@@ -18,7 +18,7 @@ from .adapter import (
     TrajectoryDiagnosis,
     Transition,
 )
-from .algorithm import APO, Algorithm, Baseline, FastAlgorithm, FunctionalAlgorithm, algo
+from .algorithm import APO, GRPO, VERL, Algorithm, Baseline, FastAlgorithm, FunctionalAlgorithm, algo
 from .emitter import (
     OperationContext,
     emit_annotation,
@@ -136,7 +136,9 @@ __version__ = "0.3.0"
 
 __all__ = [
     "APO",
+    "GRPO",
     "LLM",
+    "VERL",
     "Adapter",
     "AgentOpsTracer",
     "Algorithm",

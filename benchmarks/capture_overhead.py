@@ -6,7 +6,12 @@ variant runs each rollout inside `OtelTracer(instrument=True).trace_context(...)
 InMemoryLightningStore (OpenInference instrumentation, token-id recorder, batched store writer, flush at the end of
 every rollout). Baseline and traced rounds alternate; the median of `--rounds` rounds is reported.
 
+Every traced round is checked: all `--calls` LLM spans stored, each with token ids, nothing dropped. The script
+prints a verdict (the checks of every round, and the added wall time against `--target-pct`) and exits 1 when a
+check fails or the target is missed. The 1-minute load average is printed beside the figures.
+
     .venv/bin/python benchmarks/capture_overhead.py --calls 1000 --rounds 5
+    .venv/bin/python benchmarks/capture_overhead.py --calls 1000 --rounds 3 --server-delay-ms 20
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -85,13 +91,14 @@ async def traced_round(base_url: str, calls: int, per_rollout: int) -> tuple[flo
     )
 
 
-async def main() -> None:
+async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--calls-per-rollout", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--server-delay-ms", type=float, default=0.0, help="simulated generation time per call")
     parser.add_argument("--flush-interval", type=float, default=0.2, help="OtelTracer flush_interval (seconds)")
+    parser.add_argument("--target-pct", type=float, default=5.0, help="added wall time the verdict allows")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args()
     if args.calls % args.calls_per_rollout:
@@ -106,12 +113,13 @@ async def main() -> None:
         traced: list[float] = []
         baseline_cpu: list[float] = []
         traced_cpu: list[float] = []
-        check: dict[str, Any] = {}
+        checks: list[dict[str, Any]] = []
         for _ in range(args.rounds):
             elapsed, cpu = await baseline_round(server.base_url, args.calls, args.calls_per_rollout)
             baseline.append(elapsed)
             baseline_cpu.append(cpu)
             elapsed, cpu, check = await traced_round(server.base_url, args.calls, args.calls_per_rollout)
+            checks.append(check)
             traced.append(elapsed)
             traced_cpu.append(cpu)
 
@@ -132,11 +140,20 @@ async def main() -> None:
         "per_call_cpu_overhead_us": round(1e6 * (trace_cpu - base_cpu) / args.calls, 1),
         "baseline_rounds_s": [round(value, 3) for value in baseline],
         "traced_rounds_s": [round(value, 3) for value in traced],
-        **check,
+        "round_checks": checks,
+        "load_average": [round(value, 2) for value in os.getloadavg()],
     }
+    failures = [
+        f"round {index + 1}: {check['llm_spans']} LLM spans, {check['with_token_ids']} with token ids, "
+        f"{check['dropped']} dropped (expected {args.calls}, {args.calls}, 0)"
+        for index, check in enumerate(checks)
+        if (check["llm_spans"], check["with_token_ids"], check["dropped"]) != (args.calls, args.calls, 0)
+    ]
+    result["checks_passed"] = not failures
+    result["target_met"] = result["overhead_pct"] < args.target_pct
     if args.json:
         print(json.dumps(result))
-        return
+        return 0 if not failures and result["target_met"] else 1
     print(
         f"{args.calls} calls, rollouts of {args.calls_per_rollout}, median of {args.rounds} rounds, "
         f"server delay {args.server_delay_ms} ms, flush_interval {args.flush_interval} s"
@@ -148,11 +165,22 @@ async def main() -> None:
         f"  client CPU (all threads):     {base_cpu:.3f} s -> {trace_cpu:.3f} s  "
         f"(+{result['per_call_cpu_overhead_us']} us per call)"
     )
+    for index, check in enumerate(checks):
+        print(
+            f"  round {index + 1} check: {check['llm_spans']} LLM spans stored, {check['with_token_ids']} with token "
+            f"ids, {check['store_batches']} store batches, {check['dropped']} dropped"
+        )
+    print(f"  load average: {result['load_average']}")
+    if failures:
+        print("VERDICT: FAILED - spans missing in " + "; ".join(failures))
+        return 1
+    verdict = "met" if result["target_met"] else "NOT met"
     print(
-        f"  check: {check['llm_spans']} LLM spans stored, {check['with_token_ids']} with token ids, "
-        f"{check['store_batches']} store batches, {check['dropped']} dropped"
+        f"VERDICT: every round stored all {args.calls} LLM spans with token ids; added wall time "
+        f"{result['overhead_pct']} % - target < {args.target_pct} % {verdict}"
     )
+    return 0 if result["target_met"] else 1
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    sys.exit(asyncio.run(main()))

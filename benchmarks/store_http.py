@@ -2,10 +2,17 @@
 
 N client processes each loop: enqueue -> dequeue -> 4 spans -> update_attempt(succeeded), against one server
 (started here in its own process, or an existing one with --url). Reports rollouts/s, and per-request p50/p99 as
-seen by the clients and by the server (from the server's Prometheus latency histogram, interpolated within buckets).
+measured by the clients (perf_counter around each call) and by the server (each answer's `Server-Timing: app;dur=`
+header: receipt of the request to the start of its answer, read per request by the client). Both are measured per
+request, so the server's figure of a request can never exceed the client's.
 
     .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20
     .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20 --spans batch
+    .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20 --server-workers 2 \
+        --backend postgresql://postgres@127.0.0.1:5432/test
+
+`--client-per-task` runs the short-lived-client workloads of `benchmarks/store_http_per_task.py` instead (a fresh
+client and `asyncio.run` per task; see that module).
 """
 
 from __future__ import annotations
@@ -14,17 +21,12 @@ import argparse
 import asyncio
 import multiprocessing
 import os
-import socket
 import subprocess
 import sys
 import time
 from typing import Any, Optional
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+import _servers as servers  # benchmarks/_servers.py (the script's folder is on sys.path)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -40,6 +42,8 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
 
     client = LightningStoreClient(url)
     client_ms: list[float] = []
+    server_ms: list[float] = []
+    _record_server_timing(client, server_ms)
 
     async def timed(call: Any) -> Any:
         started = time.perf_counter()
@@ -75,38 +79,44 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
         rollouts += 1
     duration = time.monotonic() - began
     await client.close()
-    return {"rollouts": rollouts, "client_ms": client_ms, "duration": duration}
+    return {"rollouts": rollouts, "client_ms": client_ms, "server_ms": server_ms, "duration": duration}
 
 
-def _server_quantiles(url: str) -> tuple[float, float, int]:
-    """p50 and p99 (ms) of the server's request latency histogram, summed over store operations."""
-    import urllib.request
+def _record_server_timing(client: Any, sink: list[float]) -> None:
+    """Make `client` append each answer's `Server-Timing: app;dur=<ms>` value to `sink`."""
+    transport = client._transport
+    make_session = transport._new_session
 
-    text = urllib.request.urlopen(f"{url}/v1/agl/metrics", timeout=30).read().decode()
-    buckets: dict[float, float] = {}
-    for line in text.splitlines():
-        if not line.startswith("agl_http_request_duration_seconds_bucket{") or 'operation="metrics"' in line:
-            continue
-        labels, value = line.rsplit(" ", 1)
-        bound = labels.split('le="', 1)[1].split('"', 1)[0]
-        edge = float("inf") if bound == "+Inf" else float(bound)
-        buckets[edge] = buckets.get(edge, 0.0) + float(value)
-    edges = sorted(buckets)
-    total = buckets[edges[-1]] if edges else 0.0
+    def record(header: str) -> None:
+        for part in header.split(";"):
+            if part.startswith("dur="):
+                sink.append(float(part[4:]))
 
-    def quantile(q: float) -> float:
-        target, previous_edge, previous_count = q * total, 0.0, 0.0
-        for edge in edges:
-            count = buckets[edge]
-            if count >= target:
-                if edge == float("inf"):
-                    return previous_edge * 1000
-                share = (target - previous_count) / (count - previous_count) if count > previous_count else 0.0
-                return (previous_edge + share * (edge - previous_edge)) * 1000
-            previous_edge, previous_count = edge, count
-        return float("nan")
+    def new_session() -> Any:
+        session = make_session()
+        send = getattr(session, "send", None)
+        if send is not None:  # the store client's own HTTP/1.1 session (http:// servers)
 
-    return quantile(0.5), quantile(0.99), int(total)
+            async def timed_send(*args: Any, **kwargs: Any) -> Any:
+                response = await send(*args, **kwargs)
+                record(response.headers.get("server-timing", ""))
+                return response
+
+            session.send = timed_send
+            return session
+        import aiohttp  # https:// servers go through aiohttp
+
+        async def on_request_end(_session: Any, _context: Any, params: Any) -> None:
+            record(params.response.headers.get("server-timing", ""))
+
+        trace = aiohttp.TraceConfig()
+        trace.on_request_end.append(on_request_end)
+        trace.freeze()
+        session._trace_configs.append(trace)
+        return session
+
+    transport._new_session = new_session
+    transport._pool._factory = new_session
 
 
 def _client_process(url: str, seconds: float, span_mode: str, index: int, queue: Any, start: Any) -> None:
@@ -120,33 +130,16 @@ def _client_process(url: str, seconds: float, span_mode: str, index: int, queue:
     queue.put(result)
 
 
-def _start_server(backend: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentlightning",
-            "store",
-            "--backend",
-            backend,
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        stderr=subprocess.DEVNULL,
-        env={key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"},
+def _start_server(backend: str, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+    def command(port: int) -> list[str]:
+        command = [sys.executable, "-m", "agentlightning", "store", "--backend", backend, "--port", str(port)]
+        return command + ["--log-level", "warning"] + (["--workers", str(workers)] if workers > 1 else [])
+
+    env = {key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"}
+    process, port = servers.start_server(
+        command, name="the store server", timeout=30, env=env, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("the server did not start")
+    return process, f"http://127.0.0.1:{port}"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -156,12 +149,27 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--spans", choices=["single", "batch"], default="single", help="add_span x4 or add_many_spans")
     parser.add_argument("--backend", default="memory://", help="store URL for the server started here")
     parser.add_argument("--url", default=None, help="use a running server instead of starting one")
+    parser.add_argument("--server-workers", type=int, default=1, help="`agl store --workers N` for the server")
+    parser.add_argument("--client-per-task", action="store_true", help="short-lived clients (store_http_per_task)")
+    parser.add_argument("--task", choices=["full", "claim-update", "claim"], default="full")
+    parser.add_argument("--processes", type=int, default=16, help="with --client-per-task")
+    parser.add_argument("--prefill", type=int, default=30_000, help="rollouts queued before claim variants")
+    parser.add_argument("--first-request", action="store_true", help="time a fresh process's first request")
+    parser.add_argument("--runs", type=int, default=10, help="fresh processes for --first-request")
     args = parser.parse_args(argv)
+    print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
     server = None
     url = args.url
     if url is None:
-        server, url = _start_server(args.backend)
+        server, url = _start_server(args.backend, args.server_workers)
+    if args.client_per_task or args.first_request:
+        try:
+            return _per_task(args, url)
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(30)
     try:
         context = multiprocessing.get_context("spawn")
         queue = context.Queue()
@@ -178,24 +186,59 @@ def main(argv: Optional[list[str]] = None) -> int:
         elapsed = max(result["duration"] for result in results)
         for process in processes:
             process.join(30)
-        server_p50, server_p99, server_requests = _server_quantiles(url)
     finally:
         if server is not None:
             server.terminate()
             server.wait(30)
     rollouts = sum(result["rollouts"] for result in results)
     client_ms = [value for result in results for value in result["client_ms"]]
+    server_ms = [value for result in results for value in result["server_ms"]]
     requests_per_rollout = 3 + (4 if args.spans == "single" else 1)
-    print(f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend}")
+    print(
+        f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
+        f"server_workers={args.server_workers}"
+    )
     print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.0f} rollouts/s")
     print(
         f"requests: {len(client_ms)} ({requests_per_rollout} per rollout) = {len(client_ms) / elapsed:.0f} requests/s"
     )
     print(f"client latency ms: p50 {_percentile(client_ms, 0.5):.2f}  p99 {_percentile(client_ms, 0.99):.2f}")
     print(
-        f"server latency ms (histogram of {server_requests} requests, interpolated): "
-        f"p50 {server_p50:.2f}  p99 {server_p99:.2f}"
+        f"server latency ms (Server-Timing of {len(server_ms)} requests): "
+        f"p50 {_percentile(server_ms, 0.5):.2f}  p99 {_percentile(server_ms, 0.99):.2f}"
     )
+    print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    return 0
+
+
+def _per_task(args: argparse.Namespace, url: str) -> int:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import store_http_per_task as per_task
+
+    if args.first_request:
+        result = per_task.first_request(url, args.runs)
+        print(
+            f"fresh process ({result['runs']} runs, medians): import agentlightning {result['import_ms']:.0f} ms; "
+            f"first request {result['first_ms']:.1f} ms (max {result['first_max_ms']:.1f}); "
+            f"second request {result['second_ms']:.1f} ms"
+        )
+    else:
+        result = per_task.run_tasks(url, args.task, args.processes, args.seconds, args.prefill)
+        print(
+            f"client per task: task={args.task} processes={args.processes} seconds={args.seconds} "
+            f"backend={args.backend}"
+        )
+        print(f"tasks: {result['tasks']} in {result['elapsed']:.1f} s = {result['tasks_per_s']:.0f} tasks/s")
+        print(
+            f"requests: {result['requests']}; latency ms p50 {result['p50_ms']:.1f}  p99 {result['p99_ms']:.1f}  "
+            f"max {result['max_ms']:.0f}; over 1 s: {result['over_1s']}"
+        )
+        print(
+            f"whole task (asyncio.run with a new client) ms: p50 {result['task_p50_ms']:.1f}  "
+            f"p99 {result['task_p99_ms']:.1f}; outside the requests {result['outside_requests_ms']:.1f} per task"
+        )
+        print(f"server port sockets afterwards: {result['sockets_after']}")
+    print(f"load average after: {per_task.load_average()}")
     return 0
 
 

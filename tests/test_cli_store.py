@@ -145,3 +145,63 @@ def test_agl_store_runs_several_workers_over_one_sqlite_file(tmp_path: object) -
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     assert "with 2 workers" in stderr
+
+
+def test_agl_store_with_a_missing_sqlite_directory_fails_at_start_in_one_line(tmp_path: object) -> None:
+    process = _agl("--backend", f"sqlite:///{tmp_path}/no/such/dir/store.db", "--port", str(_free_port()))
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert stderr.startswith("agl store: ") and "does not exist" in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "Traceback" not in stderr and "serving on" not in stderr + stdout
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_agl_store_with_a_postgresql_database_that_does_not_exist_fails_at_start_in_one_line(workers: str) -> None:
+    from tests.store.postgres_support import require_postgres
+
+    dsn = require_postgres()
+    base = dsn.rsplit("/", 1)[0]
+    port = _free_port()
+    process = _agl("--backend", f"{base}/agl_no_such_db", "--port", str(port), "--workers", workers)
+    _, stderr = process.communicate(timeout=90)
+    assert process.returncode == 1
+    assert stderr.startswith("agl store: cannot open the store:") and "agl_no_such_db" in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    with pytest.raises(OSError):  # nothing listens: no server answering 500 to every call
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+
+
+async def test_health_is_not_ok_while_the_store_cannot_serve() -> None:
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.store.client_server import LightningStoreServer
+    from agentlightning.store.errors import StoreOpenError
+
+    class BrokenStore(InMemoryLightningStore):
+        broken = False
+
+        async def get_latest_resources(self):  # type: ignore[no-untyped-def]
+            if self.broken:
+                raise StoreOpenError("Cannot connect to the PostgreSQL store: database is gone")
+            return await super().get_latest_resources()
+
+    store = BrokenStore()
+    server = LightningStoreServer(store, port=0)
+    await server.start()
+    try:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{server.endpoint}/v1/agl/health") as response:
+                assert response.status == 200
+            store.broken = True
+            async with session.get(f"{server.endpoint}/v1/agl/health") as response:
+                body = await response.json()
+                assert response.status == 503
+                assert body["status"] == "unavailable" and "database is gone" in body["detail"]
+            async with session.get(f"{server.endpoint}/v1/agl/resources/latest") as response:
+                assert response.status == 503  # the cause, not "Internal server error"
+                assert "database is gone" in (await response.json())["detail"]
+    finally:
+        await server.stop()

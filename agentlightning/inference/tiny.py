@@ -42,7 +42,9 @@ def build_tiny_tokenizer() -> Any:
     return tokenizer
 
 
-def build_tiny_engine(*, seed: int = 0, model_name: str = "tiny-chat", hidden_size: int = 32) -> InferenceEngine:
+def build_tiny_engine(
+    *, seed: int = 0, model_name: str = "tiny-chat", hidden_size: int = 32, max_batch_size: int = 32
+) -> InferenceEngine:
     """An engine around a 2-layer Llama with random weights (a few hundred thousand parameters)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -67,4 +69,4 @@ def build_tiny_engine(*, seed: int = 0, model_name: str = "tiny-chat", hidden_si
         model = LlamaForCausalLM(config)
     finally:
         torch.random.set_rng_state(generator_state)
-    return InferenceEngine(model, tokenizer, model_name=model_name)
+    return InferenceEngine(model, tokenizer, model_name=model_name, max_batch_size=max_batch_size)

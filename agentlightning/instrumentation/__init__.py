@@ -16,17 +16,23 @@ refuse to attach) is logged as an error and warned about, naming the extra to in
 still instrumented. Integrations named explicitly (`instrument_all(["crewai"])`, `OtelTracer(instrument=["crewai"])`)
 must attach: any of them that cannot raises `InstrumentationError`. Nothing heavy is imported until `instrument_all`
 runs.
+
+Instrumentation is reference-counted per integration: every `instrument_all` that instrumented an integration must be
+matched by an `uninstrument_all`, and the integration is only turned off by the last one. Several users in one process
+(for example the tracers of several shm runners) can thus come and go without turning capture off for the others.
+`uninstrument_all(force=True)` turns the integrations off whatever the count.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import threading
 import warnings
 from collections.abc import Iterable
 from typing import Optional
 
-__all__ = ["INTEGRATIONS", "InstrumentationError", "instrument_all", "uninstrument_all"]
+__all__ = ["INTEGRATIONS", "InstrumentationError", "instrument_all", "instrumentation_count", "uninstrument_all"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +44,15 @@ INTEGRATIONS: dict[str, tuple[str, str]] = {
     "crewai": ("crewai", "agentlightning.instrumentation.crewai"),
 }
 """integration name -> (framework module, Agent Lightning module with instrument_<name>/uninstrument_<name>)."""
+
+_lock = threading.RLock()
+_counts: dict[str, int] = {}  # integration name -> instrument_all calls that instrumented it and are not undone yet
+
+
+def instrumentation_count(name: str) -> int:
+    """How many `instrument_all` calls currently hold integration `name` instrumented."""
+    with _lock:
+        return _counts.get(name, 0)
 
 
 def _select(integrations: Optional[Iterable[str]]) -> list[str]:
@@ -55,18 +70,30 @@ class InstrumentationError(ImportError):
 def instrument_all(integrations: Optional[Iterable[str]] = None) -> dict[str, bool]:
     """Instrument the installed frameworks (all known ones), or exactly the named `integrations`.
 
-    Returns integration name -> True when it is now instrumented.
+    Returns integration name -> True when it is now instrumented. Each integration instrumented here counts one
+    reference, released by `uninstrument_all`.
 
     Raises:
         InstrumentationError: an integration named in `integrations` cannot attach (framework or instrumentor not
             installed, or versions the instrumentor does not support).
         ValueError: an unknown integration name.
     """
+    names = _select(integrations)
+    with _lock:
+        result: dict[str, bool] = {}
+        try:
+            _instrument(names, integrations is not None, result)
+        except BaseException:
+            # Nothing half-done stays behind: release what this call took, and turn off what nobody holds.
+            _uninstrument([name for name in names if name in result or _counts.get(name, 0) == 0], False, result)
+            raise
+        return result
+
+
+def _instrument(names: list[str], explicit: bool, result: dict[str, bool]) -> None:
     from ._openinference import framework_installed
 
-    explicit = integrations is not None
-    result: dict[str, bool] = {}
-    for name in _select(integrations):
+    for name in names:
         framework, module_path = INTEGRATIONS[name]
         if not framework_installed(framework):
             if explicit:
@@ -84,20 +111,39 @@ def instrument_all(integrations: Optional[Iterable[str]] = None) -> dict[str, bo
                 raise InstrumentationError(f"Cannot instrument {name}: {exc}") from exc
             message = f"{framework} is installed but cannot be instrumented, so it runs uncaptured: {exc}"
             logger.error(message)
-            warnings.warn(message, stacklevel=2)
+            warnings.warn(message, stacklevel=3)
             result[name] = False
-    return result
+        if result[name]:
+            _counts[name] = _counts.get(name, 0) + 1
 
 
 def _extra(name: str) -> str:
     return name.replace("_", "-")
 
 
-def uninstrument_all(integrations: Optional[Iterable[str]] = None) -> None:
-    """Undo `instrument_all` (integrations that were not instrumented are left alone)."""
+def uninstrument_all(integrations: Optional[Iterable[str]] = None, *, force: bool = False) -> None:
+    """Undo one `instrument_all` (integrations that were not instrumented are left alone).
+
+    An integration that other `instrument_all` calls still hold stays instrumented (its count drops by one);
+    the last release, a call for an integration no `instrument_all` holds, or `force=True` turns it off.
+    """
+    names = _select(integrations)
+    with _lock:
+        _uninstrument(names, force)
+
+
+def _uninstrument(names: list[str], force: bool, taken: Optional[dict[str, bool]] = None) -> None:
     from ._openinference import framework_installed
 
-    for name in reversed(_select(integrations)):
+    for name in reversed(names):
+        if taken is not None and name in taken and not taken[name]:
+            continue  # this call skipped it: another user's instrumentation, if any, is not ours to undo
+        held = _counts.get(name, 0)
+        if held > 1 and not force:
+            _counts[name] = held - 1
+            logger.debug("%s stays instrumented for %d other users", name, held - 1)
+            continue
+        _counts.pop(name, None)
         framework, module_path = INTEGRATIONS[name]
         if not framework_installed(framework):
             continue

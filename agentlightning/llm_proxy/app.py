@@ -26,7 +26,7 @@ from .models import ModelRouter, Upstream
 from .record import CallRecord, StreamAssembler
 from .token_id_support import FIELD, rejects_return_token_ids
 from .upstream import UpstreamClient, UpstreamResponse
-from .writer import SpanWriter
+from .writer import CallRecordWriter
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,8 @@ class ProxyState:
     request_logprobs: bool = False
     api_key: Optional[str] = None
     upstream: Optional[UpstreamClient] = None
-    writer: Optional[SpanWriter] = None
+    writer: Optional[CallRecordWriter] = None
+    writer_options: dict[str, Any] = field(default_factory=dict)
     loop: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -68,8 +69,7 @@ def _routes(state: ProxyState) -> Any:
     async def lifespan(_: Any) -> AsyncIterator[None]:
         state.loop = asyncio.get_running_loop()
         state.upstream = UpstreamClient(num_retries=state.num_retries, timeout=state.request_timeout)
-        state.writer = SpanWriter(state.store)
-        state.writer.start()
+        state.writer = CallRecordWriter(state.store, **state.writer_options)
         try:
             yield
         finally:

@@ -9,11 +9,10 @@ sequence id. `start`, `stop` and `restart` work both as plain calls (0.2 style) 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import os
 from collections.abc import Generator
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.store.base import LightningStore
 from agentlightning.types import LLM, ProxyLLM
@@ -21,6 +20,9 @@ from agentlightning.types import LLM, ProxyLLM
 from .auth import API_KEY_ENV, check_exposure
 from .models import ModelConfig, ModelRouter
 from .token_id_support import TokenIdSupport
+
+if TYPE_CHECKING:
+    from agentlightning.tracer.batch import SpanWriterStats
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +70,8 @@ class LLMProxy:
             on a non-loopback `bind_host` unless `insecure=True`; `as_resource` hands it to agents.
         insecure: allow a non-loopback `bind_host` without an API key (the proxy then relays anyone's calls).
         token_id_reprobe_after: seconds before an upstream that refused `return_token_ids` is asked again.
+        writer_options: settings of the span writer (`agentlightning.tracer.writer.SpanWriter`: `max_buffered_spans`,
+            `spill_dir`, `max_spill_bytes`, `max_retries`, ...); `writer_stats()` reads its counters.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class LLMProxy:
         api_key: Optional[str] = None,
         insecure: bool = False,
         token_id_reprobe_after: float = 300.0,
+        writer_options: Optional[dict[str, Any]] = None,
     ) -> None:
         if num_workers != 1:
             raise ValueError("LLMProxy serves with one worker; run several proxies behind a load balancer to scale out")
@@ -121,6 +126,7 @@ class LLMProxy:
         self.return_token_ids = callbacks is None or "return_token_ids" in callbacks
         self._token_ids = TokenIdSupport(reprobe_after=token_id_reprobe_after)
         self._router = self._make_router(self.model_list)
+        self.writer_options = dict(writer_options or {})
         self._server: Any = None
         self._state: Any = None
 
@@ -172,6 +178,7 @@ class LLMProxy:
             request_timeout=self.request_timeout,
             request_logprobs=self.request_logprobs,
             api_key=self.api_key,
+            writer_options=self.writer_options,
         )
         self._server = UvicornThread(
             create_proxy_app(self._state), host=self.bind_host, port=self.port, name="agl-llm-proxy"
@@ -201,15 +208,20 @@ class LLMProxy:
         return self.start()
 
     def flush(self, timeout: float = 30.0) -> None:
-        """Block until every call recorded so far is in the store."""
+        """Block until every call recorded so far is in the store (or given up: see `writer_stats()`)."""
         state = self._state
-        if state is None or state.loop is None or state.writer is None:
+        if state is None or state.writer is None:
             return
-        future = asyncio.run_coroutine_threadsafe(state.writer.flush(), state.loop)
-        try:
-            future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(f"The LLM proxy could not write its spans within {timeout} s") from None
+        if not state.writer.flush(timeout):
+            raise TimeoutError(f"The LLM proxy could not write its spans within {timeout} s")
+
+    def writer_stats(self) -> Optional[SpanWriterStats]:
+        """Counters of the proxy's span writer (written, duplicates, rejected, failed, dropped, pending, ...); None
+        while the proxy is not running."""
+        state = self._state
+        if state is None or state.writer is None:
+            return None
+        return state.writer.stats()
 
     async def aflush(self, timeout: float = 30.0) -> None:
         await asyncio.to_thread(self.flush, timeout)

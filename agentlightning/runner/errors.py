@@ -29,7 +29,7 @@ def is_transient_store_error(exc: BaseException) -> bool:
 
 def describe_store(store: Any) -> str:
     """A short description of where a store lives, for messages (its URL when it has one)."""
-    for attribute in ("server_address", "endpoint", "url", "path"):
+    for attribute in ("server_address_root", "server_address", "endpoint", "url", "path"):
         value = getattr(store, attribute, None)
         if isinstance(value, str) and value:
             return value

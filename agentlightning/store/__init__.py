@@ -51,8 +51,8 @@ __all__ += ["PostgresLightningStore", "RetentionPolicy", "SqliteLightningStore"]
 # Backends with heavy dependencies (fastapi/uvicorn/aiohttp, sqlite3, psycopg) are imported on first use,
 # keeping `import agentlightning` fast.
 _LAZY_EXPORTS = {
-    "LightningStoreClient": "agentlightning.store.client_server",
-    "LightningStoreServer": "agentlightning.store.client_server",
+    "LightningStoreClient": "agentlightning.store.http.client",  # not the server module: a client never needs it
+    "LightningStoreServer": "agentlightning.store.http.server",
     "SqliteLightningStore": "agentlightning.store.sqlite",
     "PostgresLightningStore": "agentlightning.store.postgres",
     "RetentionPolicy": "agentlightning.store.retention",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from agentlightning.types import Span
 
 from .http.client import LightningStoreClient
@@ -17,7 +19,9 @@ from .http.models import (
     WaitForRolloutsRequest,
 )
 from .http.retry import RetryPolicy
-from .http.server import LightningStoreServer
+
+if TYPE_CHECKING:
+    from .http.server import LightningStoreServer
 
 __all__ = [
     "AddResourcesRequest",
@@ -50,3 +54,12 @@ def store_from_url(url: str) -> LightningStoreClient:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidArgumentError(f"Invalid store server URL {url!r}: use http://host:port")
     return LightningStoreClient(url)
+
+
+def __getattr__(name: str) -> Any:
+    # The server (starlette, fastapi) is imported on first use: a process that only runs a client never pays for it.
+    if name == "LightningStoreServer":
+        from .http.server import LightningStoreServer
+
+        return LightningStoreServer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

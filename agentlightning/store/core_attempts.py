@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
@@ -11,6 +10,7 @@ from agentlightning.types import (
     Span,
 )
 
+from . import clock
 from .base import (
     UNSET,
     Unset,
@@ -94,7 +94,7 @@ class AttemptAndSpanOperations(CoreStoreBase):
         )
         new_metadata = None if isinstance(metadata, Unset) else check_metadata(metadata)
         await self._scan_health()
-        changes = Changes(time.time())
+        changes = Changes(clock.now())
         async with self._storage.transaction() as tx:
             stored_rollout = (await tx.get_rollouts([rollout_id])).get(rollout_id)
             if stored_rollout is None:
@@ -163,7 +163,7 @@ class AttemptAndSpanOperations(CoreStoreBase):
             check_span_ids(span)
         if not spans:
             return []
-        now = time.time()
+        now = clock.now()
         changes = Changes(now)
         rollout_ids = list(dict.fromkeys(span.rollout_id for span in spans))
         keys = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in spans))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from typing import Any, Optional, TypeVar
 
 from agentlightning.types import (
@@ -14,6 +12,7 @@ from agentlightning.types import (
     Rollout,
 )
 
+from . import clock
 from .base import (
     LightningStore,
     LightningStoreCapabilities,
@@ -22,6 +21,7 @@ from .base import (
 from .changes import Changes
 from .ids import generate_attempt_id
 from .lifecycle import unhealthy_attempt_status
+from .locks import AsyncCrossLoopLock
 from .notify import CompletionNotifier
 from .query import (
     Query,
@@ -70,9 +70,9 @@ class CoreStoreBase(LightningStore):
         self._storage = storage
         self._scan_debounce_seconds = float(scan_debounce_seconds)
         self._last_scan_time = float("-inf")
-        self._scan_guard = threading.Lock()
+        self._scan_guard = AsyncCrossLoopLock()
         self._notifier = CompletionNotifier()
-        self._created_at = time.time()
+        self._created_at = clock.now()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -82,7 +82,7 @@ class CoreStoreBase(LightningStore):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._scan_guard = threading.Lock()
+        self._scan_guard = AsyncCrossLoopLock()
         self._notifier = CompletionNotifier()
 
     # ------------------------------------------------------------------------------------------------------- basics
@@ -100,7 +100,7 @@ class CoreStoreBase(LightningStore):
             total_spans=counts.get("spans", 0),
             total_resources=counts.get("resources", 0),
             total_workers=counts.get("workers", 0),
-            uptime=time.time() - self._created_at,
+            uptime=clock.now() - self._created_at,
         )
         stats.update(await self._storage.statistics())  # type: ignore[typeddict-item]
         return stats
@@ -111,11 +111,15 @@ class CoreStoreBase(LightningStore):
     # ------------------------------------------------------------------------------------------------------- health
     async def _scan_health(self) -> None:
         """Apply the timeout and unresponsiveness rules to running rollouts, at most once per debounce interval."""
-        now = time.time()
+        now = clock.now()
         if now - self._last_scan_time < self._scan_debounce_seconds or not self._storage.health_scan_due(now):
             return
-        if not self._scan_guard.acquire(blocking=False):
-            return  # another task or thread is scanning right now
+        if not self._scan_guard.try_acquire():
+            # Another task or thread is scanning: wait until its changes are committed, so that this operation does
+            # not read a status the running scan is about to change (that scan covers this moment).
+            await self._scan_guard.acquire()
+            self._scan_guard.release()
+            return
         try:
             self._last_scan_time = now
             changes = Changes(now)
@@ -149,5 +153,5 @@ class CoreStoreBase(LightningStore):
             deadline = storage.next_health_deadline()
             if deadline is not None:
                 next_scan = max(deadline, self._last_scan_time + self._scan_debounce_seconds)
-                candidates.append(max(next_scan - time.time(), 0.0) + 0.001)
+                candidates.append(max(next_scan - clock.now(), 0.0) + 0.001)
         return min(candidates) if candidates else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, Literal, Optional, Union
 
@@ -12,6 +11,7 @@ from agentlightning.types import (
     Worker,
 )
 
+from . import clock
 from .base import (
     UNSET,
     Unset,
@@ -35,25 +35,30 @@ from .validation import (
 WORKER_STATUSES = ("idle", "busy", "unknown")
 
 
+def _own_copy(resources: NamedResources) -> NamedResources:
+    """Snapshots are immutable: the store keeps deep copies of what it is given and hands out deep copies."""
+    return {name: resource.model_copy(deep=True) for name, resource in resources.items()}
+
+
 class ResourceAndWorkerOperations(CoreStoreBase):
     """Versioned resource snapshots and worker records."""
 
     # ---------------------------------------------------------------------------------------------------- resources
     async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
-        checked = check_resources(resources)
-        now = time.time()
+        checked = _own_copy(check_resources(resources))
+        now = clock.now()
         update = ResourcesUpdate(
             resources_id=generate_resources_id(), create_time=now, update_time=now, version=1, resources=checked
         )
         async with self._storage.transaction() as tx:
             await tx.put_resources(update)
-        return update.model_copy()
+        return update.model_copy(deep=True)
 
     async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
         resources_id = check_id(resources_id, "resources_id")
-        checked = check_resources(resources)
+        checked = _own_copy(check_resources(resources))
         await self._scan_health()
-        now = time.time()
+        now = clock.now()
         async with self._storage.transaction() as tx:
             existing = await tx.get_resources(resources_id)
             update = ResourcesUpdate(
@@ -64,18 +69,18 @@ class ResourceAndWorkerOperations(CoreStoreBase):
                 resources=checked,
             )
             await tx.put_resources(update)
-        return update.model_copy()
+        return update.model_copy(deep=True)
 
     async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
         resources_id = check_id(resources_id, "resources_id")
         async with self._storage.transaction(write=False) as tx:
             update = await tx.get_resources(resources_id)
-        return update.model_copy() if update is not None else None
+        return update.model_copy(deep=True) if update is not None else None
 
     async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
         async with self._storage.transaction(write=False) as tx:
             update = await tx.get_latest_resources()
-        return update.model_copy() if update is not None else None
+        return update.model_copy(deep=True) if update is not None else None
 
     async def query_resources(
         self,
@@ -101,7 +106,7 @@ class ResourceAndWorkerOperations(CoreStoreBase):
         )
         async with self._storage.transaction(write=False) as tx:
             updates, total = await tx.query_resources(query)
-        return _page([update.model_copy() for update in updates], total, query)
+        return _page([update.model_copy(deep=True) for update in updates], total, query)
 
     # ------------------------------------------------------------------------------------------------------ workers
     async def query_workers(
@@ -144,7 +149,7 @@ class ResourceAndWorkerOperations(CoreStoreBase):
             raise InvalidArgumentTypeError(
                 f"heartbeat_stats must be a dict (omit it to record a bare heartbeat), got {heartbeat_stats!r}"
             )
-        now = time.time()
+        now = clock.now()
         async with self._storage.transaction() as tx:
             stored = (await tx.get_workers([worker_id])).get(worker_id)
             worker = stored.model_copy() if stored is not None else Worker(worker_id=worker_id)

@@ -15,6 +15,7 @@ from agentlightning.types import (
     TaskInput,
 )
 
+from . import clock
 from .base import (
     FINISHED_STATUSES,
     UNSET,
@@ -66,7 +67,7 @@ class RolloutOperations(CoreStoreBase):
         checked_metadata = check_metadata(metadata) or {}
         worker_id = check_optional_id(worker_id, "worker_id")
         await self._scan_health()
-        now = time.time()
+        now = clock.now()
         changes = Changes(now)
         async with self._storage.transaction() as tx:
             rollout = Rollout(
@@ -118,7 +119,7 @@ class RolloutOperations(CoreStoreBase):
         await self._scan_health()
         if not checked:
             return []
-        now = time.time()
+        now = clock.now()
         async with self._storage.transaction() as tx:
             latest_id = await self._latest_resources_id(tx, None)
             rollouts = [
@@ -149,7 +150,7 @@ class RolloutOperations(CoreStoreBase):
         await self._scan_health()
         if limit <= 0:
             return []
-        now = time.time()
+        now = clock.now()
         changes = Changes(now)
         result: list[AttemptedRollout] = []
         async with self._storage.transaction() as tx:
@@ -168,11 +169,43 @@ class RolloutOperations(CoreStoreBase):
             await changes.flush(tx, dequeued_by=worker_id)
         return result
 
+    async def requeue_unacknowledged_claim(self, rollout_id: str, attempt_id: str) -> bool:
+        """Put a claimed rollout back in the queue when nobody acknowledged the claim, atomically.
+
+        The claim is unacknowledged while the attempt is the rollout's latest, still "preparing", without a
+        heartbeat, and the rollout is still "preparing". Then the attempt becomes "unresponsive" (without counting
+        against `max_attempts`: the rollout is requeued whatever its retry rules say, since it never ran) and its
+        worker is released. Returns False (and changes nothing) once the claim was acknowledged.
+        """
+        rollout_id = check_id(rollout_id, "rollout_id")
+        attempt_id = check_id(attempt_id, "attempt_id")
+        now = time.time()
+        changes = Changes(now)
+        async with self._storage.transaction() as tx:
+            stored = (await tx.get_rollouts([rollout_id])).get(rollout_id)
+            latest = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
+            if (
+                stored is None
+                or latest is None
+                or latest.attempt_id != attempt_id
+                or latest.status != "preparing"
+                or latest.last_heartbeat_time
+                or stored.status != "preparing"
+            ):
+                return False
+            attempt = changes.attempt(latest)
+            attempt.status = "unresponsive"
+            rollout = changes.rollout(stored)
+            changes.set_rollout_status(rollout, "requeuing")
+            changes.sync_worker(attempt)
+            await changes.flush(tx)
+        return True
+
     async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
         rollout_id = check_id(rollout_id, "rollout_id")
         worker_id = check_optional_id(worker_id, "worker_id")
         await self._scan_health()
-        now = time.time()
+        now = clock.now()
         changes = Changes(now)
         async with self._storage.transaction() as tx:
             stored = (await tx.get_rollouts([rollout_id])).get(rollout_id)
@@ -253,7 +286,7 @@ class RolloutOperations(CoreStoreBase):
         new_config = None if isinstance(config, Unset) else check_config(config)
         new_metadata = None if isinstance(metadata, Unset) else check_metadata(metadata)
         await self._scan_health()
-        changes = Changes(time.time())
+        changes = Changes(clock.now())
         async with self._storage.transaction() as tx:
             stored = (await tx.get_rollouts([rollout_id])).get(rollout_id)
             if stored is None:

@@ -2,22 +2,25 @@
 
 Every transaction method runs without suspending, so holding a `threading.Lock` for the whole transaction makes
 each store operation atomic across tasks, event loops and threads, at the cost of a few hundred nanoseconds.
+
+A transaction is all-or-nothing: every change is recorded in an undo log, which is replayed backwards when the
+transaction body raises (a failed write leaves no partial rollouts, spans, duplicate keys or byte counts behind).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Optional
+from typing import Any, Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
 from .base import FINISHED_STATUSES, RUNNING_STATUSES, LightningStoreCapabilities
 from .errors import SpansEvictedError
 from .lifecycle import has_health_rules, health_deadline
+from .locks import TransactionLock
 from .query import Query
 from .storage import Storage, StorageTransaction
 
@@ -44,11 +47,69 @@ class SpanMemoryBudget:
         self.total_bytes = max(self.total_bytes - self.bytes_by_rollout.pop(rollout_id, 0), 0)
 
 
+_MISSING: Any = object()
+
+# Undo log entries: (kind, target, key, previous value)
+_KEY, _MEMBER, _ATTR, _POP, _APPENDLEFT, _INDEX = range(6)
+
+
+class _UndoLog:
+    """Changes made by one transaction, to be reverted in reverse order if it fails."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, Any, Any, Any]] = []
+
+    def key(self, mapping: dict[Any, Any], key: Any) -> None:
+        """`mapping[key]` is about to be set or deleted."""
+        self.entries.append((_KEY, mapping, key, mapping.get(key, _MISSING)))
+
+    def member(self, items: set[Any], item: Any) -> None:
+        """`item` is about to be added to or removed from `items`."""
+        self.entries.append((_MEMBER, items, item, item in items))
+
+    def attr(self, obj: Any, name: str) -> None:
+        self.entries.append((_ATTR, obj, name, getattr(obj, name)))
+
+    def appended(self, sequence: Any) -> None:
+        """An item was appended to a list or deque."""
+        self.entries.append((_POP, sequence, None, None))
+
+    def popped_left(self, queue: deque[Any], item: Any) -> None:
+        self.entries.append((_APPENDLEFT, queue, None, item))
+
+    def index(self, items: list[Any], index: int) -> None:
+        self.entries.append((_INDEX, items, index, items[index]))
+
+    def rollback(self) -> None:
+        for kind, target, key, previous in reversed(self.entries):
+            if kind == _KEY:
+                if previous is _MISSING:
+                    target.pop(key, None)
+                else:
+                    target[key] = previous
+            elif kind == _MEMBER:
+                if previous:
+                    target.add(key)
+                else:
+                    target.discard(key)
+            elif kind == _ATTR:
+                setattr(target, key, previous)
+            elif kind == _POP:
+                target.pop()
+            elif kind == _APPENDLEFT:
+                target.appendleft(previous)
+            else:
+                target[key] = previous
+        self.entries.clear()
+
+
 class InMemoryStorage(Storage):
     tracks_health_deadlines = True
 
     def __init__(self, budget: SpanMemoryBudget) -> None:
-        self.lock = threading.Lock()
+        self.lock = TransactionLock("memory store")
         self.budget = budget
         self.rollouts: dict[str, Rollout] = {}
         self.attempts: dict[str, list[Attempt]] = {}
@@ -77,7 +138,7 @@ class InMemoryStorage(Storage):
 
     def __setstate__(self, state: dict[str, object]) -> None:
         vars(self).update(state)
-        self.lock = threading.Lock()
+        self.lock = TransactionLock("memory store")
         self._tx = _MemoryTransaction(self)
 
     @property
@@ -87,7 +148,14 @@ class InMemoryStorage(Storage):
     @asynccontextmanager
     async def transaction(self, *, write: bool = True) -> AsyncIterator[StorageTransaction]:
         with self.lock:
-            yield self._tx
+            undo = self._tx.undo = _UndoLog()
+            try:
+                yield self._tx
+            except BaseException:
+                undo.rollback()
+                raise
+            finally:
+                self._tx.undo = _NO_UNDO
 
     def health_scan_due(self, now: float) -> bool:
         return now >= self.health_hint
@@ -103,9 +171,10 @@ class InMemoryStorage(Storage):
         }
 
     # ---------------------------------------------------------------------------------------------- health tracking
-    def watch_health(self, rollout: Rollout) -> None:
+    def watch_health(self, rollout: Rollout, undo: _UndoLog) -> None:
         """Track the health deadline of a running rollout with health rules (forget it otherwise)."""
         rollout_id = rollout.rollout_id
+        undo.member(self.health_watch, rollout_id)
         if rollout.status not in RUNNING_STATUSES or not has_health_rules(rollout.config):
             self.health_watch.discard(rollout_id)
             return
@@ -120,9 +189,10 @@ class InMemoryStorage(Storage):
                 if value is not None
             )
         if deadline is not None and deadline < self.health_hint:
+            undo.attr(self, "health_hint")
             self.health_hint = deadline
 
-    def evict_if_needed(self) -> None:
+    def evict_if_needed(self, undo: _UndoLog) -> None:
         budget = self.budget
         if not budget.over_budget():
             return
@@ -138,6 +208,12 @@ class InMemoryStorage(Storage):
         for rollout_id in sorted((rid for rid, spans in self.spans.items() if spans), key=age):
             if budget.total_bytes <= budget.safe_bytes:
                 break
+            undo.key(self.spans, rollout_id)
+            undo.key(self.span_keys, rollout_id)
+            undo.attr(self, "span_count")
+            undo.attr(budget, "total_bytes")
+            undo.key(budget.bytes_by_rollout, rollout_id)
+            undo.member(self.evicted, rollout_id)
             removed = self.spans.pop(rollout_id)
             self.span_keys.pop(rollout_id, None)
             self.span_count -= len(removed)
@@ -145,16 +221,36 @@ class InMemoryStorage(Storage):
             self.evicted.add(rollout_id)
 
 
+class _DiscardedLog(_UndoLog):
+    """Stands in outside transactions: records nothing."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries = _NoEntries()
+
+
+class _NoEntries(list[tuple[int, Any, Any, Any]]):
+    def append(self, item: tuple[int, Any, Any, Any], /) -> None:
+        return None
+
+
+_NO_UNDO: _UndoLog = _DiscardedLog()
+
+
 class _MemoryTransaction(StorageTransaction):
     def __init__(self, storage: InMemoryStorage) -> None:
         self.s = storage
+        self.undo = _NO_UNDO
 
     # --------------------------------------------------------------------------------------------- rollouts + queue
     async def insert_rollouts(self, rollouts: Sequence[Rollout], *, enqueue: bool) -> None:
-        s = self.s
+        s, undo = self.s, self.undo
         for rollout in rollouts:
+            undo.key(s.rollouts, rollout.rollout_id)
             s.rollouts[rollout.rollout_id] = rollout
-            s.watch_health(rollout)
+            s.watch_health(rollout, undo)
         if enqueue:
             await self.enqueue([rollout.rollout_id for rollout in rollouts])
 
@@ -163,35 +259,44 @@ class _MemoryTransaction(StorageTransaction):
         return {rollout_id: rollouts[rollout_id] for rollout_id in rollout_ids if rollout_id in rollouts}
 
     async def update_rollouts(self, rollouts: Sequence[Rollout]) -> None:
-        s = self.s
+        s, undo = self.s, self.undo
         for rollout in rollouts:
+            undo.key(s.rollouts, rollout.rollout_id)
             s.rollouts[rollout.rollout_id] = rollout
-            s.watch_health(rollout)
+            s.watch_health(rollout, undo)
 
     async def query_rollouts(self, query: Query) -> tuple[list[Rollout], int]:
         return query.apply(self.s.rollouts.values())
 
     async def enqueue(self, rollout_ids: Sequence[str]) -> None:
-        s = self.s
+        s, undo = self.s, self.undo
         for rollout_id in rollout_ids:
             if rollout_id in s.queued:
                 continue
+            undo.attr(s, "queue_tokens")
+            undo.key(s.queued, rollout_id)
+            undo.appended(s.queue)
             s.queue_tokens += 1
             s.queued[rollout_id] = s.queue_tokens
             s.queue.append((rollout_id, s.queue_tokens))
 
     async def remove_from_queue(self, rollout_ids: Sequence[str]) -> None:
-        queued = self.s.queued
+        queued, undo = self.s.queued, self.undo
         for rollout_id in rollout_ids:
+            if rollout_id in queued:
+                undo.key(queued, rollout_id)
             queued.pop(rollout_id, None)  # the deque entry becomes stale and is skipped when popped
 
     async def claim_queued(self, limit: int) -> list[Rollout]:
-        s = self.s
+        s, undo = self.s, self.undo
         claimed: list[Rollout] = []
         while s.queue and len(claimed) < limit:
-            rollout_id, token = s.queue.popleft()
+            item = s.queue.popleft()
+            undo.popped_left(s.queue, item)
+            rollout_id, token = item
             if s.queued.get(rollout_id) != token:
                 continue
+            undo.key(s.queued, rollout_id)
             del s.queued[rollout_id]
             rollout = s.rollouts.get(rollout_id)
             if rollout is not None and rollout.status in ("queuing", "requeuing"):
@@ -200,25 +305,32 @@ class _MemoryTransaction(StorageTransaction):
 
     # ----------------------------------------------------------------------------------------------------- attempts
     async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
-        s = self.s
+        s, undo = self.s, self.undo
         for attempt in attempts:
-            s.attempts.setdefault(attempt.rollout_id, []).append(attempt)
+            stored = s.attempts.get(attempt.rollout_id)
+            if stored is None:
+                undo.key(s.attempts, attempt.rollout_id)
+                stored = s.attempts[attempt.rollout_id] = []
+            undo.appended(stored)
+            stored.append(attempt)
+            undo.attr(s, "attempt_count")
             s.attempt_count += 1
             rollout = s.rollouts.get(attempt.rollout_id)
             if rollout is not None:
-                s.watch_health(rollout)
+                s.watch_health(rollout, undo)
 
     async def update_attempts(self, attempts: Sequence[Attempt]) -> None:
-        s = self.s
+        s, undo = self.s, self.undo
         for attempt in attempts:
             stored = s.attempts.get(attempt.rollout_id, [])
             for index in range(len(stored) - 1, -1, -1):
                 if stored[index].attempt_id == attempt.attempt_id:
+                    undo.index(stored, index)
                     stored[index] = attempt
                     break
             rollout = s.rollouts.get(attempt.rollout_id)
             if rollout is not None and attempt.rollout_id in s.health_watch:
-                s.watch_health(rollout)
+                s.watch_health(rollout, undo)
 
     async def get_attempts(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Attempt]:
         found: dict[tuple[str, str], Attempt] = {}
@@ -239,27 +351,38 @@ class _MemoryTransaction(StorageTransaction):
 
     # -------------------------------------------------------------------------------------------------------- spans
     async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
-        s = self.s
+        s, undo = self.s, self.undo
+        budget = s.budget
         inserted: list[Span] = []
         for span in spans:
             rollout_id = span.rollout_id
+            if rollout_id in s.evicted:
+                # The rollout's trace is gone: the span is not stored (nor its key remembered, which would grow
+                # without bound for a rollout that keeps running); it still counts as a heartbeat.
+                inserted.append(span)
+                continue
             keys = s.span_keys.get(rollout_id)
             if keys is None:
+                undo.key(s.span_keys, rollout_id)
                 keys = s.span_keys[rollout_id] = set()
             key = (span.attempt_id, span.span_id)
             if key in keys:
                 continue
+            undo.member(keys, key)
             keys.add(key)
             inserted.append(span)
-            if rollout_id in s.evicted:
-                continue  # the rollout's trace is gone; the span still counts as a heartbeat
             stored = s.spans.get(rollout_id)
             if stored is None:
+                undo.key(s.spans, rollout_id)
                 stored = s.spans[rollout_id] = []
+            undo.appended(stored)
             stored.append(span)
+            undo.attr(s, "span_count")
             s.span_count += 1
-            s.budget.add(rollout_id, span)
-        s.evict_if_needed()
+            undo.attr(budget, "total_bytes")
+            undo.key(budget.bytes_by_rollout, rollout_id)
+            budget.add(rollout_id, span)
+        s.evict_if_needed(undo)
         return inserted
 
     async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> tuple[list[Span], int]:
@@ -274,18 +397,20 @@ class _MemoryTransaction(StorageTransaction):
         return query.apply(spans)
 
     async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> list[int]:
-        counters = self.s.span_sequence
+        counters, undo = self.s.span_sequence, self.undo
         allocated: list[int] = []
         for rollout_id in rollout_ids:
+            undo.key(counters, rollout_id)
             value = counters.get(rollout_id, 0) + 1
             counters[rollout_id] = value
             allocated.append(value)
         return allocated
 
     async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
-        counters = self.s.span_sequence
+        counters, undo = self.s.span_sequence, self.undo
         for rollout_id, floor in floors.items():
             if floor > counters.get(rollout_id, 0):
+                undo.key(counters, rollout_id)
                 counters[rollout_id] = floor
 
     # ---------------------------------------------------------------------------------------------------- resources
@@ -297,8 +422,11 @@ class _MemoryTransaction(StorageTransaction):
         return s.resources.get(s.latest_resources_id) if s.latest_resources_id is not None else None
 
     async def put_resources(self, update: ResourcesUpdate) -> None:
-        self.s.resources[update.resources_id] = update
-        self.s.latest_resources_id = update.resources_id
+        s, undo = self.s, self.undo
+        undo.key(s.resources, update.resources_id)
+        undo.attr(s, "latest_resources_id")
+        s.resources[update.resources_id] = update
+        s.latest_resources_id = update.resources_id
 
     async def query_resources(self, query: Query) -> tuple[list[ResourcesUpdate], int]:
         return query.apply(self.s.resources.values())
@@ -310,6 +438,7 @@ class _MemoryTransaction(StorageTransaction):
 
     async def put_workers(self, workers: Sequence[Worker]) -> None:
         for worker in workers:
+            self.undo.key(self.s.workers, worker.worker_id)
             self.s.workers[worker.worker_id] = worker
 
     async def query_workers(self, query: Query) -> tuple[list[Worker], int]:
@@ -317,22 +446,25 @@ class _MemoryTransaction(StorageTransaction):
 
     # ------------------------------------------------------------------------------------------------------- health
     async def health_candidates(self, now: float) -> list[tuple[Rollout, Attempt]]:
-        s = self.s
+        s, undo = self.s, self.undo
         candidates: list[tuple[Rollout, Attempt]] = []
         hint = math.inf
         for rollout_id in list(s.health_watch):
             rollout = s.rollouts.get(rollout_id)
             attempts = s.attempts.get(rollout_id)
             if rollout is None or rollout.status not in RUNNING_STATUSES or not attempts:
+                undo.member(s.health_watch, rollout_id)
                 s.health_watch.discard(rollout_id)
                 continue
             deadline = health_deadline(attempts[-1], rollout.config)
             if deadline is None:
+                undo.member(s.health_watch, rollout_id)
                 s.health_watch.discard(rollout_id)
                 continue
             hint = min(hint, deadline)
             if deadline <= now:
                 candidates.append((rollout, attempts[-1]))
+        undo.attr(s, "health_hint")
         s.health_hint = hint
         return candidates
 

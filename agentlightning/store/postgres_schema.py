@@ -52,6 +52,11 @@ MIGRATIONS: list[list[str]] = [
         f"last_heartbeat_time {_TIME}, last_dequeue_time {_TIME}, last_busy_time {_TIME}, last_idle_time {_TIME}, "
         f"current_rollout_id {_TEXT}, current_attempt_id {_TEXT}, data TEXT NOT NULL)",
     ],
+    [  # 2: idempotency records shared by every server using this schema
+        f"CREATE TABLE idempotency (key {_TEXT} PRIMARY KEY, fingerprint TEXT NOT NULL, status INTEGER, "
+        f"body BYTEA, created {_TIME} NOT NULL)",
+        "CREATE INDEX idempotency_by_created ON idempotency (created)",
+    ],
 ]
 
 

@@ -44,6 +44,11 @@ MIGRATIONS: list[list[str]] = [
         "last_heartbeat_time REAL, last_dequeue_time REAL, last_busy_time REAL, last_idle_time REAL, "
         "current_rollout_id TEXT, current_attempt_id TEXT, data TEXT NOT NULL)",
     ],
+    [  # 2: idempotency records shared by the server processes of one database
+        "CREATE TABLE idempotency (key TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
+        "created REAL NOT NULL)",
+        "CREATE INDEX idempotency_by_created ON idempotency (created)",
+    ],
 ]
 
 

@@ -19,7 +19,6 @@ import logging
 import os
 import random
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from typing import Any, Literal, Optional
 
 from .base import LightningStoreCapabilities
 from .errors import InvalidArgumentError, StoreBusyError, StoreClosedError, StoreError, StoreOpenError
+from .locks import TransactionLock
 from .retention import RetentionPolicy
 from .sql_dialect import SQLITE
 from .sql_storage import SqlStorage
@@ -95,7 +95,7 @@ class SqliteStorage(SqlStorage):
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
         super().__init__(retention)
-        self._lock = threading.Lock()
+        self._lock = TransactionLock("SQLite store")
         self._conn: Optional[sqlite3.Connection] = None
         self._pid = os.getpid()
         self._closed = False

@@ -1,15 +1,15 @@
 """`LightningStoreThreaded`: serialises calls to a store that is not thread-safe.
 
-Calls from different threads run one at a time. Calls from tasks of one event loop queue on an asyncio lock first,
-so a wrapped store that really suspends cannot deadlock its own loop. Stores that declare themselves thread-safe are
-called directly. `wait_for_rollouts` is never serialised (it may wait for a long time).
+Calls from any thread or task run one at a time. Waiting for the lock suspends the waiting task, never its thread,
+so a wrapped store that really suspends (I/O) cannot freeze the event loop of another thread, such as a store
+server's. Stores that declare themselves thread-safe are called directly. `wait_for_rollouts` on a serialised store
+polls the store under the lock (`timeout=0` checks) instead of holding the lock for the whole wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import weakref
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
@@ -28,6 +28,8 @@ from agentlightning.types import (
 )
 
 from .base import UNSET, LightningStore, LightningStoreCapabilities, LightningStoreStatistics, Unset
+from .locks import AsyncCrossLoopLock
+from .validation import check_timeout
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -35,29 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["LightningStoreThreaded"]
 
 
-class _ThreadAndLoopLock:
-    """Mutual exclusion across threads (a thread lock) and across tasks of one loop (a per-loop asyncio lock)."""
-
-    def __init__(self) -> None:
-        self._thread_lock = threading.Lock()
-        self._loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._guard = threading.Lock()
-
-    def _loop_lock(self) -> asyncio.Lock:
-        loop = asyncio.get_running_loop()
-        with self._guard:
-            lock = self._loop_locks.get(loop)
-            if lock is None:
-                lock = self._loop_locks[loop] = asyncio.Lock()
-            return lock
-
-    @asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
-        async with self._loop_lock():
-            with self._thread_lock:
-                yield
+_WAIT_POLL_MIN = 0.01
+_WAIT_POLL_MAX = 0.25
 
 
 class LightningStoreThreaded(LightningStore):
@@ -65,14 +46,14 @@ class LightningStoreThreaded(LightningStore):
 
     def __init__(self, store: LightningStore) -> None:
         self.store = store
-        self._lock = _ThreadAndLoopLock()
+        self._lock = AsyncCrossLoopLock()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"store": self.store}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store = state["store"]
-        self._lock = _ThreadAndLoopLock()
+        self._lock = AsyncCrossLoopLock()
 
     @property
     def capabilities(self) -> LightningStoreCapabilities:
@@ -85,7 +66,7 @@ class LightningStoreThreaded(LightningStore):
         if self.store.capabilities.get("thread_safe"):
             yield
             return
-        async with self._lock.hold():
+        async with self._lock:
             yield
 
     def otlp_traces_endpoint(self) -> str:
@@ -175,7 +156,29 @@ class LightningStoreThreaded(LightningStore):
             )
 
     async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
-        return await self.store.wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout)
+        if self.store.capabilities.get("thread_safe"):
+            return await self.store.wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout)
+        check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        known: Optional[list[str]] = None
+        delay = _WAIT_POLL_MIN
+        while True:
+            async with self._lock:
+                finished = await self.store.wait_for_rollouts(rollout_ids=rollout_ids, timeout=0)
+                if known is None:  # unknown ids are ignored, as by a direct store
+                    known = [
+                        rollout_id
+                        for rollout_id in dict.fromkeys(rollout_ids)
+                        if await self.store.get_rollout_by_id(rollout_id) is not None
+                    ]
+            done = {rollout.rollout_id for rollout in finished}
+            if all(rollout_id in done for rollout_id in known):
+                return finished
+            if deadline is not None and time.monotonic() >= deadline:
+                return finished
+            wait = delay if deadline is None else min(delay, max(deadline - time.monotonic(), 0.0))
+            await asyncio.sleep(wait)
+            delay = min(delay * 2, _WAIT_POLL_MAX)
 
     async def query_attempts(self, rollout_id: str, **kwargs: Any) -> Sequence[Attempt]:  # type: ignore[override]
         async with self._serialized():

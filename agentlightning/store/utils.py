@@ -7,11 +7,11 @@ rules in `agentlightning.store.lifecycle`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from agentlightning.types import Attempt, AttemptedRollout, AttemptStatus, Rollout, RolloutConfig, RolloutStatus
 
+from . import clock
 from .lifecycle import derive_rollout_status, unhealthy_attempt_status
 
 __all__ = [
@@ -60,7 +60,7 @@ async def healthcheck(
     start) becomes "timeout"; a preparing attempt with a heartbeat becomes "running"; an attempt silent for longer
     than `unresponsive_seconds` (since its last heartbeat, or its start) becomes "unresponsive".
     """
-    now = time.time()
+    now = clock.now()
     for rollout in rollouts:
         attempt = rollout.attempt
         if not attempt:
@@ -85,7 +85,7 @@ async def healthcheck(
 
 async def scan_unhealthy_rollouts(rollouts: Sequence[AttemptedRollout]) -> dict[tuple[str, str], AttemptStatus]:
     """The attempts that broke a health rule now, keyed by (rollout_id, attempt_id)."""
-    now = time.time()
+    now = clock.now()
     found: dict[tuple[str, str], AttemptStatus] = {}
     for rollout in rollouts:
         attempt = rollout.attempt

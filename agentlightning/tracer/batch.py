@@ -1,16 +1,13 @@
-"""Pieces of the span writer: the queued-span record, its counters, the spill file, and the batch storer that
-talks to a store (sequence ids, batched adds, isolation of rejected data)."""
+"""Pieces of the span writer: the queued-span record, its counters, how store errors are classified, and the batch
+storer that talks to a store (sequence ids, batched adds, isolation of rejected data)."""
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from agentlightning.types import Span
 
@@ -19,7 +16,7 @@ if TYPE_CHECKING:
 
     from agentlightning.store.base import LightningStore
 
-__all__ = ["BatchStorer", "PendingSpan", "SpanWriterStats", "SpillFile", "is_rejection", "span_name"]
+__all__ = ["BatchStorer", "ErrorKind", "PendingSpan", "SpanWriterStats", "classify_error", "is_rejection", "span_name"]
 
 logger = logging.getLogger("agentlightning.tracer.writer")
 
@@ -39,23 +36,82 @@ class PendingSpan:
     needs_sequence: bool = True
     on_written: Optional[Callable[[Span], None]] = None
     done: bool = False
+    failures: int = 0
+    """Server errors this span met (bounded by the writer's `max_retries`)."""
 
 
 @dataclass
 class SpanWriterStats:
-    """Counters of a SpanWriter since it started."""
+    """Counters of a SpanWriter since it started (`SpanWriter.stats()` returns a snapshot).
+
+    Every submitted span ends as exactly one of written, duplicates, rejected, failed or dropped, or is still
+    pending: `submitted == written + duplicates + rejected + failed + dropped + pending`.
+    """
 
     submitted: int = 0
     written: int = 0
+    """Stored by this writer."""
     duplicates: int = 0
+    """The store already had the span (a retry of a write that had committed)."""
     rejected: int = 0
+    """The store refused the data (unknown rollout or attempt, invalid span)."""
+    failed: int = 0
+    """Given up after `max_retries` server errors (HTTP 500 and other unexpected store errors)."""
     dropped: int = 0
+    """Not stored for other reasons: authentication refused, the spill file full, shut down during an outage."""
     spilled: int = 0
+    """Went through the spill file because the memory queue was full."""
     retries: int = 0
     pending: int = 0
     batches: int = 0
     outages: int = 0
+    """Times the store became unreachable."""
+    auth_failures: int = 0
+    """Stores that refused the writer's credentials (401/403); their spans are dropped at once."""
+    queued: int = 0
+    """Spans in memory now (converted or not, including those waiting for a retry)."""
+    spill_bytes: int = 0
+    """Bytes on disk in the spill file now."""
+    stores: int = 0
+    """Stores the writer holds a reference to now (those with spans pending)."""
+    last_error: Optional[str] = None
     pending_by_group: dict[str, int] = field(default_factory=dict)
+
+
+class ErrorKind:
+    """How the writer treats a failed store call."""
+
+    REJECTED = "rejected"
+    """The data itself is refused: isolate and drop the offending spans, never retry."""
+    AUTH = "auth"
+    """401/403: retrying cannot help; fail loudly, drop this store's spans."""
+    OUTAGE = "outage"
+    """The store cannot be reached (connection refused, timeout, closed): retry with backoff, keep the spans."""
+    SERVER = "server"
+    """The store answered with a server error (500) or raised something unexpected: retried a bounded number of
+    times, splitting the batch so that one bad span cannot hold back the others."""
+
+
+def classify_error(exc: BaseException) -> str:
+    """The `ErrorKind` of an exception raised by a store call."""
+    from agentlightning.store.errors import StoreBusyError, StoreClosedError
+    from agentlightning.store.http.errors import StoreConnectionError, StoreHTTPError
+
+    if isinstance(exc, StoreHTTPError):
+        if exc.status in (401, 403):
+            return ErrorKind.AUTH
+        if exc.status in (502, 503, 504):
+            return ErrorKind.OUTAGE
+        return ErrorKind.SERVER
+    if isinstance(exc, PermissionError):
+        return ErrorKind.AUTH
+    if isinstance(
+        exc, (StoreConnectionError, StoreClosedError, StoreBusyError, ConnectionError, TimeoutError, OSError)
+    ):
+        return ErrorKind.OUTAGE
+    if is_rejection(exc):
+        return ErrorKind.REJECTED
+    return ErrorKind.SERVER
 
 
 def is_rejection(exc: BaseException) -> bool:
@@ -69,48 +125,6 @@ def is_rejection(exc: BaseException) -> bool:
     return isinstance(exc, (ValueError, TypeError, ValidationError))
 
 
-class SpillFile:
-    """An append-only JSON-lines file of spans waiting for room in the memory queue, read back in order."""
-
-    def __init__(self) -> None:
-        self._path: Optional[str] = None
-        self._writer: Any = None
-        self._reader: Any = None
-        self.count = 0
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record) + "\n"
-        if self._path is None:
-            fd, path = tempfile.mkstemp(prefix="agl-spans-", suffix=".jsonl")
-            os.close(fd)
-            self._path = path
-            self._writer = open(path, "a", encoding="utf-8")  # noqa: SIM115
-            self._reader = open(path, encoding="utf-8")  # noqa: SIM115
-        self._writer.write(line)
-        self._writer.flush()
-        self.count += 1
-
-    def pop(self) -> dict[str, Any]:
-        line = self._reader.readline()
-        self.count -= 1
-        record = json.loads(line)
-        if self.count == 0:
-            self.close()
-        return record
-
-    def close(self) -> None:
-        for handle in (self._writer, self._reader):
-            if handle is not None:
-                handle.close()
-        if self._path is not None:
-            try:
-                os.unlink(self._path)
-            except OSError:
-                pass
-        self._path = self._writer = self._reader = None
-        self.count = 0
-
-
 def span_name(item: PendingSpan) -> str:
     if item.span is not None:
         return item.span.name
@@ -120,32 +134,27 @@ def span_name(item: PendingSpan) -> str:
 
 
 class BatchStorer:
-    """Stores batches of pending spans; reports each span's outcome through `finish`."""
+    """Stores lists of pending spans in one store; reports each span's outcome through `finish`."""
 
-    def __init__(
-        self, converter: SpanConverter, *, finish: Callable[..., None], on_success: Callable[[], None]
-    ) -> None:
+    def __init__(self, converter: Optional[SpanConverter], *, finish: Callable[..., None]) -> None:
         self._converter = converter
         self._finish = finish
-        self._on_success = on_success
 
-    async def write(self, batch: list[PendingSpan], stores: dict[int, LightningStore]) -> None:
-        """Write the unfinished items of `batch` (one sequence-id call and one add call per store).
+    async def write(self, store: LightningStore, items: list[PendingSpan]) -> None:
+        """Write the unfinished `items` to `store` (one sequence-id call and one add call).
 
-        Raises on outages (the caller retries); data the store rejects is isolated and reported through `finish`.
+        Raises on anything but a rejection of the data (the writer decides about retries); data the store rejects is
+        isolated per attempt and per span and reported through `finish`.
         """
-        by_store: dict[int, list[PendingSpan]] = {}
-        for item in batch:
-            if not item.done:
-                by_store.setdefault(item.store_key, []).append(item)
-        for store_key, items in by_store.items():
-            store = stores[store_key]
-            try:
-                await self._store_items(store, items)
-            except Exception as exc:
-                if not is_rejection(exc):
-                    raise
-                await self._isolate(store, items, exc)
+        items = [item for item in items if not item.done]
+        if not items:
+            return
+        try:
+            await self._store_items(store, items)
+        except Exception as exc:
+            if not is_rejection(exc):
+                raise
+            await self._isolate(store, items, exc)
 
     async def _store_items(self, store: LightningStore, items: Sequence[PendingSpan]) -> None:
         missing = [item for item in items if item.needs_sequence]
@@ -153,7 +162,7 @@ class BatchStorer:
             ids = await store.get_many_span_sequence_ids([(item.rollout_id, item.attempt_id) for item in missing])
             for item, sequence_id in zip(missing, ids, strict=True):
                 if item.span is None:
-                    assert item.readable is not None
+                    assert item.readable is not None and self._converter is not None
                     item.span = self._converter(item.readable, item.rollout_id, item.attempt_id, int(sequence_id))
                     item.readable = None
                 else:
@@ -161,7 +170,6 @@ class BatchStorer:
                 item.needs_sequence = False
         spans = [item.span for item in items if item.span is not None]
         added = await store.add_many_spans(spans)
-        self._on_success()
         added_ids = Counter((span.rollout_id, span.attempt_id, span.span_id) for span in added)
         for item in items:
             assert item.span is not None
@@ -174,6 +182,8 @@ class BatchStorer:
         """The store rejected a batch: retry per attempt, then per span, and reject only what fails alone."""
         groups: dict[tuple[str, str], list[PendingSpan]] = {}
         for item in items:
+            if item.done:
+                continue
             groups.setdefault((item.rollout_id, item.attempt_id), []).append(item)
         for (rollout_id, attempt_id), group_items in groups.items():
             try:
@@ -197,6 +207,8 @@ class BatchStorer:
                     self._finish(item, None, rejected=True)
                 continue
             for item in group_items:
+                if item.done:
+                    continue
                 try:
                     await self._store_items(store, [item])
                 except Exception as exc:

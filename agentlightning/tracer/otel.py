@@ -69,6 +69,8 @@ class OtelTracer(Tracer):
             `return_token_ids`) on every chat/completions call made inside a trace context (`AGL_REQUEST_TOKEN_IDS=0`
             turns it off process-wide).
         store_timeout: seconds each store call of the writer may take before it counts as failed and is retried.
+        spill_dir / max_spill_bytes: where spans that do not fit in memory wait, and the cap on that file.
+        max_retries: tries after the first for a span the store answers with a server error before it is given up.
     """
 
     def __init__(
@@ -84,6 +86,9 @@ class OtelTracer(Tracer):
         late_span_timeout: float = 1.0,
         request_token_ids: bool = True,
         store_timeout: float = 60.0,
+        spill_dir: Optional[str] = None,
+        max_spill_bytes: int = 256 * 1024 * 1024,
+        max_retries: int = 5,
     ) -> None:
         super().__init__()
         self._instrument_on_init = instrument
@@ -97,6 +102,9 @@ class OtelTracer(Tracer):
             "flush_interval": flush_interval,
             "retry_initial_delay": retry_initial_delay,
             "retry_max_delay": retry_max_delay,
+            "spill_dir": spill_dir,
+            "max_spill_bytes": max_spill_bytes,
+            "max_retries": max_retries,
         }
         self._provider: Optional[TracerProvider] = None
         self._otel_tracer: Optional[OtelApiTracer] = None
@@ -131,12 +139,11 @@ class OtelTracer(Tracer):
         )
         register_processor(self._processor)
         if self._instrument_on_init:
-            from agentlightning.instrumentation import instrument_all, uninstrument_all
+            from agentlightning.instrumentation import instrument_all
 
             try:
-                instrument_all(self._integrations())
+                instrument_all(self._integrations())  # undoes its own partial work when it fails
             except BaseException:
-                uninstrument_all(self._integrations())  # leave nothing half-initialised behind
                 self.teardown_worker(worker_id)
                 raise
             self._instrumented = True

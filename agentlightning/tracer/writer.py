@@ -1,21 +1,30 @@
-"""`SpanWriter`: moves finished spans to LightningStores in batches, off the agent's thread.
+"""`SpanWriter`: moves finished spans to LightningStores in batches, off the caller's thread.
 
-Policy (documented in docs/capture.md):
+One writer serves the tracer (OpenTelemetry spans of a trace context) and the LLM proxy (one `Span` per proxied call,
+with ids fixed when the call arrived). Policy (documented in docs/capture.md):
 - `submit` never waits for the store. Spans go to a bounded in-memory queue; a background thread (`agl-span-writer`,
   with its own event loop) takes up to `max_batch_size` spans at a time, allocates their sequence ids with one
   `get_many_span_sequence_ids` call and stores them with one `add_many_spans` call per store.
 - Sequence ids come from the store, so several processes or tracers writing one rollout never collide; within one
-  writer they follow the order in which spans ended.
-- Store outages (any error other than a rejection of the data) are retried with exponential backoff. The batch
-  keeps its sequence ids, so a retry after a partially applied write cannot duplicate spans (the store skips span
-  ids it already has). Errors are logged once per outage, with the number of spans waiting, and again on recovery.
-- When the in-memory queue is full, further spans spill to a file on disk (in arrival order) and are read back
-  when the queue drains: nothing is dropped and the agent is never blocked. Only if the spill file cannot be
-  written does the writer fall back to backpressure for reward spans (they wait for room) and drop other spans
-  with an error log (counted in `stats()`).
-- Data the store rejects for good (unknown rollout/attempt, invalid span) is isolated per attempt and per span, so
-  one bad span cannot block the others; rejected spans are logged with the reason and counted as `rejected`.
-- `flush(group)` waits until every span submitted under `group` was stored or rejected (or the timeout passes).
+  writer they follow the order in which spans ended. Spans that arrive with a sequence id (> 0) keep it.
+- A span keeps its trace and span ids through every retry, so a retry after a write that committed but whose answer
+  was lost is recognised by the store as a duplicate (counted as `duplicates`).
+- Errors are handled per store and per kind (`batch.ErrorKind`):
+  * outage (unreachable, timeout, 502/503/504): the store's spans wait with exponential backoff and are retried as
+    long as the writer runs; other stores keep being written. Logged once per outage, and again on recovery.
+  * authentication refused (401/403): logged at ERROR at once, counted in `auth_failures`, and every span for that
+    store is dropped from then on (retrying cannot help; the queue must not fill up behind it).
+  * server error (500, unexpected exceptions): the failed batch is split in halves and retried apart from new spans,
+    so one span that breaks the server cannot hold back the others; a single span is retried at most `max_retries`
+    times with backoff and then given up (`failed`).
+  * rejection of the data (unknown rollout/attempt, invalid span): isolated per attempt and per span, never retried
+    (`rejected`).
+- When the in-memory queue is full, further spans spill to a file in `spill_dir` (in arrival order, at most
+  `max_spill_bytes` on disk) and are read back when the queue drains. When the spill file is full too (or cannot be
+  written), a reward span (`urgent`) waits up to `max_wait_for_room` seconds for room; other spans are dropped with an
+  error log. Every such loss is counted in `stats()`.
+- `flush(group)` waits until every span submitted under `group` was stored, rejected, or given up (or the timeout
+  passes).
 """
 
 from __future__ import annotations
@@ -28,11 +37,13 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Optional, Union
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.types import Span
 
-from .batch import BatchStorer, PendingSpan, SpanConverter, SpanWriterStats, SpillFile, span_name
+from .batch import BatchStorer, ErrorKind, PendingSpan, SpanConverter, SpanWriterStats, classify_error, span_name
+from .spill import SpillFile, SpillFull
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -43,58 +54,102 @@ __all__ = ["SpanWriter", "SpanWriterStats"]
 
 logger = logging.getLogger(__name__)
 
+_LIVE_WRITERS: weakref.WeakSet[SpanWriter] = weakref.WeakSet()
+
+
+@dataclass
+class _RetryGroup:
+    """Spans that met a server error together, retried in their own request once `not_before` passes."""
+
+    items: list[PendingSpan]
+    not_before: float
+
+
+@dataclass
+class _StoreState:
+    """What the writer knows about one store; dropped as soon as no span for it is pending."""
+
+    store: Any
+    pending: int = 0
+    held: deque[PendingSpan] = field(default_factory=deque)  # waiting for the end of an outage's backoff
+    retry: list[_RetryGroup] = field(default_factory=list)
+    failures: int = 0  # consecutive outage failures
+    next_try: float = 0.0
+    outage_since: Optional[float] = None
+    auth_error: Optional[BaseException] = None
+    auth_drops: int = 0
+
+    def due_retries(self, now: float) -> list[_RetryGroup]:
+        due = [group for group in self.retry if group.not_before <= now]
+        if due:
+            self.retry = [group for group in self.retry if group.not_before > now]
+        return due
+
 
 class SpanWriter:
     """Batches spans to stores from a background thread; see the module docstring for the policy.
 
     Args:
-        converter: builds a Span from an OpenTelemetry span (rollout id, attempt id, sequence id).
+        converter: builds a Span from an OpenTelemetry span (rollout id, attempt id, sequence id); None when only
+            `Span` objects are submitted (the LLM proxy).
         max_buffered_spans: spans held in memory before spilling to disk.
         max_batch_size: spans per store call.
         flush_interval: seconds a partial batch may wait for more spans.
         retry_initial_delay: first backoff delay after a store error (doubles up to `retry_max_delay`).
         retry_max_delay: longest backoff delay.
+        max_retries: tries after the first for a span the store answers with a server error before it is given up.
+        spill_dir: directory of the spill file (default `AGL_SPAN_SPILL_DIR`, else the temporary directory).
+        max_spill_bytes: cap on the spill file's size.
+        max_wait_for_room: seconds a reward span may wait for room when memory and spill file are full.
     """
 
     def __init__(
         self,
-        converter: SpanConverter,
+        converter: Optional[SpanConverter] = None,
         *,
         max_buffered_spans: int = 10_000,
         max_batch_size: int = 512,
         flush_interval: float = 0.2,
         retry_initial_delay: float = 0.25,
         retry_max_delay: float = 10.0,
+        max_retries: int = 5,
+        spill_dir: Optional[str] = None,
+        max_spill_bytes: int = 256 * 1024 * 1024,
+        max_wait_for_room: float = 10.0,
         name: str = "agl-span-writer",
     ) -> None:
         if max_buffered_spans < 1 or max_batch_size < 1:
             raise ValueError("max_buffered_spans and max_batch_size must be at least 1")
         if flush_interval < 0 or retry_initial_delay <= 0 or retry_max_delay < retry_initial_delay:
             raise ValueError("flush_interval must be >= 0 and 0 < retry_initial_delay <= retry_max_delay")
+        if max_retries < 0 or max_wait_for_room < 0:
+            raise ValueError("max_retries and max_wait_for_room must not be negative")
         self._converter = converter
         self._max_buffered = max_buffered_spans
         self._max_batch = max_batch_size
         self._flush_interval = flush_interval
         self._retry_initial = retry_initial_delay
         self._retry_max = retry_max_delay
+        self._max_retries = max_retries
+        self._max_wait_for_room = max_wait_for_room
         self._cond = threading.Condition()
         self._incoming: deque[PendingSpan] = deque()  # submitted, not converted yet (producers append)
         self._ready: deque[PendingSpan] = deque()  # converted, waiting for a batch (writer thread only, under the lock)
         self._ready_since: Optional[float] = None
-        self._spill = SpillFile()
+        self._in_memory = 0  # spans in memory anywhere (incoming, ready, held, retry groups, in flight)
+        self._spill = SpillFile(spill_dir, max_bytes=max_spill_bytes)
         self._spill_meta: deque[tuple[Hashable, Optional[Callable[[Span], None]]]] = deque()
-        self._stores: dict[int, LightningStore] = {}
+        self._stores: dict[int, _StoreState] = {}
         self._pending: dict[Hashable, int] = {}
         self._waiters: dict[Hashable, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]]] = {}
         self._urgent = False
         self._flush_requests = 0
         self._closing = False
         self._stats = SpanWriterStats()
-        self._outage_since: Optional[float] = None
-        self._storer = BatchStorer(converter, finish=self._finish, on_success=self._recovered)
+        self._storer = BatchStorer(converter, finish=self._finish)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
-        atexit.register(_close_at_exit, weakref.ref(self))
+        _LIVE_WRITERS.add(self)
 
     # --------------------------------------------------------------------------------------------- producers
     def submit(
@@ -108,7 +163,8 @@ class SpanWriter:
         urgent: bool = False,
         on_written: Optional[Callable[[Span], None]] = None,
     ) -> None:
-        """Queue one finished span for `store` (never waits for the store).
+        """Queue one finished span for `store` (never waits for the store, except a reward span when memory and the
+        spill file are both full).
 
         A `Span` keeps its own sequence id when it has one (> 0); OpenTelemetry spans get one from the store.
         `urgent` spans (rewards) wake the writer at once. `on_written` is called with the stored Span.
@@ -119,19 +175,31 @@ class SpanWriter:
             item.span = span
             item.needs_sequence = span.sequence_id <= 0
         else:
+            if self._converter is None:
+                raise TypeError("this SpanWriter has no converter: submit agentlightning Span objects")
             item.readable = span
         with self._cond:
+            self._stats.submitted += 1
             if self._closing and not self._thread.is_alive():
                 logger.error(
                     "Span writer is closed; span %r for rollout %s was not stored", span_name(item), rollout_id
                 )
                 self._stats.dropped += 1
                 return
-            self._stores[store_key] = store
+            state = self._stores.get(store_key)
+            if state is None:
+                state = self._stores[store_key] = _StoreState(store)
+            if state.auth_error is not None:
+                state.auth_drops += 1
+                self._stats.dropped += 1
+                if state.auth_drops % 1000 == 0:
+                    logger.error("%d spans dropped: the store refused the span writer's credentials", state.auth_drops)
+                return
+            state.pending += 1
             self._pending[group] = self._pending.get(group, 0) + 1
-            self._stats.submitted += 1
-            if len(self._incoming) + len(self._ready) < self._max_buffered and self._spill.count == 0:
+            if self._in_memory < self._max_buffered and self._spill.count == 0:
                 self._incoming.append(item)
+                self._in_memory += 1
             elif not self._spill_item(item):
                 return
             if urgent:
@@ -146,7 +214,7 @@ class SpanWriter:
         try:
             span = item.span
             if span is None:
-                assert item.readable is not None
+                assert item.readable is not None and self._converter is not None
                 span = self._converter(item.readable, item.rollout_id, item.attempt_id, 0)
             self._spill.append(
                 {
@@ -162,32 +230,44 @@ class SpanWriter:
             self._stats.spilled += 1
             if self._stats.spilled == 1 or self._stats.spilled % 1000 == 0:
                 logger.warning(
-                    "Span buffer is full (%d spans in memory); %d spans spilled to disk so far",
+                    "Span buffer is full (%d spans in memory); %d spans spilled to %s so far",
                     self._max_buffered,
                     self._stats.spilled,
+                    self._spill.directory or "the temporary directory",
                 )
             return True
-        except Exception as exc:  # disk full, unserialisable attribute, ...
-            if item.urgent:
-                logger.error("Could not spill a reward span to disk (%s); waiting for room in the buffer", exc)
-                while len(self._incoming) + len(self._ready) >= self._max_buffered and self._thread.is_alive():
-                    self._cond.notify_all()
-                    self._cond.wait(0.5)
+        except Exception as exc:  # cap reached, disk full, unserialisable attribute, ...
+            reason = str(exc) if isinstance(exc, SpillFull) else f"spilling failed: {exc!r}"
+            if item.urgent and self._wait_for_room():
                 self._incoming.append(item)
+                self._in_memory += 1
                 return True
-            logger.error(
-                "Span buffer is full and spilling failed (%s): span %r of rollout %s dropped",
-                exc,
-                span_name(item),
-                item.rollout_id,
-            )
             self._stats.dropped += 1
-            self._settle(item.group)
+            if self._stats.dropped == 1 or self._stats.dropped % 1000 == 0:
+                logger.error(
+                    "Span buffer is full and %s: span %r of rollout %s dropped (%d spans dropped so far)",
+                    reason,
+                    span_name(item),
+                    item.rollout_id,
+                    self._stats.dropped,
+                )
+            self._release(item)
             return False
+
+    def _wait_for_room(self) -> bool:
+        """Wait (lock held, at most `max_wait_for_room` s) until the memory queue has room for a reward span."""
+        deadline = time.monotonic() + self._max_wait_for_room
+        while self._in_memory >= self._max_buffered and self._thread.is_alive():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._cond.notify_all()
+            self._cond.wait(min(remaining, 0.5))
+        return True
 
     # ---------------------------------------------------------------------------------------------- flushing
     def flush(self, group: Hashable = ..., timeout: Optional[float] = None) -> bool:
-        """Wait until the spans of `group` (all spans when omitted) are stored or rejected.
+        """Wait until the spans of `group` (all spans when omitted) are stored, rejected or given up.
 
         Returns False when the timeout passed first (the spans stay queued and keep being retried).
         """
@@ -245,18 +325,30 @@ class SpanWriter:
             self._closing = True
             self._cond.notify_all()
         self._thread.join(5.0)
+        _LIVE_WRITERS.discard(self)
         if not flushed:
             with self._cond:
                 left = sum(self._pending.values())
             logger.error("Span writer closed with %d spans not stored (store unavailable)", left)
+        with self._cond:
+            if not self._thread.is_alive():
+                self._spill.close()
         return flushed
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
 
     def stats(self) -> SpanWriterStats:
         """A snapshot of the counters."""
         with self._cond:
-            snapshot = SpanWriterStats(**{k: v for k, v in vars(self._stats).items() if k != "pending_by_group"})
+            values = {k: v for k, v in vars(self._stats).items() if k != "pending_by_group"}
+            snapshot = SpanWriterStats(**values)
             snapshot.pending = sum(self._pending.values())
             snapshot.pending_by_group = {repr(key): value for key, value in self._pending.items() if value}
+            snapshot.queued = self._in_memory
+            snapshot.spill_bytes = self._spill.bytes
+            snapshot.stores = len(self._stores)
             return snapshot
 
     # ---------------------------------------------------------------------------------------------- consumer
@@ -264,58 +356,103 @@ class SpanWriter:
         loop = asyncio.new_event_loop()
         try:
             while True:
-                batch = self._next_batch()
-                if batch is None:
+                jobs = self._next_jobs()
+                if jobs is None:
                     break
-                try:
-                    self._write_with_retry(loop, batch)
-                except Exception:  # pragma: no cover - a bug here must not kill the writer
-                    logger.exception("Unexpected error in the span writer; %d spans not stored", len(batch))
-                    for item in batch:
-                        self._finish(item, None, dropped=True)
+                self._run_jobs(loop, jobs)
+                del jobs  # holds the stores: nothing may keep one alive while the writer waits
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
 
-    def _next_batch(self) -> Optional[list[PendingSpan]]:
-        """Convert what arrived and return the next batch once one is due (None when closed and drained)."""
+    def _run_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[tuple[_StoreState, list[PendingSpan]]]) -> None:
+        for state, items in jobs:
+            try:
+                self._write(loop, state, items)
+            except Exception:  # pragma: no cover - a bug here must not kill the writer
+                logger.exception("Unexpected error in the span writer; %d spans not stored", len(items))
+                for item in items:
+                    self._finish(item, None, dropped=True)
+
+    def _next_jobs(self) -> Optional[list[tuple[_StoreState, list[PendingSpan]]]]:
+        """Convert what arrived and return the next requests once some are due (None when closed and drained)."""
         while True:
             with self._cond:
                 fresh = list(self._incoming)
                 self._incoming.clear()
-                if not fresh and not self._ready and not self._spill.count:
-                    if self._closing:
-                        return None
-                    self._cond.wait(self._flush_interval if self._flush_interval > 0 else 1.0)
-                    continue
             self._convert(fresh)
             with self._cond:
                 self._ready.extend(item for item in fresh if not item.done)
                 self._refill_from_spill()
-                if not self._ready:
-                    continue
                 now = time.monotonic()
-                if self._ready_since is None:
-                    self._ready_since = now
-                due = (
-                    len(self._ready) >= self._max_batch
-                    or self._urgent
-                    or self._flush_requests > 0
-                    or self._closing
-                    or now - self._ready_since >= self._flush_interval
-                )
-                if not due:
-                    if not self._incoming:
-                        self._cond.wait(self._flush_interval - (now - self._ready_since))
+                jobs = self._due_retries(now)
+                if self._ready:
+                    if self._ready_since is None:
+                        self._ready_since = now
+                    due = (
+                        len(self._ready) >= self._max_batch
+                        or self._urgent
+                        or self._flush_requests > 0
+                        or self._closing
+                        or now - self._ready_since >= self._flush_interval
+                    )
+                    if due:
+                        batch = [self._ready.popleft() for _ in range(min(self._max_batch, len(self._ready)))]
+                        self._ready_since = now if self._ready else None
+                        if not self._ready and not self._incoming:
+                            self._urgent = False
+                        jobs.extend(self._batch_jobs(batch, now))
+                        self._cond.notify_all()  # producers waiting for room
+                if jobs:
+                    return jobs
+                if self._incoming:
                     continue
-                batch = [self._ready.popleft() for _ in range(min(self._max_batch, len(self._ready)))]
-                self._ready_since = now if self._ready else None
-                if not self._ready and not self._incoming:
-                    self._urgent = False
-                self._cond.notify_all()  # producers waiting for room
-                return batch
+                if self._closing and not self._ready and not self._spill.count and not self._waiting_items():
+                    return None
+                self._cond.wait(self._wait_time(now))
+
+    def _due_retries(self, now: float) -> list[tuple[_StoreState, list[PendingSpan]]]:
+        """Held spans of stores whose backoff has passed, and retry groups that are due (lock held)."""
+        jobs: list[tuple[_StoreState, list[PendingSpan]]] = []
+        for state in list(self._stores.values()):
+            if state.next_try > now:
+                continue
+            jobs.extend((state, group.items) for group in state.due_retries(now))
+            while state.held:
+                chunk = [state.held.popleft() for _ in range(min(self._max_batch, len(state.held)))]
+                jobs.append((state, chunk))
+        return jobs
+
+    def _batch_jobs(self, batch: list[PendingSpan], now: float) -> list[tuple[_StoreState, list[PendingSpan]]]:
+        """One request per store; spans of a store in backoff wait with its held spans (lock held)."""
+        by_store: dict[int, list[PendingSpan]] = {}
+        for item in batch:
+            by_store.setdefault(item.store_key, []).append(item)
+        jobs = []
+        for key, items in by_store.items():
+            state = self._stores[key]
+            if state.next_try > now:
+                state.held.extend(items)
+            else:
+                jobs.append((state, items))
+        return jobs
+
+    def _waiting_items(self) -> bool:
+        return any(state.held or state.retry for state in self._stores.values())
+
+    def _wait_time(self, now: float) -> float:
+        """How long the writer may sleep before something becomes due (lock held)."""
+        wait = self._flush_interval if self._flush_interval > 0 else 1.0
+        if self._ready and self._ready_since is not None:
+            wait = max(0.0, min(wait, self._flush_interval - (now - self._ready_since)))
+        for state in self._stores.values():
+            if state.held:
+                wait = min(wait, state.next_try - now)
+            for group in state.retry:
+                wait = min(wait, max(group.not_before, state.next_try) - now)
+        return max(wait, 0.001)
 
     def _convert(self, items: list[PendingSpan]) -> None:
         """Turn OpenTelemetry spans into Spans (sequence ids come later, from the store)."""
@@ -323,6 +460,7 @@ class SpanWriter:
             if item.span is not None or item.readable is None:
                 continue
             try:
+                assert self._converter is not None
                 item.span = self._converter(item.readable, item.rollout_id, item.attempt_id, 0)
                 item.readable = None
                 item.needs_sequence = True
@@ -333,9 +471,10 @@ class SpanWriter:
                 self._finish(item, None, dropped=True)
 
     def _refill_from_spill(self) -> None:
-        while self._spill.count and len(self._incoming) + len(self._ready) < self._max_buffered:
+        while self._spill.count and self._in_memory < self._max_buffered:
             record = self._spill.pop()
             group, on_written = self._spill_meta.popleft()
+            self._in_memory += 1
             self._ready.append(
                 PendingSpan(
                     store_key=record["store_key"],
@@ -349,63 +488,129 @@ class SpanWriter:
                 )
             )
 
-    def _write_with_retry(self, loop: asyncio.AbstractEventLoop, batch: list[PendingSpan]) -> None:
-        delay = self._retry_initial
-        failures = 0
-        while True:
-            try:
-                loop.run_until_complete(self._write_batch(batch))
-                break
-            except Exception as exc:
-                failures += 1
-                with self._cond:
-                    self._stats.retries += 1
-                    waiting = sum(self._pending.values())
-                    closing = self._closing
-                if self._outage_since is None:
-                    self._outage_since = time.monotonic()
-                    with self._cond:
-                        self._stats.outages += 1
+    # ------------------------------------------------------------------------------------------------ writing
+    def _write(self, loop: asyncio.AbstractEventLoop, state: _StoreState, items: list[PendingSpan]) -> None:
+        if state.auth_error is not None:
+            with self._cond:
+                self._drop_for_auth(state, items)
+            return
+        try:
+            loop.run_until_complete(self._storer.write(state.store, items))
+        except Exception as exc:
+            self._failed(state, [item for item in items if not item.done], exc)
+        else:
+            if state.outage_since is not None:
+                logger.warning(
+                    "Store available again after %.1f s; buffered spans are being written",
+                    time.monotonic() - state.outage_since,
+                )
+            state.outage_since = None
+            state.failures = 0
+        with self._cond:
+            self._stats.batches += 1
+
+    def _failed(self, state: _StoreState, items: list[PendingSpan], exc: BaseException) -> None:
+        kind = classify_error(exc)
+        now = time.monotonic()
+        with self._cond:
+            self._stats.retries += 1
+            self._stats.last_error = f"{type(exc).__name__}: {exc}"
+            closing = self._closing
+            if kind == ErrorKind.AUTH:
+                state.auth_error = exc
+                self._stats.auth_failures += 1
+                logger.error(
+                    "The store refused the span writer's credentials (%s: %s). Spans for this store are dropped from "
+                    "now on: set the store's API key (AGL_STORE_API_KEY or api_key=) and restart.",
+                    type(exc).__name__,
+                    exc,
+                )
+                self._drop_for_auth(state, items)
+                return
+            if kind == ErrorKind.OUTAGE:
+                state.failures += 1
+                delay = min(self._retry_initial * 2 ** (state.failures - 1), self._retry_max)
+                if closing:
+                    delay = min(delay, 0.5)
+                state.next_try = now + delay
+                waiting = sum(self._pending.values())
+                if state.outage_since is None:
+                    state.outage_since = now
+                    self._stats.outages += 1
                     logger.error(
                         "Store unavailable while writing %d spans (%s: %s); %d spans buffered, retrying with "
                         "backoff. The agent keeps running.",
-                        len(batch),
+                        len(items),
                         type(exc).__name__,
                         exc,
                         waiting,
                     )
-                elif failures % 10 == 0:
+                elif state.failures % 10 == 0:
                     logger.error(
-                        "Store still unavailable after %d attempts (%s); %d spans buffered", failures, exc, waiting
+                        "Store still unavailable after %d attempts (%s); %d spans buffered",
+                        state.failures,
+                        exc,
+                        waiting,
                     )
-                if closing and failures >= 3:
-                    logger.error("Giving up on %d spans at shutdown: the store is unavailable (%s)", len(batch), exc)
-                    for item in batch:
-                        self._finish(item, None, dropped=True)
-                    break
-                with self._cond:
-                    self._cond.wait(delay)
-                delay = min(delay * 2, self._retry_max)
-        if self._outage_since is not None and failures and batch:
-            logger.warning(
-                "Store available again after %.1f s; buffered spans are being written",
-                time.monotonic() - self._outage_since,
+                if closing and state.failures >= 3:
+                    lost = items + list(state.held) + [item for group in state.retry for item in group.items]
+                    state.held.clear()
+                    state.retry.clear()
+                    logger.error("Giving up on %d spans at shutdown: the store is unavailable (%s)", len(lost), exc)
+                    self._finish_locked(lost, dropped=True)
+                    return
+                state.held.extendleft(reversed(items))
+                return
+        self._server_error(state, items, exc, now)
+
+    def _server_error(self, state: _StoreState, items: list[PendingSpan], exc: BaseException, now: float) -> None:
+        """Split a failed request; retry a single span at most `max_retries` times with backoff."""
+        if len(items) > 1:
+            if not any(item.failures for item in items):
+                logger.error(
+                    "Store failed on %d spans (%s: %s); retrying them in smaller requests, apart from new spans",
+                    len(items),
+                    type(exc).__name__,
+                    exc,
+                )
+            middle = len(items) // 2
+            with self._cond:
+                for half in (items[:middle], items[middle:]):
+                    state.retry.append(_RetryGroup(half, now + self._retry_initial))
+            return
+        item = items[0]
+        item.failures += 1
+        if item.failures > self._max_retries:
+            logger.error(
+                "Giving up on span %r of rollout %s after %d server errors (last: %s: %s)",
+                span_name(item),
+                item.rollout_id,
+                item.failures,
+                type(exc).__name__,
+                exc,
             )
-            self._outage_since = None
+            self._finish(item, None, failed=True)
+            return
+        delay = min(self._retry_initial * 2 ** (item.failures - 1), self._retry_max)
         with self._cond:
-            self._stats.batches += 1
+            state.retry.append(_RetryGroup([item], now + delay))
 
-    async def _write_batch(self, batch: list[PendingSpan]) -> None:
-        """Write the unfinished items of `batch`; raises on outages (the caller retries)."""
-        await self._storer.write(batch, self._stores)
+    def _drop_for_auth(self, state: _StoreState, items: list[PendingSpan]) -> None:
+        """Drop spans for a store that refused the credentials (lock held); they count as dropped."""
+        lost = list(items) + list(state.held) + [item for group in state.retry for item in group.items]
+        state.held.clear()
+        state.retry.clear()
+        state.auth_drops += len(lost)
+        self._finish_locked(lost, dropped=True)
 
-    def _recovered(self) -> None:
-        if self._outage_since is not None:
-            logger.warning(
-                "Store available again after %.1f s; buffered spans are being written",
-                time.monotonic() - self._outage_since,
-            )
-            self._outage_since = None
+    # ----------------------------------------------------------------------------------------------- outcomes
+    def _finish_locked(self, items: list[PendingSpan], **outcome: bool) -> None:
+        self._cond.release()
+        try:
+            for item in items:
+                self._finish(item, None, **outcome)
+        finally:
+            self._cond.acquire()
 
     def _finish(
         self,
@@ -414,6 +619,7 @@ class SpanWriter:
         *,
         duplicate: bool = False,
         rejected: bool = False,
+        failed: bool = False,
         dropped: bool = False,
     ) -> None:
         if item.done:
@@ -427,16 +633,28 @@ class SpanWriter:
         with self._cond:
             if rejected:
                 self._stats.rejected += 1
+            elif failed:
+                self._stats.failed += 1
             elif dropped:
                 self._stats.dropped += 1
             elif duplicate:
                 self._stats.duplicates += 1
             else:
                 self._stats.written += 1
-            self._settle(item.group)
+            self._in_memory -= 1
+            self._release(item)
+
+    def _release(self, item: PendingSpan) -> None:
+        """One span is done (lock held): settle its group, forget its store once nothing is pending for it."""
+        state = self._stores.get(item.store_key)
+        if state is not None:
+            state.pending -= 1
+            if state.pending <= 0 and state.auth_error is None and not state.held and not state.retry:
+                del self._stores[item.store_key]
+        self._settle(item.group)
 
     def _settle(self, group: Hashable) -> None:
-        """One span of `group` is done (called with the lock held); wakes whoever waits for the group or for all."""
+        """One span of `group` is done (lock held); wakes whoever waits for the group or for all."""
         left = self._pending.get(group, 0) - 1
         if left <= 0:
             self._pending.pop(group, None)
@@ -460,7 +678,10 @@ def _set_done(future: asyncio.Future[bool]) -> None:
         future.set_result(True)
 
 
-def _close_at_exit(ref: weakref.ReferenceType[SpanWriter]) -> None:
-    writer = ref()
-    if writer is not None and writer._thread.is_alive():  # pyright: ignore[reportPrivateUsage]
-        writer.close(timeout=5.0)
+def _close_all_at_exit() -> None:
+    for writer in list(_LIVE_WRITERS):
+        if writer._thread.is_alive():  # pyright: ignore[reportPrivateUsage]
+            writer.close(timeout=5.0)
+
+
+atexit.register(_close_all_at_exit)

@@ -4,7 +4,8 @@ A monitor thread reads the store every tick (status counts, recently finished ro
 `ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
 terminal, a plain log line every `log_interval` seconds otherwise, and optionally a JSON-lines file. The rewards
 come from the attempt metadata that runners write when they finish (`final_reward`), so following them costs no
-span queries. The final snapshot and the most frequent failure reasons make the run summary.
+span queries. Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
+The final snapshot and the most frequent failure reasons make the run summary.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 
 from agentlightning.types import Rollout, RolloutStatus
+from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
@@ -114,10 +116,13 @@ class ProgressTracker:
         self._done_history: deque[tuple[float, int]] = deque()
         self._rate_window = rate_window
         self._started = time.monotonic()
+        self._bookkeeping: Counter[str] = Counter()  # statuses of bookkeeping rollouts created during the run
 
-    def set_baseline(self, counts: dict[str, int]) -> None:
-        """Counts of finished rollouts already in the store when the run started (not counted as progress)."""
+    def set_baseline(self, counts: dict[str, int], finished: Sequence[Rollout] = ()) -> None:
+        """Counts of finished rollouts already in the store when the run started (not counted as progress), and the
+        recently finished ones among them (so that they are not taken for new ones later)."""
         self._baseline = {key: counts.get(key, 0) for key in _FINISHED}
+        self._seen.update(rollout.rollout_id for rollout in finished)
 
     def update(
         self, counts: dict[str, int], finished: Sequence[Rollout], workers_alive: int, workers_seen: int
@@ -130,6 +135,9 @@ class ProgressTracker:
             if rollout.rollout_id in self._seen:
                 continue
             self._seen.add(rollout.rollout_id)
+            if is_bookkeeping_rollout(rollout):
+                self._bookkeeping[rollout.status] += 1
+                continue
             reported, reward = _final_reward(rollout)
             if reward is not None:
                 self._rewards.append(reward)
@@ -137,9 +145,9 @@ class ProgressTracker:
                 self._without_reward += 1
         snapshot = ProgressSnapshot(
             elapsed=now - self._started,
-            succeeded=max(0, counts.get("succeeded", 0) - self._baseline["succeeded"]),
-            failed=max(0, counts.get("failed", 0) - self._baseline["failed"]),
-            cancelled=max(0, counts.get("cancelled", 0) - self._baseline["cancelled"]),
+            succeeded=self._progress(counts, "succeeded"),
+            failed=self._progress(counts, "failed"),
+            cancelled=self._progress(counts, "cancelled"),
             running=counts.get("running", 0),
             queued=counts.get("queued", 0),
             reward_mean=sum(self._rewards) / len(self._rewards) if self._rewards else None,
@@ -154,6 +162,10 @@ class ProgressTracker:
         if now > first_time:
             snapshot.rollouts_per_second = (snapshot.done - first_done) / (now - first_time)
         return snapshot
+
+    def _progress(self, counts: dict[str, int], status: str) -> int:
+        assert self._baseline is not None
+        return max(0, counts.get(status, 0) - self._baseline[status] - self._bookkeeping[status])
 
 
 class ProgressSink(Protocol):
@@ -349,7 +361,10 @@ class ProgressMonitor:
         """Read the baseline (what the store held before the run) and start the thread."""
         try:
             counts = await read_counts(self.store)
-            self.tracker.set_baseline(counts)
+            finished = await self.store.query_rollouts(
+                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500
+            )
+            self.tracker.set_baseline(counts, list(finished))
         except Exception as exc:
             logger.debug("progress: could not read the baseline: %r", exc)
         if self.mode == "off" and not self.jsonl_path:

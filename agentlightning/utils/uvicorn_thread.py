@@ -1,4 +1,8 @@
-"""Serve an ASGI app with uvicorn on a background thread (its own event loop), with a clean start and stop."""
+"""Serve an ASGI app with uvicorn on a background thread (its own event loop), with a clean start and stop.
+
+The serving thread runs detached from trace contexts, so a server sharing a process with a rollout's open trace
+(the LLM proxy, the local inference server) never has its spans attributed to that rollout.
+"""
 
 from __future__ import annotations
 
@@ -42,8 +46,12 @@ class UvicornThread:
         self._error = None
 
         def serve() -> None:
+            from agentlightning.tracer.scope import detached_from_traces
+
             try:
-                asyncio.run(self._server.serve())
+                # The server's tasks inherit this context: nothing it does is traced into a rollout of this process.
+                with detached_from_traces():
+                    asyncio.run(self._server.serve())
             except BaseException as exc:  # SystemExit is how uvicorn reports a failed bind
                 self._error = exc
 

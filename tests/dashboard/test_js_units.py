@@ -261,3 +261,25 @@ def test_query_strings_repeat_lists_and_skip_empty_values(js: Any) -> None:
         js("api", "return m.queryString({status_in: ['a', 'b'], q: '', none: null, limit: 0});")
         == "?status_in=a&status_in=b&limit=0"
     )
+
+
+def test_bookkeeping_rollouts_are_recognised_and_left_out_of_the_counts(js: Any) -> None:
+    checkpoint = {
+        "rollout_id": "ro-1",
+        "status": "succeeded",
+        "metadata": {"agentlightning.bookkeeping": "apo_checkpoint"},
+    }
+    work = {"rollout_id": "ro-2", "status": "succeeded", "metadata": {}}
+    assert js(
+        "stats", "return [m.isBookkeeping(arg[0]), m.isBookkeeping(arg[1]), m.isBookkeeping({})];", [checkpoint, work]
+    ) == [
+        True,
+        False,
+        False,
+    ]
+    counts = js(
+        "stats",
+        "return m.withoutBookkeeping(arg, new Map([['ro-1', 'succeeded']]));",
+        {"succeeded": 3, "failed": 1},
+    )
+    assert counts == {"succeeded": 2, "failed": 1}

@@ -45,3 +45,16 @@ def exit_on_sigint(ready: Any) -> None:
             time.sleep(0.05)
     except KeyboardInterrupt:
         os._exit(0)
+
+
+def die_on_sigint(ready: Any) -> None:
+    """A process target that keeps the default SIGINT action (the process dies of the signal) and sleeps."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    ready.set()
+    while True:
+        time.sleep(0.05)
+
+
+def exit_with(ready: Any, code: int) -> None:
+    ready.set()
+    os._exit(code)

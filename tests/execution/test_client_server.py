@@ -11,11 +11,11 @@ import psutil
 import pytest
 
 import agentlightning as agl
-from agentlightning.execution import ClientServerExecutionStrategy
-from agentlightning.execution.processes import stop_processes
+from agentlightning.execution import ClientServerExecutionStrategy, MultiprocessingEvent
+from agentlightning.execution.processes import ChildStore, ProcessGroup, _Slot, stop_processes
 
 from ..runner.agents import PidAgent, ScriptedAgent
-from .helpers import EnqueueAllAlgorithm, exit_on_sigint, ignore_sigint_then_sleep
+from .helpers import EnqueueAllAlgorithm, die_on_sigint, exit_on_sigint, exit_with, ignore_sigint_then_sleep
 
 
 def _children() -> list[psutil.Process]:
@@ -147,3 +147,34 @@ def test_stopping_escalates_from_sigint_to_sigterm_to_sigkill(target: Any, args:
     assert stop_processes([process], first_wait=0.1, step_timeout=1.0) == []
     assert process.exitcode == expected
     assert time.monotonic() - started < 5
+
+
+def _group_of(*targets: tuple[Any, tuple[Any, ...]]) -> ProcessGroup:
+    """A process group whose children run the given test targets instead of runners."""
+    ctx = multiprocessing.get_context("spawn")
+    group = ProcessGroup(
+        ctx, b"", ChildStore(url="http://127.0.0.1:1"), MultiprocessingEvent(ctx=ctx), [], graceful_timeout=0.2
+    )
+    for index, (target, args) in enumerate(targets):
+        ready = ctx.Event()
+        process = ctx.Process(target=target, args=(ready, *args))
+        process.start()
+        assert ready.wait(60)
+        group._slots.append(_Slot(index, process, ready))  # pyright: ignore[reportPrivateUsage]
+    return group
+
+
+def test_runners_stopped_by_signal_after_the_run_are_not_reported_as_failed(caplog: pytest.LogCaptureFixture) -> None:
+    group = _group_of((die_on_sigint, ()))
+    group.shutdown()
+    assert group.processes[0].exitcode == -2  # killed by the SIGINT of the shutdown
+    group.check_exit_codes()  # no RuntimeError: the run was over, the runner only failed to stop in time
+    assert "were stopped by signal" in caplog.text
+
+
+def test_a_runner_that_exited_with_an_error_by_itself_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    group = _group_of((exit_with, (3,)), (die_on_sigint, ()))
+    group.processes[0].join(60)
+    group.shutdown()
+    with pytest.raises(RuntimeError, match=r"Runner processes failed: Process-\d+ \(exit code 3\)|exit code 3"):
+        group.check_exit_codes()

@@ -19,6 +19,8 @@ import pytest
 import agentlightning as agl
 from agentlightning.runner import LitAgentRunner
 from agentlightning.store.base import LightningStore
+from agentlightning.store.http.client import LightningStoreClient
+from agentlightning.store.http.retry import RetryPolicy
 from agentlightning.types import RolloutConfig
 
 from ..runner.agents import PidAgent
@@ -155,7 +157,10 @@ def test_runners_ride_out_a_restart_of_the_store_server(sqlite_server: tuple[str
     url, stop_server, start_server = sqlite_server
     config = RolloutConfig(max_attempts=3, retry_condition=["unresponsive"], unresponsive_seconds=10.0)
     algorithm = EnqueueAllAlgorithm(config=config, timeout=120)
-    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, runner=_runner(), store=url, progress="off")
+    # The algorithm's client waits out the restart however long the new server takes to start on a loaded machine
+    # (the default policy gives up after 3-6 s).
+    patient = LightningStoreClient(url, retry_policy=RetryPolicy(max_retries=15, max_delay=5.0))
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, runner=_runner(), store=patient, progress="off")
     thread, errors = _fit_in_thread(trainer, PidAgent(), [{"sleep": 0.1} for _ in range(30)])
     client = agl.store_from_url(url)
 

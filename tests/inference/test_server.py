@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,6 +97,7 @@ def test_completions_accept_text_or_token_id_prompts(server: InferenceServer) ->
     by_ids = httpx.post(url, json={"model": "alias", "prompt": by_text["prompt_token_ids"], "max_tokens": 4,
                                    "temperature": 0, "return_token_ids": True}).json()  # fmt: skip
     assert by_text["choices"][0]["token_ids"] == by_ids["choices"][0]["token_ids"]
+    assert by_text["choices"][0]["prompt_token_ids"] == by_text["prompt_token_ids"]  # vLLM: inside the choice
     assert len(by_text["choices"][0]["logprobs"]["tokens"]) == 4
 
 
@@ -103,6 +105,8 @@ def test_streamed_completions_add_up(server: InferenceServer) -> None:
     body = {"model": "tiny-chat", "prompt": "abc", "max_tokens": 5, "temperature": 0, "return_token_ids": True}
     plain = httpx.post(f"{server.endpoint}/completions", json=body).json()
     chunks = stream_chunks(server, "/completions", body)
+    assert chunks[0]["choices"][0]["prompt_token_ids"] == plain["choices"][0]["prompt_token_ids"]
+    assert all("prompt_token_ids" not in c["choices"][0] for c in chunks[1:])
     assert "".join(c["choices"][0]["text"] for c in chunks) == plain["choices"][0]["text"]
     assert [t for c in chunks for t in c["choices"][0]["token_ids"]] == plain["choices"][0]["token_ids"]
 
@@ -164,6 +168,37 @@ def test_an_api_key_protects_every_route_but_health() -> None:
         assert httpx.get(f"{running.endpoint}/models").status_code == 401
         ok = httpx.get(f"{running.endpoint}/models", headers={"authorization": "Bearer s3cret"})
         assert ok.status_code == 200
+
+
+def test_concurrent_http_requests_are_decoded_in_one_batch() -> None:
+    engine = build_tiny_engine(seed=0)
+    questions = ["Hi", "What is 2+2?", "Tell me a story about a cat.", "x"]
+
+    async def ask(client: httpx.AsyncClient, endpoint: str, question: str, stream: bool) -> list[int]:
+        body = {"model": "tiny-chat", "messages": [{"role": "user", "content": question}], "max_tokens": 6,
+                "temperature": 0, "return_token_ids": True, "stream": stream}  # fmt: skip
+        if not stream:
+            return (await client.post(f"{endpoint}/chat/completions", json=body)).json()["choices"][0]["token_ids"]
+        tokens: list[int] = []
+        async with client.stream("POST", f"{endpoint}/chat/completions", json=body) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data: {"):
+                    tokens += [t for c in json.loads(line[6:])["choices"] for t in c.get("token_ids", [])]
+        return tokens
+
+    async def scenario(endpoint: str) -> tuple[list[list[int]], list[list[int]]]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            alone = [await ask(client, endpoint, q, stream=False) for q in questions]
+            with engine.paused():  # hold generation until every request has arrived
+                tasks = [asyncio.ensure_future(ask(client, endpoint, q, i % 2 == 0)) for i, q in enumerate(questions)]
+                while engine.batch_stats["waiting"] < len(questions):
+                    await asyncio.sleep(0.01)
+            return alone, list(await asyncio.gather(*tasks))
+
+    with InferenceServer(engine) as running:
+        alone, together = asyncio.run(scenario(running.endpoint))
+    assert together == alone
+    assert engine.batch_stats["largest_batch"] == len(questions)
 
 
 def test_the_openai_sdk_talks_to_the_server(server: InferenceServer) -> None:

@@ -86,3 +86,66 @@ def test_a_tracer_asked_for_a_broken_integration_fails_at_init_and_leaves_nothin
     assert openai.OpenAI.request is original  # the integration that did attach was undone
     with pytest.raises(RuntimeError, match="init_worker"):
         _ = tracer.processor
+
+
+def test_instrumentation_is_reference_counted_across_users() -> None:
+    import openai
+
+    from agentlightning.instrumentation import instrumentation_count
+
+    original = openai.OpenAI.request
+    assert instrumentation_count("openai") == 0
+    instrument_all(["openai"])  # runner 1
+    instrument_all(["openai"])  # runner 2
+    assert instrumentation_count("openai") == 2
+    uninstrument_all(["openai"])  # runner 1 tears down: runner 2 still captures
+    assert openai.OpenAI.request is not original
+    assert instrumentation_count("openai") == 1
+    uninstrument_all(["openai"])  # the last user turns it off
+    assert openai.OpenAI.request is original
+    assert instrumentation_count("openai") == 0
+
+
+def test_tearing_down_one_tracer_keeps_the_other_tracers_instrumentation() -> None:
+    import openai
+
+    original = openai.OpenAI.request
+    first, second = OtelTracer(instrument=["openai"]), OtelTracer(instrument=["openai"])
+    first.init_worker(0)
+    second.init_worker(1)
+    try:
+        first.teardown_worker(0)
+        assert openai.OpenAI.request is not original
+    finally:
+        second.teardown_worker(1)
+    assert openai.OpenAI.request is original
+
+
+def test_force_turns_instrumentation_off_whatever_the_count() -> None:
+    import openai
+
+    from agentlightning.instrumentation import instrumentation_count
+
+    original = openai.OpenAI.request
+    instrument_all(["openai"])
+    instrument_all(["openai"])
+    uninstrument_all(["openai"], force=True)
+    assert openai.OpenAI.request is original
+    assert instrumentation_count("openai") == 0
+
+
+def test_a_failed_instrument_all_releases_what_it_took(broken_integration: str) -> None:
+    import openai
+
+    from agentlightning.instrumentation import instrumentation_count
+
+    original = openai.OpenAI.request
+    instrument_all(["openai"])  # another user holds openai
+    try:
+        with pytest.raises(InstrumentationError):
+            instrument_all(["openai", broken_integration])
+        assert instrumentation_count("openai") == 1
+        assert openai.OpenAI.request is not original
+    finally:
+        uninstrument_all(["openai"])
+    assert openai.OpenAI.request is original

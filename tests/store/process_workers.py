@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 import sys
-import time
+from pathlib import Path
 
 from agentlightning.store import store_from_url
 from agentlightning.types import LLM, RolloutConfig
@@ -55,9 +55,14 @@ async def writer(url: str, ack_path: str, name: str) -> None:
             ack("resources", resources_id=update.resources_id)
 
 
-async def dequeuer(url: str, name: str, start_at: float) -> None:
+async def dequeuer(url: str, name: str, gate: str) -> None:
+    """Claim rollouts until the queue is empty. Starts when the file `gate` exists, after writing `gate.<name>` to say
+    it is ready (imports done, store open), so that slow starts on a loaded machine cannot serialise the workers."""
     store = store_from_url(url)
-    await asyncio.sleep(max(start_at - time.time(), 0))
+    await store.statistics()
+    Path(f"{gate}.{name}").touch()
+    while not Path(gate).exists():
+        await asyncio.sleep(0.01)
     claimed: list[str] = []
     while True:
         rollout = await store.dequeue_rollout(worker_id=name)
@@ -73,7 +78,7 @@ def main(argv: list[str]) -> None:
     if role == "writer":
         asyncio.run(writer(args[0], args[1], args[2]))
     elif role == "dequeuer":
-        asyncio.run(dequeuer(args[0], args[1], float(args[2])))
+        asyncio.run(dequeuer(args[0], args[1], args[2]))
     else:
         raise SystemExit(f"unknown role {role!r}")
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from agentlightning.store import LightningStore
 from agentlightning.types import RolloutConfig
 
@@ -252,3 +254,22 @@ async def test_full_success_lifecycle(store: LightningStore) -> None:
     rollout = await store.get_rollout_by_id(queued.rollout_id)
     assert attempt is not None and attempt.status == "succeeded" and attempt.end_time is not None
     assert rollout is not None and rollout.status == "succeeded" and rollout.end_time is not None
+
+
+async def test_requeue_unacknowledged_claim_requeues_only_a_silent_claim(store: LightningStore) -> None:
+    requeue = getattr(store, "requeue_unacknowledged_claim", None)
+    if requeue is None:
+        pytest.skip("a server-side operation of the core stores")
+    silent = await store.enqueue_rollout("silent")
+    alive = await store.enqueue_rollout("alive")
+    first = await store.dequeue_rollout(worker_id="w1")
+    second = await store.dequeue_rollout(worker_id="w2")
+    assert first is not None and second is not None and first.rollout_id == silent.rollout_id
+    await store.update_attempt(second.rollout_id, second.attempt.attempt_id, status="running")
+    assert await requeue(first.rollout_id, first.attempt.attempt_id) is True
+    assert await requeue(first.rollout_id, first.attempt.attempt_id) is False  # already requeued
+    assert await requeue(second.rollout_id, second.attempt.attempt_id) is False  # acknowledged
+    again = await store.dequeue_rollout(worker_id="w3")
+    assert again is not None and again.rollout_id == silent.rollout_id and again.attempt.sequence_id == 2
+    alive_now = await store.get_rollout_by_id(alive.rollout_id)
+    assert alive_now is not None and alive_now.status == "running"

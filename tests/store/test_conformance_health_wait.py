@@ -1,17 +1,21 @@
 """Store contract: health rules (timeouts, unresponsiveness) and waiting for rollouts (every backend).
 
-These tests use short real timeouts: the stores read the wall clock, and remote backends cannot share a fake one.
-Upper bounds on elapsed time only guard against hangs; they are deliberately generous.
+The health rules run on a fake clock (`agentlightning.store.clock.use_clock`) that the tests move forward
+explicitly, so they do not depend on how fast a loaded machine runs them; the stores served over HTTP in these tests
+live in this process and read the same clock. The waiting tests use short real timeouts; their upper bounds on
+elapsed time only guard against hangs and are deliberately generous.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 import pytest
 
 from agentlightning.store import InvalidArgumentError, LightningStore
+from agentlightning.store.clock import use_clock
 from agentlightning.types import RolloutConfig
 
 from .helpers import make_span
@@ -19,11 +23,33 @@ from .helpers import make_span
 HANG_GUARD = 10.0
 
 
-async def test_timeout_marks_the_attempt_and_requeues_when_retry_allowed(store: LightningStore) -> None:
-    config = RolloutConfig(timeout_seconds=0.1, max_attempts=2, retry_condition=["timeout"])
+class FakeClock:
+    """A wall clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Iterator[FakeClock]:
+    fake = FakeClock()
+    with use_clock(fake):
+        yield fake
+
+
+async def test_timeout_marks_the_attempt_and_requeues_when_retry_allowed(
+    store: LightningStore, clock: FakeClock
+) -> None:
+    config = RolloutConfig(timeout_seconds=10, max_attempts=2, retry_condition=["timeout"])
     queued = await store.enqueue_rollout("task", config=config)
     await store.dequeue_rollout()
-    await asyncio.sleep(0.2)
+    clock.advance(11)
     attempts = await store.query_attempts(queued.rollout_id)
     rollout = await store.get_rollout_by_id(queued.rollout_id)
     assert [a.status for a in attempts] == ["timeout"]
@@ -32,56 +58,69 @@ async def test_timeout_marks_the_attempt_and_requeues_when_retry_allowed(store: 
     assert retry is not None and retry.attempt.sequence_id == 2
 
 
-async def test_unresponsive_attempt_fails_the_rollout_without_retry(store: LightningStore) -> None:
-    config = RolloutConfig(unresponsive_seconds=0.1, retry_condition=["timeout"], max_attempts=3)
+async def test_a_timeout_fires_only_once_its_seconds_have_passed(store: LightningStore, clock: FakeClock) -> None:
+    started = await store.start_rollout("task", config=RolloutConfig(timeout_seconds=10))
+    clock.advance(10)
+    attempt = await store.get_latest_attempt(started.rollout_id)
+    assert attempt is not None and attempt.status == "preparing"
+    clock.advance(0.01)
+    attempt = await store.get_latest_attempt(started.rollout_id)
+    assert attempt is not None and attempt.status == "timeout"
+
+
+async def test_unresponsive_attempt_fails_the_rollout_without_retry(store: LightningStore, clock: FakeClock) -> None:
+    config = RolloutConfig(unresponsive_seconds=10, retry_condition=["timeout"], max_attempts=3)
     started = await store.start_rollout("task", config=config)
-    await asyncio.sleep(0.2)
+    clock.advance(11)
     attempt = await store.get_latest_attempt(started.rollout_id)
     rollout = await store.get_rollout_by_id(started.rollout_id)
     assert attempt is not None and attempt.status == "unresponsive"
     assert rollout is not None and rollout.status == "failed"
 
 
-async def test_unresponsiveness_counts_from_the_last_heartbeat(store: LightningStore) -> None:
-    started = await store.start_rollout("task", config=RolloutConfig(unresponsive_seconds=0.3))
+async def test_unresponsiveness_counts_from_the_last_heartbeat(store: LightningStore, clock: FakeClock) -> None:
+    started = await store.start_rollout("task", config=RolloutConfig(unresponsive_seconds=30))
     for sequence_id in range(1, 5):
-        await asyncio.sleep(0.1)
+        clock.advance(10)
         await store.add_span(make_span(started.rollout_id, started.attempt.attempt_id, sequence_id))
     attempt = await store.get_latest_attempt(started.rollout_id)
+    assert attempt is not None and attempt.status == "running"  # 40 s since the start, 0 since the heartbeat
+    clock.advance(29)
+    attempt = await store.get_latest_attempt(started.rollout_id)
     assert attempt is not None and attempt.status == "running"
-    await asyncio.sleep(0.45)
+    clock.advance(2)
     attempt = await store.get_latest_attempt(started.rollout_id)
     assert attempt is not None and attempt.status == "unresponsive"
 
 
-async def test_timeout_wins_over_unresponsiveness(store: LightningStore) -> None:
-    started = await store.start_rollout("task", config=RolloutConfig(timeout_seconds=0.1, unresponsive_seconds=0.1))
-    await asyncio.sleep(0.2)
+async def test_timeout_wins_over_unresponsiveness(store: LightningStore, clock: FakeClock) -> None:
+    started = await store.start_rollout("task", config=RolloutConfig(timeout_seconds=10, unresponsive_seconds=10))
+    clock.advance(11)
     attempt = await store.get_latest_attempt(started.rollout_id)
     assert attempt is not None and attempt.status == "timeout"
 
 
-async def test_rollouts_without_health_rules_never_time_out(store: LightningStore) -> None:
+async def test_rollouts_without_health_rules_never_time_out(store: LightningStore, clock: FakeClock) -> None:
     started = await store.start_rollout("task")
-    await asyncio.sleep(0.15)
+    clock.advance(365 * 24 * 3600)
     attempt = await store.get_latest_attempt(started.rollout_id)
     assert attempt is not None and attempt.status == "preparing"
 
 
-async def test_health_rules_apply_to_the_latest_attempt_only(store: LightningStore) -> None:
-    config = RolloutConfig(timeout_seconds=0.3, max_attempts=3, retry_condition=["timeout"])
+async def test_health_rules_apply_to_the_latest_attempt_only(store: LightningStore, clock: FakeClock) -> None:
+    config = RolloutConfig(timeout_seconds=30, max_attempts=3, retry_condition=["timeout"])
     started = await store.start_rollout("task", config=config)
-    await asyncio.sleep(0.2)
+    clock.advance(20)
     await store.start_attempt(started.rollout_id)
-    await asyncio.sleep(0.15)
+    clock.advance(15)  # the first attempt is 35 s old, past the timeout, but no longer the latest
     attempts = await store.query_attempts(started.rollout_id)
     assert [a.status for a in attempts] == ["preparing", "preparing"]
 
 
-async def test_timed_out_worker_becomes_unknown(store: LightningStore) -> None:
-    await store.enqueue_rollout("task", config=RolloutConfig(timeout_seconds=0.1))
+async def test_timed_out_worker_becomes_unknown(store: LightningStore, clock: FakeClock) -> None:
+    await store.enqueue_rollout("task", config=RolloutConfig(timeout_seconds=10))
     await store.dequeue_rollout(worker_id="worker-1")
-    await asyncio.sleep(0.2)
+    clock.advance(11)
     await store.query_rollouts()
     worker = await store.get_worker_by_id("worker-1")
     assert worker is not None and worker.status == "unknown" and worker.current_attempt_id is None

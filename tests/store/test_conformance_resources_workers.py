@@ -226,3 +226,47 @@ async def test_capabilities_declare_concurrency_guarantees(store: LightningStore
     capabilities = store.capabilities
     assert capabilities.get("async_safe") is True
     assert capabilities.get("thread_safe") is True
+
+
+async def test_changing_the_input_after_add_resources_does_not_change_the_snapshot(store: LightningStore) -> None:
+    llm = LLM(endpoint="http://127.0.0.1:8000/v1", model="smol", sampling_parameters={"temperature": 0.7})
+    given = {"llm": llm}
+    update = await store.add_resources(given)
+    llm.model = "changed"
+    llm.sampling_parameters["temperature"] = 2.0
+    given["other"] = PROMPT
+    stored = await store.get_resources_by_id(update.resources_id)
+    assert stored is not None and stored.resources == {"llm": LLM_RESOURCE}
+
+
+async def test_changing_the_input_after_update_resources_does_not_change_the_snapshot(store: LightningStore) -> None:
+    update = await store.add_resources({"prompt": PROMPT})
+    llm = LLM(endpoint="http://127.0.0.1:8000/v1", model="smol", sampling_parameters={"temperature": 0.7})
+    await store.update_resources(update.resources_id, {"llm": llm})
+    llm.model = "changed"
+    llm.sampling_parameters["temperature"] = 2.0
+    stored = await store.get_resources_by_id(update.resources_id)
+    assert stored is not None and stored.resources == {"llm": LLM_RESOURCE}
+
+
+@pytest.mark.parametrize("path", ["add", "update", "by_id", "latest", "query"])
+async def test_changing_a_returned_snapshot_does_not_change_the_stored_one(store: LightningStore, path: str) -> None:
+    added = await store.add_resources({"llm": LLM_RESOURCE.model_copy(deep=True)})
+    if path == "add":
+        returned = added
+    elif path == "update":
+        returned = await store.update_resources(added.resources_id, {"llm": LLM_RESOURCE.model_copy(deep=True)})
+    elif path == "by_id":
+        returned = await store.get_resources_by_id(added.resources_id)
+    elif path == "latest":
+        returned = await store.get_latest_resources()
+    else:
+        returned = (await store.query_resources())[0]
+    assert returned is not None
+    llm = returned.resources["llm"]
+    assert isinstance(llm, LLM)
+    llm.model = "changed"
+    llm.sampling_parameters["temperature"] = 2.0
+    returned.resources["extra"] = PROMPT
+    for stored in (await store.get_resources_by_id(added.resources_id), await store.get_latest_resources()):
+        assert stored is not None and stored.resources == {"llm": LLM_RESOURCE}

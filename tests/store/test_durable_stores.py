@@ -7,11 +7,13 @@ import logging
 import math
 import pickle
 import threading
+import time
 from collections import Counter
 
 import pytest
 
 from agentlightning.store import InvalidArgumentError, LightningStore
+from agentlightning.store.clock import use_clock
 from agentlightning.store.errors import StoreClosedError
 from agentlightning.types import LLM, EnqueueRolloutRequest, RolloutConfig, Span
 
@@ -111,11 +113,12 @@ async def test_health_scans_from_several_store_objects_handle_each_rollout_once(
     durable: DurableDatabase, caplog: pytest.LogCaptureFixture
 ) -> None:
     stores = [durable.open() for _ in range(4)]
-    config = RolloutConfig(timeout_seconds=0.2, max_attempts=3, retry_condition=["timeout"])
+    config = RolloutConfig(timeout_seconds=10, max_attempts=3, retry_condition=["timeout"])
     requests = [EnqueueRolloutRequest(input=i, config=config) for i in range(100)]
-    queued = await stores[0].enqueue_many_rollouts(requests)
-    assert len(await stores[0].dequeue_many_rollouts(limit=100)) == 100
-    await asyncio.sleep(0.3)
+    claimed_at = time.time()
+    with use_clock(lambda: claimed_at):
+        queued = await stores[0].enqueue_many_rollouts(requests)
+        assert len(await stores[0].dequeue_many_rollouts(limit=100)) == 100
     caplog.set_level(logging.INFO, logger="agentlightning.store.core")
     barrier = threading.Barrier(len(stores))
 
@@ -126,13 +129,14 @@ async def test_health_scans_from_several_store_objects_handle_each_rollout_once(
 
         asyncio.run(run())
 
-    threads = [threading.Thread(target=scan, args=(store,)) for store in stores]
-    await asyncio.to_thread(lambda: ([t.start() for t in threads], [t.join() for t in threads]))
-    handled = Counter(record.args[1] for record in caplog.records if "is timeout" in record.getMessage())  # type: ignore[index]
-    assert handled == Counter({r.rollout_id: 1 for r in queued})
-    retried = await stores[1].dequeue_many_rollouts(limit=100)
-    assert sorted(r.rollout_id for r in retried) == sorted(r.rollout_id for r in queued)
-    assert {r.attempt.sequence_id for r in retried} == {2}
+    with use_clock(lambda: claimed_at + 11):  # every attempt is past its timeout for the scans
+        threads = [threading.Thread(target=scan, args=(store,)) for store in stores]
+        await asyncio.to_thread(lambda: ([t.start() for t in threads], [t.join() for t in threads]))
+        handled = Counter(record.args[1] for record in caplog.records if "is timeout" in record.getMessage())  # type: ignore[index]
+        assert handled == Counter({r.rollout_id: 1 for r in queued})
+        retried = await stores[1].dequeue_many_rollouts(limit=100)
+        assert sorted(r.rollout_id for r in retried) == sorted(r.rollout_id for r in queued)
+        assert {r.attempt.sequence_id for r in retried} == {2}
 
 
 async def test_statistics_count_spans_and_their_bytes(durable: DurableDatabase) -> None:

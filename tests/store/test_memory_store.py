@@ -115,6 +115,20 @@ async def test_spans_arriving_after_eviction_still_count_as_heartbeats(capacity_
     assert attempt is not None and attempt.status == "running"
 
 
+async def test_an_evicted_rollout_that_keeps_receiving_spans_holds_no_memory_for_them(capacity_100: None) -> None:
+    store = InMemoryLightningStore(
+        eviction_memory_threshold=0.5, safe_memory_threshold=0.0, span_size_estimator=lambda span: 60
+    )
+    started = await store.start_rollout("long-running")
+    await store.add_span(make_span(started.rollout_id, started.attempt.attempt_id, 1))  # evicted at once
+    storage = store._storage
+    for sequence in range(2, 2002):
+        assert await store.add_span(make_span(started.rollout_id, started.attempt.attempt_id, sequence)) is not None
+    assert storage.span_keys == {}  # type: ignore[attr-defined]
+    assert storage.spans == {}  # type: ignore[attr-defined]
+    assert (await store.statistics())["total_span_bytes"] == 0
+
+
 class _Inner(BaseModel):
     values: list[int]
     mapping: dict[str, str]

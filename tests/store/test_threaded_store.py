@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import pickle
 import threading
-from typing import Any
+from typing import Any, Optional
 
 from agentlightning.store import InMemoryLightningStore, LightningStore, LightningStoreCapabilities
 from agentlightning.store.base import UNSET
 from agentlightning.store.threading import LightningStoreThreaded
-from agentlightning.types import ResourcesUpdate
+from agentlightning.types import ResourcesUpdate, Rollout
 
 from .helpers import make_readable_span, make_span
 
@@ -82,10 +82,6 @@ async def test_every_method_is_delegated_with_its_arguments() -> None:
         (store.get_next_span_sequence_id("ro-1", "at-1"), ("get_next_span_sequence_id", ("ro-1", "at-1"), {})),
         (store.query_spans("ro-1", "latest"), ("query_spans", ("ro-1", "latest"), {})),
         (
-            store.wait_for_rollouts(rollout_ids=["ro-1"], timeout=0.5),
-            ("wait_for_rollouts", (), {"rollout_ids": ["ro-1"], "timeout": 0.5}),
-        ),
-        (
             store.update_rollout("ro-1", status="failed"),
             (
                 "update_rollout",
@@ -149,14 +145,107 @@ async def test_tasks_on_one_loop_are_serialised_without_deadlock() -> None:
     assert inner.max_active == 1
 
 
-async def test_wait_for_rollouts_is_not_serialised() -> None:
-    inner = RecordingStore(delay=0.2)
+class OverlapDetectingStore(InMemoryLightningStore):
+    """Not thread-safe: records how many of its calls run at once (the memory store's wait suspends inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = 0
+        self.max_active = 0
+        self._guard = threading.Lock()
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=False, async_safe=True)
+
+    async def _tracked(self, call: Any) -> Any:
+        with self._guard:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            return await call
+        finally:
+            with self._guard:
+                self.active -= 1
+
+    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
+        return await self._tracked(super().wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout))
+
+    async def update_attempt(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._tracked(super().update_attempt(*args, **kwargs))
+
+
+async def test_wait_for_rollouts_never_runs_beside_another_call_of_a_store_that_is_not_thread_safe() -> None:
+    inner = OverlapDetectingStore()
     store = LightningStoreThreaded(inner)
-    waiter = asyncio.create_task(store.wait_for_rollouts(rollout_ids=["ro-1"], timeout=1))
-    await asyncio.sleep(0.05)
-    await store.get_latest_resources()
-    await waiter
-    assert inner.max_active == 2
+    started = await store.start_rollout("task")
+    waiter = asyncio.create_task(store.wait_for_rollouts(rollout_ids=[started.rollout_id, "ro-unknown"], timeout=30))
+    await asyncio.sleep(0)
+
+    def finish() -> None:
+        asyncio.run(store.update_attempt(started.rollout_id, started.attempt.attempt_id, status="succeeded"))
+
+    await asyncio.to_thread(finish)
+    finished = await asyncio.wait_for(waiter, 30)
+    assert [rollout.rollout_id for rollout in finished] == [started.rollout_id]
+    assert inner.max_active == 1
+
+
+async def test_wait_for_rollouts_on_a_serialised_store_honours_its_timeout() -> None:
+    store = LightningStoreThreaded(OverlapDetectingStore())
+    started = await store.start_rollout("task")
+    assert await store.wait_for_rollouts(rollout_ids=[started.rollout_id], timeout=0.05) == []
+    assert await store.wait_for_rollouts(rollout_ids=["ro-unknown"]) == []  # unknown ids are not waited for
+
+
+class SuspendingStore(InMemoryLightningStore):
+    """Not thread-safe, and its get_latest_resources suspends until `release` is set (real I/O would)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=False, async_safe=True)
+
+    async def get_latest_resources(self) -> Any:
+        self.entered.set()
+        while not self.release.is_set():
+            await asyncio.sleep(0.005)
+        return await super().get_latest_resources()
+
+
+def test_a_suspended_call_in_one_thread_does_not_freeze_the_event_loop_of_another() -> None:
+    inner = SuspendingStore()
+    store = LightningStoreThreaded(inner)
+    holder = threading.Thread(target=lambda: asyncio.run(store.get_latest_resources()), daemon=True)
+    holder.start()
+    assert inner.entered.wait(30)
+
+    async def server_loop() -> bool:
+        # A call waiting for the lock must leave this loop free: the probe below runs and lets the holder finish.
+        waiting = asyncio.create_task(store.statistics())
+        await asyncio.sleep(0)
+
+        async def probe() -> None:
+            inner.release.set()
+
+        await asyncio.wait_for(probe(), 30)
+        await asyncio.wait_for(waiting, 30)
+        return True
+
+    result: list[bool] = []
+    server = threading.Thread(target=lambda: result.append(asyncio.run(server_loop())), daemon=True)
+    server.start()
+    server.join(30)
+    froze = server.is_alive()
+    inner.release.set()  # unblocks everything if the loop was frozen
+    holder.join(30)
+    server.join(30)
+    assert not froze, "the waiting call froze its event loop"
+    assert result == [True]
 
 
 class CounterStore(InMemoryLightningStore):

@@ -4,14 +4,19 @@ spans the store rejects."""
 from __future__ import annotations
 
 import asyncio
+import atexit
+import gc
 import logging
 import threading
 import time
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
 from agentlightning.store import InMemoryLightningStore
+from agentlightning.store.http.errors import StoreHTTPError, StoreUnauthorizedError
 from agentlightning.tracer.convert import span_from_readable
 from agentlightning.tracer.writer import SpanWriter
 from agentlightning.types import Span
@@ -166,3 +171,156 @@ def test_invalid_writer_settings_are_rejected() -> None:
         SpanWriter(span_from_readable, max_batch_size=0)
     with pytest.raises(ValueError):
         SpanWriter(span_from_readable, retry_initial_delay=2.0, retry_max_delay=1.0)
+
+
+# ------------------------------------------------------------------------------------ failures by kind (13.5)
+class PoisonStore(InMemoryLightningStore):
+    """Answers a batch containing a span named "poison" with a server error, like a 500 from a store server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.poison_calls = 0
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        if any(span.name == "poison" for span in spans):
+            self.poison_calls += 1
+            raise StoreHTTPError(500, "Internal server error")
+        return await super().add_many_spans(spans)
+
+
+class RefusingStore(InMemoryLightningStore):
+    """A store server that refuses the writer's credentials (401)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
+        self.calls += 1
+        raise StoreUnauthorizedError(401, "A valid API key is required", "Unauthorized")
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        self.calls += 1
+        raise StoreUnauthorizedError(401, "A valid API key is required", "Unauthorized")
+
+
+async def test_a_span_that_breaks_the_server_does_not_hold_back_the_others() -> None:
+    store = PoisonStore()
+    writer = SpanWriter(span_from_readable, max_batch_size=64, retry_initial_delay=0.01, retry_max_delay=0.02)
+    try:
+        rollout_id, attempt_id = await new_attempt(store)
+        names = [f"s{index}" for index in range(20)]
+        names.insert(7, "poison")
+        for name in names:
+            writer.submit(store, rollout_id, attempt_id, make_span(rollout_id, attempt_id, name))
+        assert await writer.flush_async(timeout=30)
+        stats = writer.stats()
+    finally:
+        writer.close()
+    stored = sorted(await store.query_spans(rollout_id), key=lambda span: span.sequence_id)
+    assert [span.name for span in stored] == [name for name in names if name != "poison"]
+    assert (stats.written, stats.failed, stats.pending) == (20, 1, 0)
+
+
+async def test_a_server_error_is_retried_a_bounded_number_of_times(caplog: pytest.LogCaptureFixture) -> None:
+    store = PoisonStore()
+    writer = SpanWriter(span_from_readable, retry_initial_delay=0.01, retry_max_delay=0.02, max_retries=3)
+    try:
+        rollout_id, attempt_id = await new_attempt(store)
+        with caplog.at_level(logging.ERROR):
+            writer.submit(store, rollout_id, attempt_id, make_span(rollout_id, attempt_id, "poison"))
+            assert await writer.flush_async(timeout=30)
+    finally:
+        writer.close()
+    assert store.poison_calls == 4  # the first try and 3 retries
+    assert writer.stats().failed == 1
+    assert "Giving up on span 'poison'" in caplog.text
+
+
+async def test_an_authentication_error_fails_loudly_at_once_and_is_not_retried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = RefusingStore()
+    writer = SpanWriter(span_from_readable, retry_initial_delay=0.01, retry_max_delay=0.02)
+    try:
+        with caplog.at_level(logging.ERROR):
+            for index in range(5):
+                writer.submit(store, "ro-1", "at-1", make_span("ro-1", "at-1", f"s{index}"))
+            assert await writer.flush_async(timeout=30)
+            for index in range(5):  # later spans for that store are dropped without another request
+                writer.submit(store, "ro-1", "at-1", make_span("ro-1", "at-1", f"late{index}"))
+            assert await writer.flush_async(timeout=30)
+        stats = writer.stats()
+    finally:
+        writer.close()
+    assert store.calls == 1
+    assert (stats.auth_failures, stats.dropped, stats.retries, stats.pending) == (1, 10, 1, 0)
+    assert caplog.text.count("refused the span writer's credentials") == 1
+    assert "AGL_STORE_API_KEY" in caplog.text
+
+
+async def test_a_store_that_is_down_does_not_hold_back_another_store() -> None:
+    down, up = FlakyStore(), InMemoryLightningStore()
+    writer = SpanWriter(span_from_readable, flush_interval=0.01, retry_initial_delay=5.0, retry_max_delay=5.0)
+    try:
+        down_ids, up_ids = await new_attempt(down), await new_attempt(up)
+        down.down = True
+        writer.submit(down, *down_ids, make_span(*down_ids, "waits"))
+        assert not await writer.flush_async(timeout=0.5)  # the first failure puts `down` in a 5 s backoff
+        for index in range(3):
+            writer.submit(up, *up_ids, make_span(*up_ids, f"up{index}"), group="up")
+        assert await writer.flush_async("up", timeout=3.0)  # well within the other store's backoff
+        down.down = False
+        assert await writer.flush_async(timeout=30)
+    finally:
+        writer.close()
+    assert [span.name for span in await up.query_spans(up_ids[0])] == ["up0", "up1", "up2"]
+    assert [span.name for span in await down.query_spans(down_ids[0])] == ["waits"]
+
+
+async def test_the_spill_file_lives_in_the_configured_directory_and_is_capped(
+    store: FlakyStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cap = 20_000
+    writer = SpanWriter(
+        span_from_readable, max_buffered_spans=5, max_batch_size=5, retry_initial_delay=0.05, retry_max_delay=0.1,
+        spill_dir=str(tmp_path), max_spill_bytes=cap,
+    )  # fmt: skip
+    try:
+        rollout_id, attempt_id = await new_attempt(store)
+        store.down = True
+        with caplog.at_level(logging.ERROR):
+            for index in range(200):
+                writer.submit(store, rollout_id, attempt_id, make_span(rollout_id, attempt_id, f"s{index}"))
+        stats = writer.stats()
+        assert list(tmp_path.iterdir()) and 0 < stats.spill_bytes <= cap
+        assert stats.dropped > 0 and stats.spilled + stats.dropped + stats.queued == 200
+        assert "spill file reached its cap" in caplog.text
+        store.down = False
+        assert await writer.flush_async(timeout=30)
+    finally:
+        writer.close()
+    stored = await store.query_spans(rollout_id)
+    assert len(stored) == 200 - stats.dropped
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------------ leaks (13.6)
+async def test_the_writer_forgets_each_store_once_its_spans_are_written(writer: SpanWriter) -> None:
+    stores = [InMemoryLightningStore() for _ in range(30)]
+    for store in stores:
+        rollout_id, attempt_id = await new_attempt(store)
+        writer.submit(store, rollout_id, attempt_id, make_span(rollout_id, attempt_id, "s"))
+    assert await writer.flush_async(timeout=30)
+    assert writer.stats().stores == 0
+    references = weakref.ref(stores[0])
+    del stores, store
+    gc.collect()
+    assert references() is None
+
+
+def test_closed_writers_leave_no_exit_handler_behind() -> None:
+    before = atexit._ncallbacks()  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+    for _ in range(20):
+        SpanWriter(span_from_readable).close(timeout=5.0)
+    assert atexit._ncallbacks() == before  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]

@@ -8,6 +8,7 @@ import pytest
 
 from agentlightning.trainer.progress import LogSink, ProgressSnapshot, ProgressTracker, RichSink, RunSummary
 from agentlightning.types import Attempt, AttemptedRollout
+from agentlightning.utils.bookkeeping import bookkeeping_metadata
 
 
 def _finished(rollout_id: str, status: str, reward: object) -> AttemptedRollout:
@@ -39,6 +40,50 @@ def test_reward_mean_and_rollouts_without_reward_come_from_attempt_metadata() ->
     assert snapshot.without_reward == 1
     again = tracker.update({"succeeded": 5}, finished, 1, 1)  # the same rollouts are not counted twice
     assert again.without_reward == 1
+
+
+def _bookkeeping(rollout_id: str) -> AttemptedRollout:
+    rollout = _finished(rollout_id, "succeeded", "absent")
+    rollout.metadata = bookkeeping_metadata("apo_checkpoint")
+    return rollout
+
+
+def test_bookkeeping_rollouts_created_during_the_run_are_not_counted() -> None:
+    tracker = ProgressTracker()
+    tracker.set_baseline({"succeeded": 0})
+    finished = [_finished("a", "succeeded", 1.0), _bookkeeping("ckpt")]
+    snapshot = tracker.update({"succeeded": 2}, finished, 1, 1)
+    assert snapshot.succeeded == 1 and snapshot.done == 1
+    assert tracker.update({"succeeded": 2}, finished, 1, 1).succeeded == 1  # seen once, subtracted once
+
+
+def test_bookkeeping_rollouts_from_before_the_run_are_left_to_the_baseline() -> None:
+    tracker = ProgressTracker()
+    tracker.set_baseline({"succeeded": 3}, [_bookkeeping("old-ckpt")])  # a resumed run's record
+    snapshot = tracker.update({"succeeded": 4}, [_bookkeeping("old-ckpt"), _finished("a", "succeeded", 1.0)], 1, 1)
+    assert snapshot.succeeded == 1
+
+
+async def test_the_run_summary_leaves_out_an_apo_checkpoint_record() -> None:
+    from agentlightning.algorithm.apo.checkpoint import CheckpointRecord
+    from agentlightning.algorithm.apo.state import SearchState
+    from agentlightning.algorithm.apo.types import APOStats
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.trainer.progress import ProgressMonitor
+
+    store = InMemoryLightningStore()
+    await store.start_rollout(input={"old": True})  # already there before the run: the baseline
+    monitor = ProgressMonitor(store, mode="off")
+    await monitor.start_async()
+    work = await store.start_rollout(input={"task": 1})
+    await store.update_attempt(work.rollout_id, work.attempt.attempt_id, status="succeeded")
+    record = CheckpointRecord(store, "apo")
+    await record.save(SearchState(seed=1, stats=APOStats()).to_checkpoint("apo", "fingerprint"))
+    await record.save(
+        SearchState(seed=1, stats=APOStats()).to_checkpoint("apo", "fingerprint")
+    )  # overwritten after a round
+    summary = await monitor.stop_async()
+    assert (summary.snapshot.succeeded, summary.snapshot.done) == (1, 1)
 
 
 def test_the_log_sink_writes_at_most_one_line_per_interval(caplog: pytest.LogCaptureFixture) -> None:

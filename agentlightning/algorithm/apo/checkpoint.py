@@ -4,7 +4,7 @@ After every completed round APO writes a checkpoint: the beam (versions and scor
 the counters and the random state. The prompt texts live in the store's resources (one snapshot per version, id
 `<run_id>-<version>`); the rest is JSON in the metadata of one bookkeeping rollout of the run, whose input is
 `{"apo_checkpoint": <run_id>}` and which never enters the queue (it is created already started and marked
-succeeded). A restarted run finds that rollout, reloads the prompts from their snapshots, and reuses every rollout
+succeeded; its metadata marks it as bookkeeping, so progress counts leave it out). A restarted run finds that rollout, reloads the prompts from their snapshots, and reuses every rollout
 its earlier life finished (found by `metadata["apo"]["session"]`), so an interrupted round only redoes its
 optimizer calls.
 """
@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.types import PromptTemplate, Rollout
+from agentlightning.utils.bookkeeping import bookkeeping_metadata
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
@@ -118,7 +119,8 @@ class CheckpointRecord:
         return APOCheckpoint.from_json(data)
 
     async def save(self, checkpoint: APOCheckpoint) -> None:
-        metadata = {_KEY: checkpoint.to_json()}
+        # Marked as bookkeeping so that progress counts (Trainer summary, dashboard) leave it out.
+        metadata = {_KEY: checkpoint.to_json(), **bookkeeping_metadata("apo_checkpoint")}
         if self.rollout_id is None:
             started = await self.store.start_rollout(input={_KEY: self.run_id}, metadata=metadata)
             self.rollout_id = started.rollout_id

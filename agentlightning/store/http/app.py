@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from fastapi import FastAPI
+from pydantic_core import to_json
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -15,19 +17,31 @@ from starlette.responses import Response
 from agentlightning.store.base import LightningStore
 
 from .bodies import BodyError, read_body
+from .claims import ClaimLedger
 from .dispatch import OperationDispatcher, RouteEntry
 from .handlers import OperationHandler, ServerLimits, ShutdownSignal, error_body, json_response
-from .idempotency import IdempotencyCache
+from .idempotency import IdempotencyCache, IdempotencyRecords
 from .middleware import ApiKeyMiddleware, TimingMiddleware
 from .operations import API_PREFIX, OPERATIONS
 
-__all__ = ["HEALTH_PATH", "METRICS_PATH", "ServerSettings", "StoreApp", "create_app", "create_app_from_env"]
+__all__ = [
+    "HEALTH_PATH",
+    "METRICS_PATH",
+    "PROMETHEUS_PATH",
+    "ServerSettings",
+    "StoreApp",
+    "create_app",
+    "create_app_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
 HEALTH_PATH = f"{API_PREFIX}/health"
 METRICS_PATH = f"{API_PREFIX}/metrics"
+PROMETHEUS_PATH = "/v1/prometheus"
+"""Where 0.3 served its metrics; the same answer as METRICS_PATH."""
 OTLP_TRACES_PATH = "/v1/traces"
+_HEALTH_READ_TIMEOUT = 5.0
 _OTLP_UNSUPPORTED = ("/v1/metrics", "/v1/logs", "/v1/development/profiles")
 
 
@@ -44,6 +58,9 @@ class ServerSettings:
     cors_allow_origins: Optional[tuple[str, ...]] = None
     dashboard: bool = True
     """Serve the web dashboard at `/` (see docs/dashboard.md)."""
+    claim_ack_seconds: float = 300.0
+    """A rollout claimed through this server whose attempt shows no sign of life (no heartbeat, span or status
+    change) for this long is put back in the queue (its answer was probably lost with its client)."""
 
 
 class StoreApp(FastAPI):
@@ -75,15 +92,21 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         redoc_url=None,
     )
     app.openapi = build_openapi  # type: ignore[method-assign]
-    cache = IdempotencyCache(
+    from .shared_idempotency import shared_records_for
+
+    # Stores in a database other processes share keep the records there, so every server process sees them.
+    cache: IdempotencyRecords = shared_records_for(
+        store, ttl_seconds=settings.idempotency_ttl_seconds
+    ) or IdempotencyCache(
         max_entries=settings.idempotency_max_entries,
         max_bytes=settings.idempotency_max_bytes,
         ttl_seconds=settings.idempotency_ttl_seconds,
     )
     shutdown = ShutdownSignal()
+    claims = ClaimLedger(store, ack_seconds=settings.claim_ack_seconds)
     routes: list[RouteEntry] = []
     for op in OPERATIONS:
-        handler = OperationHandler(op, store, settings.limits, cache, shutdown)
+        handler = OperationHandler(op, store, settings.limits, cache, shutdown, claims)
         routes.append((op.method, op.route, handler.rest))
         if op.query_route is not None:
             routes.append(("GET", API_PREFIX + op.query_route, handler.query))
@@ -117,6 +140,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     app.front_middleware.append((OperationDispatcher, {"routes": routes}))
     app.state.store = store
     app.state.idempotency = cache
+    app.state.claims = claims
     app.state.operation_routes = routes
     app.state.shutdown = shutdown
     return app
@@ -133,7 +157,15 @@ def _make_metrics(store: LightningStore) -> Any:
 
 def _add_service_routes(app: FastAPI, store: LightningStore, limits: ServerLimits, metrics: Any) -> None:
     async def health(request: Request) -> Response:
+        """ok only while the store answers a cheap read (a store that cannot open is not healthy)."""
         request.scope["agl.operation"] = "health"
+        try:
+            await asyncio.wait_for(store.get_latest_resources(), _HEALTH_READ_TIMEOUT)
+        except Exception as exc:
+            reason = "did not answer in time" if isinstance(exc, asyncio.TimeoutError) else str(exc)
+            detail = f"The store cannot serve: {reason}"
+            body = to_json({"status": "unavailable", "detail": detail, "error_type": type(exc).__name__})
+            return json_response(503, body)
         return json_response(200, b'{"status":"ok"}')
 
     async def prometheus(request: Request) -> Response:
@@ -156,6 +188,7 @@ def _add_service_routes(app: FastAPI, store: LightningStore, limits: ServerLimit
 
     app.add_route(HEALTH_PATH, health, methods=["GET"], include_in_schema=False)
     app.add_route(METRICS_PATH, prometheus, methods=["GET"], include_in_schema=False)
+    app.add_route(PROMETHEUS_PATH, prometheus, methods=["GET"], include_in_schema=False)
     app.add_route(OTLP_TRACES_PATH, otlp_traces, methods=["POST"], include_in_schema=False)
     for path in _OTLP_UNSUPPORTED:
         app.add_route(path, otlp_unsupported, methods=["POST"], include_in_schema=False)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
@@ -36,6 +37,7 @@ from agentlightning.types import (
 )
 
 from .errors import InvalidArgumentTypeError, StoreConnectionError
+from .operations import API_PREFIX
 from .retry import FixedDelays, RetryPolicy
 from .transport import HttpTransport
 
@@ -53,8 +55,11 @@ _DEFAULT_WAIT_SLICE = 5.0
 class LightningStoreClient(LightningStore):
     """A LightningStore served by a LightningStoreServer at `server_address` (e.g. "http://127.0.0.1:4747").
 
+    As in 0.3, the attribute `server_address` is the API base (`{root}/v1/agl`, to which REST paths such as
+    `/rollouts` are appended) and `server_address_root` is the bare root.
+
     Args:
-        server_address: base URL of the server (a trailing "/" is ignored).
+        server_address: root URL of the server; a trailing "/" or "/v1/agl" is ignored.
         retry_delays: explicit waits before each retry (the 0.2 behaviour); `()` disables retries. By default the
             client follows `retry_policy` (exponential backoff with jitter).
         health_retry_delays: when given, the client probes `/v1/agl/health` after a failed try, waiting these
@@ -82,12 +87,18 @@ class LightningStoreClient(LightningStore):
             raise ValueError(f"server_address must be an http:// or https:// URL, got {server_address!r}")
         if request_timeout <= 0 or connection_timeout <= 0 or wait_slice_seconds <= 0:
             raise ValueError("request_timeout, connection_timeout and wait_slice_seconds must be positive")
-        self.server_address = server_address.rstrip("/")
+        root = server_address.rstrip("/")
+        if root.endswith(API_PREFIX):
+            root = root[: -len(API_PREFIX)]
+        self.server_address_root = root
+        """The server's root URL (the OTLP receiver and /v1/prometheus live under it)."""
+        self.server_address = root + API_PREFIX
+        """The API base URL, `{server_address_root}/v1/agl`."""
         retries: Union[RetryPolicy, FixedDelays] = (
             RetryPolicy.fixed(retry_delays) if retry_delays is not None else retry_policy or RetryPolicy()
         )
         self._transport = HttpTransport(
-            self.server_address,
+            root,
             retries=retries,
             health_retry_delays=tuple(float(delay) for delay in health_retry_delays),
             request_timeout=float(request_timeout),
@@ -95,6 +106,8 @@ class LightningStoreClient(LightningStore):
             api_key=api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None,
         )
         self._wait_slice = float(wait_slice_seconds)
+        self._unanswered_claims: list[tuple[str, int, Optional[str]]] = []
+        """(Idempotency-Key, limit, worker_id) of claims whose answer never arrived, replayed by the next dequeue."""
 
     # --------------------------------------------------------------------------------------------- plumbing
     @property
@@ -102,7 +115,7 @@ class LightningStoreClient(LightningStore):
         return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=False, otlp_traces=True)
 
     def otlp_traces_endpoint(self) -> str:
-        return f"{self.server_address}/v1/traces"
+        return f"{self.server_address_root}/v1/traces"
 
     async def close(self) -> None:
         await self._transport.close()
@@ -160,13 +173,42 @@ class LightningStoreClient(LightningStore):
     ) -> Sequence[AttemptedRollout]:
         if isinstance(limit, int) and not isinstance(limit, bool) and limit <= 0:
             return []
+        while self._unanswered_claims:
+            # A claim whose answer was lost: the same Idempotency-Key makes the server replay the claimed rollouts
+            # (while it remembers the key; the server re-queues claims nobody acknowledged after that).
+            try:
+                pending = self._unanswered_claims.pop(0)
+            except IndexError:  # another task took it
+                break
+            try:
+                replayed = await self._claim(*pending)
+            except StoreConnectionError as exc:
+                self._unanswered_claims.insert(0, pending)
+                return self._unreachable(exc)
+            if replayed:
+                return replayed
+        return await self._claim(uuid.uuid4().hex, limit, worker_id, remember=True)
+
+    async def _claim(
+        self, key: str, limit: int, worker_id: Optional[str], *, remember: bool = False
+    ) -> Sequence[AttemptedRollout]:
         try:
-            return await self._call("dequeue_many_rollouts", limit=limit, worker_id=worker_id)
+            return await self._transport.call(
+                "dequeue_many_rollouts", idempotency_key=key, limit=limit, worker_id=worker_id
+            )
         except StoreConnectionError as exc:
-            # A runner polls before the server is up: an unreachable server is an empty queue for it.
-            level = logging.WARNING if self._transport.reached_server else logging.DEBUG
-            logger.log(level, "dequeue: the store server is not reachable (%s)", exc)
-            return []
+            if remember:
+                self._unanswered_claims.append((key, limit, worker_id))
+                return self._unreachable(exc)
+            raise
+
+    def _unreachable(self, exc: StoreConnectionError) -> list[AttemptedRollout]:
+        """A server that answered before and is unreachable now is an empty queue for a polling runner (as in
+        0.3); a server this client never reached is a configuration error and raises."""
+        if not self._transport.reached_server:
+            raise exc
+        logger.warning("dequeue: the store server is not reachable (%s)", exc)
+        return []
 
     async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
         return await self._call("start_attempt", rollout_id=rollout_id, worker_id=worker_id)

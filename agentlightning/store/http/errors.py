@@ -31,6 +31,7 @@ from agentlightning.store.errors import (
     SpansEvictedError,
     StoreClosedError,
     StoreError,
+    StoreOpenError,
 )
 
 __all__ = [
@@ -73,6 +74,7 @@ _STATUS_BY_TYPE: tuple[tuple[type[BaseException], int], ...] = (
     (SpansEvictedError, 410),
     (InvalidArgumentError, 400),
     (StoreClosedError, 503),
+    (StoreOpenError, 503),
     (NotImplementedError, 501),
     (ValueError, 400),
     (TypeError, 400),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import typing
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 from urllib.parse import parse_qs
 
 from pydantic import BaseModel, RootModel, ValidationError
@@ -18,8 +19,9 @@ from agentlightning.store.base import LightningStore
 from agentlightning.types import PaginatedResult, Span
 
 from .bodies import BodyError, read_body
+from .claims import ClaimLedger
 from .errors import error_context, error_status, validation_error_to_store_error
-from .idempotency import CachedResponse, IdempotencyCache, IdempotencyConflict
+from .idempotency import CachedResponse, IdempotencyConflict, IdempotencyRecords
 from .models import PydanticUnset, SpanPayload
 from .operations import Operation
 
@@ -95,6 +97,22 @@ def _list_fields(model: type[BaseModel]) -> frozenset[str]:
     return frozenset(names)
 
 
+def _carries_spans(model: type[BaseModel]) -> bool:
+    return any("SpanPayload" in str(info.annotation) for info in model.model_fields.values())
+
+
+def _explicit_nulls(exc: ValidationError) -> list[str]:
+    """The top-level fields sent as JSON null that cannot be null, when they are all that is wrong."""
+    names: list[str] = []
+    for error in exc.errors(include_url=False, include_context=False):
+        loc = error.get("loc", ())
+        if len(loc) != 1 or error.get("input", ...) is not None or error.get("type") == "missing":
+            return []
+        if str(loc[0]) not in names:
+            names.append(str(loc[0]))
+    return names
+
+
 def _to_span(payload: SpanPayload, sequence_id: int) -> Span:
     values = dict(payload.__dict__)
     values["sequence_id"] = sequence_id
@@ -125,15 +143,19 @@ class OperationHandler:
         op: Operation,
         store: LightningStore,
         limits: ServerLimits,
-        idempotency: Optional[IdempotencyCache],
+        idempotency: Optional[IdempotencyRecords],
         shutdown: Optional[ShutdownSignal] = None,
+        claims: Optional[ClaimLedger] = None,
     ) -> None:
         self.op = op
+        self.claims = claims
         self.store = store
         self.limits = limits
         self.idempotency = idempotency
         self.shutdown = shutdown or ShutdownSignal()
         self._query_lists = _list_fields(op.body) if op.body is not None and op.query_route else frozenset()
+        # Unknown fields are rejected at every depth, except in spans (their extra fields are kept, as in 0.2).
+        self._extra: Optional[Literal["forbid"]] = None if _carries_spans(op.ops_body) else "forbid"
         self._call: Callable[[dict[str, Any], Any], Awaitable[Any]] = getattr(
             self, f"_call_{op.name}", self._call_store
         )
@@ -153,7 +175,7 @@ class OperationHandler:
         op = self.op
         path_params: dict[str, Any] = scope.get("path_params", {})
         if kind == "ops":
-            return self._arguments(op.ops_body.model_validate_json(body or b"{}", strict=True))
+            return self._arguments(op.ops_body.model_validate_json(body or b"{}", strict=True, extra=self._extra))
         if kind == "query":
             if body.strip():
                 raise BodyError(400, "InvalidArgumentError", f"GET {scope['path']} takes no request body")
@@ -162,13 +184,13 @@ class OperationHandler:
                 key: values if key in self._query_lists else values[-1] for key, values in query.items()
             }
             data.update(path_params)
-            return self._arguments(op.ops_body.model_validate(data))
+            return self._arguments(op.ops_body.model_validate(data, extra=self._extra))
         args: dict[str, Any] = {}
         if op.body is not None:
             if op.body_argument is not None:
-                args[op.body_argument] = _unwrap(op.body.model_validate_json(body, strict=True))
+                args[op.body_argument] = _unwrap(op.body.model_validate_json(body, strict=True, extra=self._extra))
             else:
-                args.update(self._arguments(op.body.model_validate_json(body or b"{}", strict=True)))
+                args.update(self._arguments(op.body.model_validate_json(body or b"{}", strict=True, extra=self._extra)))
         elif body.strip():
             raise BodyError(400, "InvalidArgumentError", f"{op.method} {scope['path']} takes no request body")
         args.update(path_params)
@@ -191,6 +213,10 @@ class OperationHandler:
             return exc.status, error_body(exc.status, exc.error_type, exc.detail), {}
         except ValidationError as exc:
             prefix = (self.op.body_argument,) if self.op.body_argument and kind == "rest" else ()
+            nulls = _explicit_nulls(exc)
+            if nulls:
+                detail = f"{', '.join(nulls)} cannot be null (leave the field out to keep its current value)"
+                return 400, error_body(400, "InvalidArgumentTypeError", detail), {}
             error = validation_error_to_store_error(exc, prefix)
             errors = exc.errors(include_url=False, include_context=False, include_input=False)
             return 422, error_body(422, type(error).__name__, str(error), errors=errors), {}
@@ -201,10 +227,11 @@ class OperationHandler:
         if key is None or self.op.idempotent or self.idempotency is None:
             status, payload = await self._execute(args, receive)
             return status, payload, {}
-        return await self._execute_once(key, (self.op.name, scope["path"], hash(body)), args, receive)
+        digest = hashlib.blake2b(body, digest_size=16).hexdigest()  # stable across the processes sharing records
+        return await self._execute_once(key, (self.op.name, scope["path"], digest), args, receive)
 
     async def _execute_once(
-        self, key: str, fingerprint: tuple[str, str, int], args: dict[str, Any], receive: Any
+        self, key: str, fingerprint: tuple[str, str, str], args: dict[str, Any], receive: Any
     ) -> tuple[int, bytes, dict[str, str]]:
         cache = self.idempotency
         assert cache is not None
@@ -217,12 +244,12 @@ class OperationHandler:
         try:
             status, payload = await self._execute(args, receive)
         except BaseException:
-            cache.abandon(key)
+            await asyncio.shield(cache.forget(key))
             raise
         if status >= 500:
-            cache.abandon(key)
+            await cache.forget(key)
         else:
-            cache.finish(key, CachedResponse(status, payload))
+            await cache.complete(key, CachedResponse(status, payload))
         return status, payload, {}
 
     async def _execute(self, args: dict[str, Any], receive: Any) -> tuple[int, bytes]:
@@ -251,6 +278,14 @@ class OperationHandler:
             items = list(result)
             return PaginatedResult[Any].model_construct(items=items, limit=-1, offset=0, total=len(items))
         return result
+
+    async def _call_dequeue_many_rollouts(self, args: dict[str, Any], receive: Any) -> Any:
+        if self.claims is None:
+            return await self._call_store(args, receive)
+        await self.claims.sweep()  # claims nobody acknowledged go back to the queue first
+        claimed = await self._call_store(args, receive)
+        self.claims.record(claimed)
+        return claimed
 
     async def _call_statistics(self, args: dict[str, Any], receive: Any) -> Any:
         return dict(await self.store.statistics())

@@ -4,8 +4,8 @@ A client that lost a response (a dropped connection, a timeout) sends the same r
 The server then answers with the stored response instead of applying the write twice; a retry that arrives while
 the first request is still running waits for its result. The cache is bounded in entries, bytes and age.
 
-Keys are scoped to one server process: with several worker processes a retry that reaches another worker is not
-recognised (see docs/http.md).
+This cache is scoped to one server process; stores in a database shared by several processes keep their records in
+that database instead (`shared_idempotency`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Protocol
 
-__all__ = ["CachedResponse", "IdempotencyCache", "IdempotencyConflict"]
+__all__ = ["CachedResponse", "IdempotencyCache", "IdempotencyConflict", "IdempotencyRecords"]
 
 
 @dataclass
@@ -29,9 +30,19 @@ class IdempotencyConflict(Exception):
     """The key was used before for a different request."""
 
 
+class IdempotencyRecords(Protocol):
+    """Where a server keeps the answers of keyed writes: this process (`IdempotencyCache`) or a shared database."""
+
+    async def begin(self, key: str, fingerprint: tuple[str, str, str]) -> Optional[CachedResponse]: ...
+
+    async def complete(self, key: str, response: CachedResponse) -> None: ...
+
+    async def forget(self, key: str) -> None: ...
+
+
 @dataclass
 class _Entry:
-    fingerprint: tuple[str, str, int]
+    fingerprint: tuple[str, str, str]
     created: float
     done: asyncio.Event = field(default_factory=asyncio.Event)
     response: Optional[CachedResponse] = None
@@ -40,9 +51,17 @@ class _Entry:
 class IdempotencyCache:
     """Remembers the responses of recent writes. All methods run on the server's event loop."""
 
-    def __init__(self, *, max_entries: int = 100_000, max_bytes: int = 256 * 1024**2, ttl_seconds: float = 600.0):
+    def __init__(
+        self,
+        *,
+        max_entries: int = 100_000,
+        max_bytes: int = 256 * 1024**2,
+        ttl_seconds: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         if max_entries < 1 or max_bytes < 1 or ttl_seconds <= 0:
             raise ValueError("the idempotency cache limits must be positive")
+        self._clock = clock
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self.ttl_seconds = ttl_seconds
@@ -52,10 +71,10 @@ class IdempotencyCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def begin(self, key: str, fingerprint: tuple[str, str, int]) -> Optional[CachedResponse]:
+    async def begin(self, key: str, fingerprint: tuple[str, str, str]) -> Optional[CachedResponse]:
         """The stored response for a repeated key (waiting if the first request still runs), or None when this
         request must run; then `finish` or `abandon` must follow."""
-        self._expire(time.monotonic())
+        self._expire(self._clock())
         entry = self._entries.get(key)
         while entry is not None:
             if entry.fingerprint != fingerprint:
@@ -70,8 +89,16 @@ class IdempotencyCache:
                 return entry.response
             # The first request failed unexpectedly and was forgotten: run this one, unless another retry did.
             entry = self._entries.get(key)
-        self._entries[key] = _Entry(fingerprint=fingerprint, created=time.monotonic())
+        self._entries[key] = _Entry(fingerprint=fingerprint, created=self._clock())
         return None
+
+    async def complete(self, key: str, response: CachedResponse) -> None:
+        """`finish`, in the interface shared with the records kept in a database."""
+        self.finish(key, response)
+
+    async def forget(self, key: str) -> None:
+        """`abandon`, in the interface shared with the records kept in a database."""
+        self.abandon(key)
 
     def finish(self, key: str, response: CachedResponse) -> None:
         """Store the response of the request that ran for `key` and wake the retries waiting for it."""
@@ -79,6 +106,10 @@ class IdempotencyCache:
         if entry is None:
             return
         entry.response = response
+        # The age of a record counts from its answer: move it behind the others so that the oldest answers stay
+        # at the head, where `_expire` looks.
+        entry.created = self._clock()
+        self._entries.move_to_end(key)
         self._bytes += len(response.body)
         entry.done.set()
         self._shrink()
@@ -90,10 +121,16 @@ class IdempotencyCache:
             entry.done.set()
 
     def _expire(self, now: float) -> None:
-        while self._entries:
-            key, entry = next(iter(self._entries.items()))
-            if now - entry.created < self.ttl_seconds or entry.response is None:
+        """Drop the answers older than the TTL. Requests still running stay (and are stepped over: they may sit at
+        the head for as long as they run, and `finish` moves them to the tail)."""
+        expired: list[str] = []
+        for key, entry in self._entries.items():
+            if entry.response is None:
+                continue
+            if now - entry.created < self.ttl_seconds:
                 break
+            expired.append(key)
+        for key in expired:
             self._drop(key)
 
     def _over_limits(self) -> bool:
@@ -101,12 +138,13 @@ class IdempotencyCache:
 
     def _shrink(self) -> None:
         """Drop the oldest finished entries until the cache is within its limits (O(1) when it already is)."""
-        if not self._over_limits():
-            return
-        for key in [key for key, entry in self._entries.items() if entry.response is not None]:
-            self._drop(key)
-            if not self._over_limits():
+        while self._over_limits():
+            # The oldest finished entry: only requests still running are stepped over (a handful), never a list of
+            # every key (that was O(entries) on every write once the cache was full: the soak's server stalled).
+            oldest = next((key for key, entry in self._entries.items() if entry.response is not None), None)
+            if oldest is None:
                 return
+            self._drop(oldest)
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key)

@@ -3,7 +3,8 @@
 Each request model lists the keyword arguments of one LightningStore method, except the ids carried in the URL path.
 Field names equal the method's parameter names, so a validated body maps onto a call without translation. Fields a
 client leaves out are not passed to the store (the method's own default, or UNSET for the `update_*` methods,
-applies). Unknown fields are rejected so that a typo is reported instead of silently ignored.
+applies). Unknown fields are rejected at every depth (the server validates with `extra="forbid"`; spans, whose
+extra fields are part of the 0.2 contract, keep them), so that a typo is reported instead of silently ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agentlightning.types import (
     AttemptStatus,
     EnqueueRolloutRequest,
     NamedResources,
+    OtelResource,
     PaginatedResult,
     ResourcesUpdate,
     Rollout,
@@ -101,7 +103,7 @@ class WorkersPage(PaginatedResult[Worker]):
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: clients never need them
 
 
 class PydanticUnset(BaseModel):
@@ -247,10 +249,19 @@ class UpdateWorkerRequest(_Request):
     heartbeat_stats: dict[str, Any] = _omittable()  # type: ignore[assignment]
 
 
+class WireOtelResource(OtelResource):
+    """A span's resource on the wire: unknown fields are rejected (a stored OtelResource would drop them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class SpanPayload(Span):
-    """A span on the wire. Without `sequence_id` the server allocates the next one of the rollout."""
+    """A span on the wire. Without `sequence_id` the server allocates the next one of the rollout.
+
+    Unknown top-level fields are kept, as by `Span` itself; unknown fields of the resource are rejected."""
 
     sequence_id: Optional[int] = None  # type: ignore[assignment]
+    resource: WireOtelResource  # type: ignore[assignment]
 
 
 class AddSpansRequest(_Request):

@@ -202,8 +202,11 @@ class LightningStoreServer(LightningStore):
     def _make_uvicorn(self) -> uvicorn.Server:
         import uvicorn
 
+        from agentlightning.tracer.scope import untraced_asgi
+
+        # Requests are never traced into a rollout, even when the server shares a process with an open trace context.
         config = uvicorn.Config(
-            self.app,
+            untraced_asgi(self.app),
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -1,6 +1,6 @@
-"""One pooled aiohttp session per event loop, safe across threads and forks.
+"""One pooled HTTP session per event loop (`lite.LiteSession`, or aiohttp's for https), safe across threads and forks.
 
-aiohttp sessions belong to the loop that created them, and one client object may be used by many threads (each
+Sessions belong to the loop that created them, and one client object may be used by many threads (each
 with its own loop, e.g. `asyncio.run` per thread). The pool keeps a keep-alive session per running loop. A session
 is closed when its loop shuts down (asyncio.run and loop runners finalise async generators, and the pool parks one
 per session for that purpose) or when the client is closed. After a fork the child never touches the parent's
@@ -15,12 +15,19 @@ import threading
 import weakref
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import aiohttp
+from typing import Any, Protocol
 
 __all__ = ["SessionPool"]
+
+
+class Session(Protocol):
+    """What the pool needs of a session."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def close(self) -> Any: ...
+
 
 _POOLS: weakref.WeakSet[SessionPool] = weakref.WeakSet()
 _ABANDONED: list[Any] = []  # sessions inherited through fork: never used nor closed by the child
@@ -34,7 +41,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+async def _close_with_loop(session: Session) -> AsyncGenerator[None, None]:
     """Suspended for the life of the loop; the loop's async-generator shutdown resumes it to close the session."""
     try:
         yield
@@ -46,14 +53,14 @@ async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[Non
 @dataclass
 class _Entry:
     loop: asyncio.AbstractEventLoop
-    session: aiohttp.ClientSession
+    session: Session
     closer: AsyncGenerator[None, None]
 
 
 class SessionPool:
     """Sessions keyed by event loop. `factory()` creates a session on the running loop."""
 
-    def __init__(self, factory: Callable[[], aiohttp.ClientSession]) -> None:
+    def __init__(self, factory: Callable[[], Session]) -> None:
         self._factory = factory
         self._entries: dict[int, _Entry] = {}
         self._lock = threading.Lock()
@@ -67,7 +74,7 @@ class SessionPool:
             self._entries.clear()
             self._pid = os.getpid()
 
-    async def get(self) -> aiohttp.ClientSession:
+    async def get(self) -> Session:
         """The session of the running loop, created on first use."""
         loop = asyncio.get_running_loop()
         if self._pid != os.getpid():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sys
 import uuid
 from typing import TYPE_CHECKING, Any, Optional, Union
 from urllib.parse import quote
@@ -15,6 +16,7 @@ from agentlightning.store.base import Unset
 from agentlightning.store.validation import check_id
 
 from .errors import InvalidArgumentTypeError, StoreConnectionError, StoreHTTPError, error_from_response
+from .lite import LiteSession
 from .operations import API_PREFIX, OPERATIONS_BY_NAME, RESERVED_SEGMENTS, Operation
 from .retry import RETRYABLE_STATUSES, FixedDelays, RetryPolicy
 from .sessions import SessionPool
@@ -65,8 +67,11 @@ class HttpTransport:
     async def close(self) -> None:
         await self._pool.close()
 
-    async def call(self, operation: str, /, *, extra_timeout: float = 0.0, **arguments: Any) -> Any:
-        """Run one operation remotely and decode its answer. UNSET arguments are left out."""
+    async def call(
+        self, operation: str, /, *, extra_timeout: float = 0.0, idempotency_key: Optional[str] = None, **arguments: Any
+    ) -> Any:
+        """Run one operation remotely and decode its answer. UNSET arguments are left out. Writes carry
+        `idempotency_key` (a fresh one when None), so that sending the same request again replays its answer."""
         op = OPERATIONS_BY_NAME[operation]
         args = {key: value for key, value in arguments.items() if not isinstance(value, Unset)}
         url, rest = self._target(op, args)
@@ -76,15 +81,20 @@ class HttpTransport:
             method, data = "POST", self._encode(op, rest)
         elif op.body is not None:
             data = self._encode(op, rest[op.body_argument] if op.body_argument else rest)
-        payload = await self._request(op, method, url, data, extra_timeout=extra_timeout)
+        payload = await self._request(
+            op, method, url, data, extra_timeout=extra_timeout, idempotency_key=idempotency_key
+        )
         return op.response_adapter.validate_json(payload)
 
-    def _new_session(self) -> aiohttp.ClientSession:
-        import aiohttp
-
+    def _new_session(self) -> Union[aiohttp.ClientSession, LiteSession]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        if self.server_address.startswith("http://"):
+            # No aiohttp import (~240 ms) on a fresh process's first request, and a cheap session per event loop.
+            return LiteSession(headers, connect_timeout=self._connection_timeout, read_timeout=self._request_timeout)
+        import aiohttp
+
         return aiohttp.ClientSession(
             headers=headers,
             timeout=aiohttp.ClientTimeout(
@@ -112,17 +122,28 @@ class HttpTransport:
             raise InvalidArgumentTypeError(f"The arguments of {op.name} cannot be sent as JSON: {exc}") from None
 
     async def _request(
-        self, op: Operation, method: str, url: str, data: Optional[bytes], *, extra_timeout: float = 0.0
+        self,
+        op: Operation,
+        method: str,
+        url: str,
+        data: Optional[bytes],
+        *,
+        extra_timeout: float = 0.0,
+        idempotency_key: Optional[str] = None,
     ) -> bytes:
         """Send a request, retrying connection failures and 502/503/504; the body of the 2xx answer."""
-        import aiohttp
-
-        headers = {} if op.idempotent else {"Idempotency-Key": uuid.uuid4().hex}
+        headers = {} if op.idempotent else {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
         options: dict[str, Any] = {"headers": headers, "data": data}
         if extra_timeout:
-            options["timeout"] = aiohttp.ClientTimeout(
-                total=None, connect=self._connection_timeout, sock_read=self._request_timeout + extra_timeout
-            )
+            if self.server_address.startswith("http://"):
+                options["read_timeout"] = self._request_timeout + extra_timeout
+            else:
+                import aiohttp
+
+                options["timeout"] = aiohttp.ClientTimeout(
+                    total=None, connect=self._connection_timeout, sock_read=self._request_timeout + extra_timeout
+                )
+        connection_errors = _connection_errors()
         delays: Optional[list[float]] = None  # drawn on the first failure only
         failure: Optional[BaseException] = None
         attempt = -1
@@ -137,11 +158,11 @@ class HttpTransport:
                 if self._health_retry_delays and not await self._wait_until_healthy():
                     break
             try:
-                session = await self._pool.get()
+                session: Any = await self._pool.get()
                 async with session.request(method, url, **options) as response:
                     body = await response.read()
                     status = response.status
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError) as exc:
+            except connection_errors as exc:
                 failure = exc
                 logger.debug("%s %s failed (try %d): %r", method, url, attempt + 1, exc)
                 continue
@@ -163,7 +184,7 @@ class HttpTransport:
         """Probe the health route with the 0.2 `health_retry_delays`; False if it never answers 200."""
         for delay in (*self._health_retry_delays, 0.0):
             try:
-                session = await self._pool.get()
+                session: Any = await self._pool.get()
                 async with session.get(f"{self.server_address}{API_PREFIX}/health") as response:
                     if response.status == 200:
                         return True
@@ -172,6 +193,16 @@ class HttpTransport:
             if delay > 0:
                 await asyncio.sleep(delay)
         return False
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    """What counts as a failure to reach the server (retried): socket errors, timeouts, a broken answer, and
+    aiohttp's connection errors when aiohttp is in use (it is imported only for https:// servers)."""
+    errors: tuple[type[BaseException], ...] = (OSError, asyncio.TimeoutError)
+    aiohttp = sys.modules.get("aiohttp")
+    if aiohttp is not None:
+        errors += (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+    return errors
 
 
 def _decode_error(body: bytes) -> Any:

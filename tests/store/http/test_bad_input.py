@@ -193,10 +193,79 @@ def test_a_vanished_client_does_not_lose_its_write(server: LightningStoreServer)
         ("POST", "/v1/agl/spans/next", {"rollout_id": 1, "attempt_id": "a"}),
         ("POST", "/v1/agl/resources", {"llm": {"resource_type": "rocket"}}),
         ("POST", "/v1/agl/waits/rollouts", {"rollout_ids": "ro-1"}),
-        ("POST", "/v1/agl/workers/w1", {"heartbeat_stats": None}),
     ],
 )
 def test_invalid_bodies_get_422(server: LightningStoreServer, method: str, path: str, body: object) -> None:
     answer = call(server, method, path, body)
     assert answer.status == 422, answer.body
     assert answer.json["error_type"] in ("InvalidArgumentError", "InvalidArgumentTypeError")
+
+
+def _started(server: LightningStoreServer) -> tuple[str, str]:
+    answer = call(server, "POST", "/v1/agl/rollouts", {"input": 1})
+    assert answer.status == 201, answer.body
+    return answer.json["rollout_id"], answer.json["attempt"]["attempt_id"]
+
+
+@pytest.mark.parametrize(
+    "path, body, field",
+    [
+        ("/v1/agl/rollouts/{rollout_id}", {"status": None}, "status"),
+        ("/v1/agl/rollouts/{rollout_id}", {"config": None}, "config"),
+        ("/v1/agl/rollouts/{rollout_id}/attempts/{attempt_id}", {"status": None}, "status"),
+        ("/v1/agl/workers/w1", {"heartbeat_stats": None}, "heartbeat_stats"),
+    ],
+)
+def test_an_explicit_null_for_a_field_that_cannot_be_null_is_a_400_naming_it(
+    server: LightningStoreServer, path: str, body: dict[str, object], field: str
+) -> None:
+    rollout_id, attempt_id = _started(server)
+    answer = call(server, "POST", path.format(rollout_id=rollout_id, attempt_id=attempt_id), body)
+    assert answer.status == 400, answer.body
+    assert answer.json["error_type"] == "InvalidArgumentTypeError"  # an InvalidArgumentError, as from the store
+    assert answer.json["detail"].startswith(f"{field} cannot be null")
+    # leaving the field out is a valid no-op update
+    assert call(server, "POST", path.format(rollout_id=rollout_id, attempt_id=attempt_id), {}).status == 200
+
+
+@pytest.mark.parametrize(
+    "path, body, location",
+    [
+        ("/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": 1, "config": {"max_attempt": 3}}]}, "max_attempt"),
+        ("/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": 1, "mod": "train"}]}, "mod"),
+        ("/v1/agl/rollouts", {"input": 1, "config": {"timeout_second": 3}}, "timeout_second"),
+        (
+            "/v1/agl/resources",
+            {"llm": {"resource_type": "llm", "endpoint": "http://x", "model": "m", "tempo": 1}},
+            "tempo",
+        ),
+        (
+            "/v1/agl/ops/add_resources",
+            {"resources": {"llm": {"resource_type": "llm", "endpoint": "http://x", "model": "m", "tempo": 1}}},
+            "tempo",
+        ),
+    ],
+)
+def test_unknown_fields_inside_nested_bodies_get_422(
+    server: LightningStoreServer, path: str, body: dict[str, object], location: str
+) -> None:
+    answer = call(server, "POST", path, body)
+    assert answer.status == 422, answer.body
+    assert location in answer.json["detail"]
+    assert call(server, "GET", "/v1/agl/rollouts").json["total"] == 0  # nothing was applied
+
+
+def test_an_unknown_field_of_a_span_resource_gets_422_while_span_extras_are_kept(
+    server: LightningStoreServer,
+) -> None:
+    from agentlightning.types import Span
+
+    rollout_id, attempt_id = _started(server)
+    span = Span.from_attributes(attributes={}, rollout_id=rollout_id, attempt_id=attempt_id).model_dump(mode="json")
+    span["custom"] = "kept"
+    bad = {**span, "resource": {**span["resource"], "schema_ur": "x"}}
+    answer = call(server, "POST", "/v1/agl/spans", bad)
+    assert answer.status == 422 and "schema_ur" in answer.json["detail"], answer.body
+    answer = call(server, "POST", "/v1/agl/spans", span)
+    assert answer.status == 201, answer.body
+    assert answer.json["custom"] == "kept"

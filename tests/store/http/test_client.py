@@ -34,9 +34,30 @@ async def client(server: LightningStoreServer):  # type: ignore[no-untyped-def]
 async def test_http_urls_open_a_client(server: LightningStoreServer) -> None:
     store = open_store(server.endpoint)
     assert isinstance(store, LightningStoreClient)
-    assert store.server_address == server.endpoint
+    assert store.server_address_root == server.endpoint
     assert isinstance(store_from_url("https://example.invalid:4747"), LightningStoreClient)
     await store.close()
+
+
+async def test_server_address_is_the_api_base_and_server_address_root_the_bare_root(
+    server: LightningStoreServer,
+) -> None:
+    import aiohttp
+
+    for given in (server.endpoint, server.endpoint + "/", server.endpoint + "/v1/agl", server.endpoint + "/v1/agl/"):
+        store = LightningStoreClient(given)
+        assert store.server_address == f"{server.endpoint}/v1/agl"
+        assert store.server_address_root == server.endpoint
+        assert store.otlp_traces_endpoint() == f"{server.endpoint}/v1/traces"
+        await store.enqueue_rollout("x")  # the client's own calls still reach the API
+        await store.close()
+    # 0.3 code builds REST URLs from server_address
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{store.server_address}/health") as response:
+            assert response.status == 200
+        async with session.get(f"{store.server_address}/rollouts") as response:
+            assert response.status == 200
+            assert (await response.json())["total"] == 4
 
 
 async def test_capabilities_and_otlp_endpoint(client: LightningStoreClient, server: LightningStoreServer) -> None:

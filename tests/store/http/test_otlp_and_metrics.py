@@ -182,3 +182,14 @@ async def test_metrics_report_latency_queue_depth_and_statuses() -> None:
         assert "server-timing" in answer.headers
     finally:
         await server.stop()
+
+
+async def test_metrics_are_also_served_at_the_0_3_prometheus_path() -> None:
+    server = await start_server_async()
+    try:
+        await server.enqueue_rollout("a")
+        answer = call(server, "GET", "/v1/prometheus")
+        assert answer.status == 200
+        assert "agl_store_queue_depth 1.0" in answer.body.decode()
+    finally:
+        await server.stop()

@@ -140,11 +140,41 @@ async def test_an_unreachable_server_raises_after_the_retries() -> None:
     await client.close()
 
 
-async def test_dequeue_from_an_unreachable_server_is_an_empty_queue() -> None:
+async def test_dequeue_from_a_server_never_reached_raises_store_connection_error() -> None:
     client = LightningStoreClient("http://127.0.0.1:9", retry_delays=())
-    assert await client.dequeue_rollout() is None
-    assert list(await client.dequeue_many_rollouts(limit=3)) == []
+    with pytest.raises(StoreConnectionError, match="Cannot reach"):
+        await client.dequeue_rollout()
+    with pytest.raises(StoreConnectionError):
+        await client.dequeue_many_rollouts(limit=3)
     await client.close()
+
+
+async def test_dequeue_during_an_outage_of_a_server_reached_before_is_an_empty_queue(
+    lossy: tuple[DroppingProxy, LightningStoreClient],
+) -> None:
+    proxy, client = lossy
+    await client.statistics()
+    proxy.drop(100)
+    assert await client.dequeue_rollout() is None
+
+
+async def test_a_claim_whose_answer_is_lost_after_every_retry_is_replayed_by_the_next_dequeue(
+    lossy: tuple[DroppingProxy, LightningStoreClient],
+) -> None:
+    proxy, client = lossy
+    queued = [await client.enqueue_rollout(i) for i in range(2)]
+    # Every try of the claim commits and every answer is lost (the client may also resend once on a fresh connection
+    # when a kept-alive one fails before any answer byte, so drop more than the retries).
+    proxy.drop(1000)
+    assert await client.dequeue_rollout(worker_id="w1") is None
+    assert proxy.dropped >= FAST.max_retries + 1
+    proxy.drop(0)
+    replayed = await client.dequeue_rollout(worker_id="w1")
+    assert replayed is not None and replayed.rollout_id == queued[0].rollout_id
+    assert [a.attempt_id for a in await client.query_attempts(queued[0].rollout_id)] == [replayed.attempt.attempt_id]
+    second = await client.dequeue_rollout(worker_id="w1")
+    assert second is not None and second.rollout_id == queued[1].rollout_id
+    assert await client.dequeue_rollout(worker_id="w1") is None
 
 
 async def test_explicit_retry_delays_are_followed_exactly(server: LightningStoreServer) -> None:

@@ -148,3 +148,20 @@ export function systemUsage(stats) {
   const gpuPercent = findNumber(flat, [/gpu.*(percent|util)/i]);
   return { cpuPercent, memoryPercent, memoryUsed, memoryTotal, gpuPercent };
 }
+
+// Bookkeeping rollouts (an algorithm's records kept as rollouts, e.g. APO's checkpoint) are not work: their
+// metadata holds this key, and the overview leaves them out of its counts and charts.
+export const BOOKKEEPING_KEY = "agentlightning.bookkeeping";
+
+export function isBookkeeping(rollout) {
+  return Boolean(rollout && rollout.metadata && rollout.metadata[BOOKKEEPING_KEY]);
+}
+
+// Status counts without the bookkeeping rollouts seen so far (`known`: rollout id -> status).
+export function withoutBookkeeping(byStatus, known) {
+  const result = { ...byStatus };
+  for (const status of known.values()) {
+    if (status in result) result[status] = Math.max(0, result[status] - 1);
+  }
+  return result;
+}

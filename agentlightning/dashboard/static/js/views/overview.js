@@ -5,7 +5,15 @@ import { timeChart, barList } from "../charts.js";
 import { h, replace, setText } from "../dom.js";
 import { formatClock, formatCount, formatPercent, formatScore, formatTime } from "../format.js";
 import { ROLLOUT_STATUSES, TERMINAL_STATUSES, buildHash, rolloutHash } from "../router.js";
-import { groupFailures, rewardByVersion, rewardSeries, runnerSummary, throughput } from "../stats.js";
+import {
+  groupFailures,
+  isBookkeeping,
+  rewardByVersion,
+  rewardSeries,
+  runnerSummary,
+  throughput,
+  withoutBookkeeping,
+} from "../stats.js";
 import { link } from "./common.js";
 
 export const RECENT_FINISHED = 200;
@@ -54,6 +62,7 @@ export function createOverview({ api, facts }) {
   );
 
   let lastSignature = "";
+  const bookkeeping = new Map(); // bookkeeping rollouts seen among the finished ones: id -> status
 
   async function refresh(signal) {
     const counts = await Promise.all(
@@ -67,16 +76,18 @@ export function createOverview({ api, facts }) {
       api.workers({ limit: 1000 }, { signal }),
       api.resources({ sort_by: "create_time", sort_order: "asc", limit: 200 }, { signal }),
     ]);
+    for (const rollout of recent.items) if (isBookkeeping(rollout)) bookkeeping.set(rollout.rollout_id, rollout.status);
+    const finished = recent.items.filter((rollout) => !isBookkeeping(rollout));
     const byStatus = Object.fromEntries(ROLLOUT_STATUSES.map((status, index) => [status, counts[index]]));
-    renderCounts(byStatus);
+    renderCounts(withoutBookkeeping(byStatus, bookkeeping));
     renderRunners(workers.items);
-    renderThroughput(recent.items);
-    const rolloutFacts = await facts.getAll(recent.items, signal);
-    const signature = JSON.stringify([recent.items.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
+    renderThroughput(finished);
+    const rolloutFacts = await facts.getAll(finished, signal);
+    const signature = JSON.stringify([finished.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
     if (signature !== lastSignature) {
       lastSignature = signature;
-      renderRewards(recent.items, rolloutFacts, versions.items);
-      renderFailures(recent.items, rolloutFacts);
+      renderRewards(finished, rolloutFacts, versions.items);
+      renderFailures(finished, rolloutFacts);
     }
   }
 

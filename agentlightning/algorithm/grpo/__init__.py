@@ -1,0 +1,8 @@
+"""GRPO: reinforcement learning of the model an agent calls, on CPU, through store, runners, proxy and adapter."""
+
+from .advantages import GroupAdvantages, group_advantages
+from .config import GRPOConfig
+from .grpo import GRPO, EvaluationReport
+from .rollouts import SkipCounts
+
+__all__ = ["GRPO", "EvaluationReport", "GRPOConfig", "GroupAdvantages", "SkipCounts", "group_advantages"]

@@ -1,0 +1,118 @@
+"""`GRPOConfig`: every knob of a GRPO run, validated when built."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, Optional
+
+__all__ = ["GRPOConfig"]
+
+LossAggregation = Literal["token", "sequence"]
+
+
+@dataclass
+class GRPOConfig:
+    """Settings of a GRPO run (see docs/algorithms.md for guidance).
+
+    Args:
+        group_size: rollouts per training task and step (the group whose rewards are normalised together).
+        tasks_per_step: training tasks per step (each enqueued `group_size` times).
+        max_steps: stop after this many updates (None: run until `max_minutes` or the data runs out).
+        max_minutes: stop starting new steps after this many minutes of training (None: no time limit).
+        epochs: passes over the training data (ignored when `max_steps` or `max_minutes` bounds the run: the data
+            is then cycled).
+        learning_rate: AdamW learning rate (LoRA typically 1e-4..5e-4, full fine-tune 1e-6..3e-5).
+        weight_decay: AdamW weight decay.
+        max_grad_norm: gradient clipping norm (None: no clipping).
+        clip_epsilon: the PPO clipping range of the probability ratio.
+        kl_coef: weight of the KL penalty to the reference (initial) policy; 0 disables it and the reference model.
+        ppo_epochs: optimisation passes over each step's batch (1: the ratio is exactly 1 and the loss is the plain
+            policy gradient; >1 needs the old log-probabilities, computed before the first pass).
+        micro_batch_size: sequences per forward/backward pass (gradients are accumulated over the batch).
+        loss_aggregation: "token" (mean over all response tokens of the batch) or "sequence" (mean per sequence,
+            then over sequences, as in the GRPO paper).
+        scale_rewards: divide the group-centred rewards by the group's standard deviation.
+        min_reward_std: groups whose reward standard deviation is at most this carry no signal and are skipped.
+        lora_rank: train a LoRA adapter of this rank (None: full fine-tune; needs peft).
+        lora_alpha: LoRA scaling numerator (default 2 x rank).
+        lora_target_modules: module names LoRA adapts (None: every linear projection of the attention and MLP).
+        temperature: sampling temperature agents receive in the ProxyLLM's sampling parameters.
+        max_response_tokens: response ids longer than this are truncated for training (counted).
+        checkpoint_every: save a checkpoint every this many steps (also at the end and on Ctrl-C).
+        keep_checkpoints: checkpoints kept on disk (older ones are deleted).
+        rollout_timeout: seconds to wait for one step's rollouts; unfinished ones are cancelled and counted.
+        seed: seeds torch, Python's random (task order) and the sampling of tasks.
+    """
+
+    group_size: int = 8
+    tasks_per_step: int = 2
+    max_steps: Optional[int] = None
+    max_minutes: Optional[float] = None
+    epochs: int = 1
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    max_grad_norm: Optional[float] = 1.0
+    clip_epsilon: float = 0.2
+    kl_coef: float = 0.0
+    ppo_epochs: int = 1
+    micro_batch_size: int = 8
+    loss_aggregation: LossAggregation = "token"
+    scale_rewards: bool = True
+    min_reward_std: float = 1e-6
+    lora_rank: Optional[int] = None
+    lora_alpha: Optional[int] = None
+    lora_target_modules: Optional[list[str]] = None
+    temperature: float = 1.0
+    max_response_tokens: int = 512
+    checkpoint_every: int = 10
+    keep_checkpoints: int = 2
+    rollout_timeout: float = 600.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("group_size", "tasks_per_step", "epochs", "ppo_epochs", "micro_batch_size"):
+            _positive_int(name, getattr(self, name))
+        for name in ("checkpoint_every", "keep_checkpoints", "max_response_tokens"):
+            _positive_int(name, getattr(self, name))
+        if self.group_size < 2:
+            raise ValueError("group_size must be at least 2: advantages compare the rollouts of one task")
+        if self.max_steps is not None:
+            _positive_int("max_steps", self.max_steps)
+        if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes > 0):
+            raise ValueError(f"max_minutes must be a positive number or None, got {self.max_minutes!r}")
+        for name in ("learning_rate", "rollout_timeout"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name in ("weight_decay", "kl_coef", "clip_epsilon", "min_reward_std", "temperature"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be positive or None, got {self.max_grad_norm!r}")
+        if self.loss_aggregation not in ("token", "sequence"):
+            raise ValueError(f"loss_aggregation must be 'token' or 'sequence', got {self.loss_aggregation!r}")
+        if self.lora_rank is not None:
+            _positive_int("lora_rank", self.lora_rank)
+        if self.lora_alpha is not None:
+            _positive_int("lora_alpha", self.lora_alpha)
+
+    @classmethod
+    def from_kwargs(cls, base: Optional[GRPOConfig] = None, **overrides: Any) -> GRPOConfig:
+        """`base` (or the defaults) with `overrides` applied; an unknown name is a TypeError naming it."""
+        known = {field.name for field in fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise TypeError(f"Unknown GRPO setting(s) {unknown}; known: {sorted(known)}")
+        values = asdict(base) if base is not None else {}
+        values.update(overrides)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")

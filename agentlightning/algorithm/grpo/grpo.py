@@ -1,0 +1,563 @@
+"""GRPO: group-relative policy optimisation of the model an agent calls, through the real training components.
+
+Each step: pick `tasks_per_step` training tasks and enqueue each `group_size` times (against the current resources
+version: a `ProxyLLM` in front of the local inference server); wait for the rollouts; read each rollout's final
+reward and its LLM calls with the exact token ids (never re-tokenized); normalise rewards within each task's group;
+update the policy with the clipped policy-gradient loss; swap the new weights into the inference server in place;
+publish the next resources version. Checkpoints are written every `checkpoint_every` steps, at the end and on
+Ctrl-C; a run started again with the same `output_dir` continues from the last one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import random
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
+from agentlightning.types import Dataset, EnqueueRolloutRequest, Rollout, RolloutMode
+
+from ..base import Algorithm
+from .advantages import group_advantages
+from .checkpoint import find_latest, load_checkpoint, save_checkpoint
+from .config import GRPOConfig
+from .loss import Sample
+from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
+
+if TYPE_CHECKING:
+    from agentlightning.inference.engine import InferenceEngine
+    from agentlightning.inference.server import InferenceServer
+    from agentlightning.llm_proxy import LLMProxy
+
+    from .policy import Policy
+    from .serving import Serving
+
+__all__ = ["GRPO", "EvaluationReport"]
+
+logger = logging.getLogger(__name__)
+
+EventCallback = Callable[[str, dict[str, Any]], None]
+_WAIT_SLICE = 2.0
+_NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update"})
+
+
+@dataclass
+class EvaluationReport:
+    """Greedy evaluation of one weights version: mean reward and, per task, the reward and the answer text."""
+
+    label: str
+    step: int
+    mean_reward: Optional[float]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    failed: int = 0
+    without_reward: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "step": self.step,
+            "mean_reward": self.mean_reward,
+            "n": len(self.items),
+            "failed": self.failed,
+            "without_reward": self.without_reward,
+            "items": self.items,
+        }
+
+
+class GRPO(Algorithm):
+    """Train the model behind the agent's `LLM` resource with GRPO (see the module docstring).
+
+    Args:
+        model: a transformers model folder to train (None: the engine's model, else the embedded SmolLM2).
+        engine: serve and train this `InferenceEngine` (in this process; the policy is a copy of its model).
+        server: an already running in-process `InferenceServer` to use (its engine is the one updated).
+        server_url: a separate OpenAI-compatible Agent Lightning inference server (weights go by file and
+            `POST /v1/weights`; it must see `output_dir`); needs `model`.
+        output_dir: where checkpoints, the final model and the summary go (None: no checkpoints).
+        resume: continue from the last checkpoint in `output_dir`, if any.
+        agent_match: regex on agent names: only LLM calls made inside matching agents are trained on (needs
+            client-side spans of the calls, e.g. `OtelTracer(instrument=["openai"])`).
+        resource_name: the name of the LLM resource the agent reads.
+        on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
+            "evaluation" and "checkpoint".
+        config: a GRPOConfig; keyword settings (`group_size=8`, `learning_rate=...`) override its fields.
+    """
+
+    def __init__(
+        self,
+        model: Union[str, Path, None] = None,
+        *,
+        engine: Optional[InferenceEngine] = None,
+        server: Optional[InferenceServer] = None,
+        server_url: Optional[str] = None,
+        output_dir: Union[str, Path, None] = None,
+        resume: bool = True,
+        agent_match: Optional[str] = None,
+        resource_name: str = "main_llm",
+        on_event: Optional[EventCallback] = None,
+        config: Optional[GRPOConfig] = None,
+        **settings: Any,
+    ) -> None:
+        self.config = GRPOConfig.from_kwargs(config, **settings)
+        if sum(x is not None for x in (engine, server, server_url)) > 1:
+            raise ValueError("Pass at most one of engine, server and server_url")
+        if server_url is not None and model is None:
+            raise ValueError("server_url needs model=<folder>: the trainer loads the policy from the same weights")
+        if server_url is not None and output_dir is None:
+            raise ValueError("server_url needs output_dir: new weights reach the server through files there")
+        self.model_path = Path(model) if model is not None else None
+        self.engine = engine if engine is not None else (server.engine if server is not None else None)
+        self.server = server
+        self.server_url = server_url
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.resume = resume
+        self.agent_match = agent_match
+        self.resource_name = resource_name
+        self.on_event = on_event
+        self.step = 0
+        self.skips = SkipCounts()
+        self.history: list[dict[str, Any]] = []
+        self.evaluations: list[EvaluationReport] = []
+        self.resumed_from: Optional[str] = None
+        self.start_step = 0  # the step this run started from (a resumed run's checkpoint step)
+        self.last_samples: list[Sample] = []  # what the latest update trained on (for inspection and tests)
+        self.policy: Optional[Policy] = None
+        self._serving: Optional[Serving] = None
+        self._proxy: Optional[LLMProxy] = None
+        self._own_proxy = False
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
+        # The step's update, from its submission until its step is counted (Ctrl-C meanwhile saves it as that step).
+        self._update_future: Optional[concurrent.futures.Future[dict[str, float]]] = None
+        self._version = "base"
+
+    # ------------------------------------------------------------------------------------------------ events
+    def _emit(self, kind: str, **payload: Any) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(kind, payload)
+        except Exception as exc:  # a broken progress display must not stop training
+            logger.warning("GRPO on_event callback failed on %s: %r", kind, exc)
+
+    # --------------------------------------------------------------------------------------------- set-up
+    def _build(self) -> None:
+        from .policy import Policy
+        from .serving import LocalServing, RemoteServing
+
+        if self.server_url is not None:
+            assert self.model_path is not None and self.output_dir is not None
+            self.policy = Policy.from_pretrained(self.model_path, self.config)
+            self._serving = RemoteServing(self.server_url, self.output_dir / "published")
+        else:
+            engine = self.engine
+            if engine is None:
+                from agentlightning.inference.engine import InferenceEngine
+
+                engine = (
+                    InferenceEngine.from_pretrained(self.model_path)
+                    if self.model_path is not None
+                    else InferenceEngine.from_default()
+                )
+                self.engine = engine
+            if self.model_path is not None:
+                self.policy = Policy.from_pretrained(self.model_path, self.config)
+            else:
+                self.policy = Policy.from_engine(engine, self.config)
+            self._serving = LocalServing(engine, self.server)
+        if self.config.kl_coef > 0:
+            self.policy.keep_reference()
+        self._serving.start()
+
+    def _start_proxy(self) -> LLMProxy:
+        from agentlightning.llm_proxy import LLMProxy
+
+        assert self._serving is not None
+        entry: Any = {
+            "model_name": self._serving.model_name,
+            "litellm_params": {"model": f"hosted_vllm/{self._serving.model_name}", "api_base": self._serving.endpoint},
+        }
+        proxy = self.get_llm_proxy()
+        if proxy is None:
+            proxy = LLMProxy(model_list=[entry], store=self.get_store())
+            self._own_proxy = True
+        else:
+            existing = [m for m in proxy.model_list if m.get("model_name") != entry["model_name"]]
+            proxy.update_model_list([*existing, entry])
+        if proxy.get_store() is None:
+            proxy.set_store(self.get_store())
+        if not proxy.is_running():
+            proxy.start()
+        self._proxy = proxy
+        return proxy
+
+    async def _flush_proxy(self) -> None:
+        """Wait until the proxy has written every call it relayed: a rollout can finish before the proxy's span of
+        its last call reaches the store, and reading its spans then would find the call without its token ids."""
+        if self._proxy is None:
+            return
+        try:
+            await self._proxy.aflush()
+        except Exception as exc:
+            logger.warning("The LLM proxy could not flush its spans: %r", exc)
+
+    async def _publish_resources(self, *, temperature: float, suffix: str = "") -> str:
+        assert self._proxy is not None and self._serving is not None
+        resource = self._proxy.as_resource(
+            model=self._serving.model_name, sampling_parameters={"temperature": temperature}
+        )
+        resources_id = f"grpo-{self._version}{suffix}"
+        await self.get_store().update_resources(resources_id, {self.resource_name: resource})
+        return resources_id
+
+    def _adapter(self) -> Optional[TraceToTripletBase]:
+        if self.agent_match is not None:
+            return TracerTraceToTriplet(agent_match=self.agent_match)
+        try:
+            adapter = self.get_adapter()
+        except ValueError:
+            return None
+        return adapter if isinstance(adapter, TraceToTripletBase) else None
+
+    def _try_resume(self) -> None:
+        assert self.policy is not None and self._serving is not None
+        if self.output_dir is None or not self.resume:
+            return
+        latest = find_latest(self.output_dir)
+        if latest is None:
+            return
+        loaded = load_checkpoint(latest, self.policy)
+        self.step = self.start_step = loaded.step
+        self.history = list(loaded.state.get("history", []))
+        self.skips = SkipCounts(**loaded.state.get("skips", {}))
+        self.evaluations = [
+            EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
+        ]
+        self._version = f"step-{self.step}"
+        self._serving.publish(self.policy, self._version)
+        self.resumed_from = str(latest)
+        logger.info("GRPO resumed from %s (step %d)", latest, self.step)
+        self._emit("resumed", step=self.step, path=str(latest))
+
+    async def _cancel_stale_rollouts(self) -> None:
+        """Cancel GRPO rollouts an earlier (killed) run left queued or running: their model endpoint is gone."""
+        store = self.get_store()
+        stale = await store.query_rollouts(status_in=["queuing", "requeuing", "preparing", "running"])
+        ids = [r.rollout_id for r in stale if isinstance((r.metadata or {}).get("grpo"), dict)]
+        for rollout_id in ids:
+            try:
+                await store.update_rollout(rollout_id, status="cancelled")
+            except Exception as exc:
+                logger.warning("Could not cancel stale rollout %s: %r", rollout_id, exc)
+        if ids:
+            logger.info("GRPO cancelled %d rollouts left unfinished by an earlier run", len(ids))
+
+    # ---------------------------------------------------------------------------------------------- running
+    async def run(
+        self, train_dataset: Optional[Dataset[Any]] = None, val_dataset: Optional[Dataset[Any]] = None
+    ) -> None:
+        """Train on `train_dataset`; evaluate `val_dataset` greedily before and after (if given)."""
+        if train_dataset is None or len(train_dataset) == 0:
+            raise ValueError("GRPO needs a non-empty train_dataset")
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
+        self._build()
+        try:
+            self._try_resume()
+            await self._cancel_stale_rollouts()
+            self._start_proxy()
+            if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
+                await self.evaluate(val_dataset, label="before")
+            await self._train(train_dataset)
+            if val_dataset is not None and len(val_dataset):
+                await self.evaluate(val_dataset, label="after")
+            self._checkpoint(final=True)
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            logger.warning("GRPO interrupted at step %d; saving a checkpoint before stopping", self.step)
+            if self._finish_pending_update():
+                self.step += 1  # the interrupted step's update completed: its weights are what gets saved
+                self.history.append({"step": self.step, "interrupted": True, "samples": len(self.last_samples)})
+            self._checkpoint(final=True)
+            raise
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+        if self._own_proxy and self._proxy is not None and self._proxy.is_running():
+            self._proxy.stop()
+        if self._serving is not None:
+            self._serving.stop()
+
+    def _finish_pending_update(self) -> bool:
+        """Wait for the update of the interrupted step, if any; True when it completed (its step is then counted)."""
+        future, self._update_future = self._update_future, None
+        if future is None:
+            return False
+        if not future.done():
+            logger.warning("Waiting for the running update to finish so the checkpoint is consistent")
+        try:
+            future.result()
+        except Exception as exc:
+            logger.warning("The interrupted update failed: %r", exc)
+            return False
+        return True
+
+    def _deadline(self, started: float) -> Optional[float]:
+        return started + self.config.max_minutes * 60.0 if self.config.max_minutes is not None else None
+
+    def _task_indices(self, n: int, step: int) -> list[int]:
+        """The tasks of `step`: a seeded shuffle of the dataset per epoch, taken in order (reproducible on resume)."""
+        per_step = self.config.tasks_per_step
+        chosen: list[int] = []
+        for cursor in range(step * per_step, (step + 1) * per_step):
+            epoch, position = divmod(cursor, n)
+            order = list(range(n))
+            random.Random(self.config.seed * 1_000_003 + epoch).shuffle(order)
+            chosen.append(order[position])
+        return chosen
+
+    def _max_steps(self, n: int) -> Optional[int]:
+        if self.config.max_steps is not None:
+            return self.config.max_steps
+        if self.config.max_minutes is not None:
+            return None
+        return math.ceil(n * self.config.epochs / self.config.tasks_per_step)
+
+    async def _train(self, dataset: Dataset[Any]) -> None:
+        n = len(dataset)
+        max_steps = self._max_steps(n)
+        deadline = self._deadline(time.monotonic())
+        while max_steps is None or self.step < max_steps:
+            if deadline is not None and time.monotonic() >= deadline:
+                logger.info(
+                    "GRPO: the time budget (%.1f min) is used up after step %d", self.config.max_minutes, self.step
+                )
+                break
+            await self._train_step(dataset, self._task_indices(n, self.step))
+            if self.step % self.config.checkpoint_every == 0:
+                self._checkpoint()
+
+    async def _run_rollouts(
+        self, tasks: Sequence[Any], mode: RolloutMode, resources_id: str, repeat: int, meta: dict[str, Any]
+    ) -> tuple[list[Rollout], list[int]]:
+        """Enqueue `repeat` rollouts per task; return the finished rollouts and each one's task index."""
+        store = self.get_store()
+        requests = [
+            EnqueueRolloutRequest(
+                input=task, mode=mode, resources_id=resources_id, metadata={"grpo": {**meta, "group": index}}
+            )
+            for index, task in enumerate(tasks)
+            for _ in range(repeat)
+        ]
+        enqueued = await store.enqueue_many_rollouts(requests)
+        group_of = {rollout.rollout_id: index // repeat for index, rollout in enumerate(enqueued)}
+        pending = set(group_of)
+        finished: list[Rollout] = []
+        deadline = time.monotonic() + self.config.rollout_timeout
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            done = await store.wait_for_rollouts(rollout_ids=list(pending), timeout=min(remaining, _WAIT_SLICE))
+            for rollout in done:
+                if rollout.rollout_id in pending:
+                    pending.discard(rollout.rollout_id)
+                    finished.append(rollout)
+            self._emit("rollouts", step=self.step + 1, mode=mode, done=len(finished), total=len(enqueued))
+        if pending:
+            logger.warning(
+                "GRPO: %d of %d rollouts did not finish within rollout_timeout=%.0f s; cancelled and left out",
+                len(pending),
+                len(enqueued),
+                self.config.rollout_timeout,
+            )
+            self.skips.rollouts_unfinished += len(pending)
+            for rollout_id in pending:
+                try:
+                    await store.update_rollout(rollout_id, status="cancelled")
+                except Exception as exc:
+                    logger.warning("Could not cancel rollout %s: %r", rollout_id, exc)
+        return finished, [group_of[r.rollout_id] for r in finished]
+
+    async def _train_step(self, dataset: Dataset[Any], indices: list[int]) -> None:
+        assert self.policy is not None and self._serving is not None
+        config = self.config
+        started = time.monotonic()
+        resources_id = await self._publish_resources(temperature=config.temperature)
+        tasks = [dataset[i] for i in indices]
+        meta = {"step": self.step + 1, "version": self._version}
+        finished, groups = await self._run_rollouts(tasks, "train", resources_id, config.group_size, meta)
+        rollout_seconds = time.monotonic() - started
+
+        adapter_started = time.monotonic()
+        await self._flush_proxy()
+        data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+        step_skips = count_skips(data)
+        samples, rewards = self._samples(data, groups, indices, step_skips)
+        self.last_samples = samples
+        adapter_seconds = time.monotonic() - adapter_started
+
+        update_seconds = swap_seconds = 0.0
+        metrics: dict[str, float] = {}
+        if samples:
+            update_started = time.monotonic()
+            self._update_future = self._executor.submit(_run_update, self.policy, samples, config)
+            self._emit("update", step=self.step + 1, samples=len(samples))  # after submit: Ctrl-C now waits for it
+            metrics = await asyncio.wrap_future(self._update_future)  # kept until the step is counted below
+            update_seconds = time.monotonic() - update_started
+            swap_started = time.monotonic()
+            self._version = f"step-{self.step + 1}"
+            await asyncio.to_thread(self._serving.publish, self.policy, self._version)
+            swap_seconds = time.monotonic() - swap_started
+        else:
+            step_skips.steps_without_update += 1
+            # Equal rewards in every group is a normal state (a task set the policy solves, or cannot yet): INFO.
+            # Anything else (failed rollouts, missing ids or rewards) is worth a warning.
+            others = {k: v for k, v in step_skips.to_dict().items() if k not in _NORMAL_SKIPS}
+            log = logger.warning if any(others.values()) else logger.info
+            log("GRPO step %d: nothing to learn from (%s); weights unchanged", self.step + 1, _describe(step_skips))
+        self.skips.add(step_skips)
+        self.step += 1
+        self._update_future = None
+        entry = {
+            "step": self.step,
+            "reward_mean": statistics.fmean(rewards) if rewards else None,
+            "rollouts": len(finished),
+            "samples": len(samples),
+            "response_tokens": sum(len(s.response_ids) for s in samples),
+            "calls_from": {
+                source: sum(len(d.calls) for d in data if d.source == source) for source in ("adapter", "proxy")
+            },
+            **{k: round(v, 6) for k, v in metrics.items()},
+            "seconds": {
+                "rollout": round(rollout_seconds, 3),
+                "adapter": round(adapter_seconds, 3),
+                "update": round(update_seconds, 3),
+                "weight_swap": round(swap_seconds, 3),
+                "total": round(time.monotonic() - started, 3),
+            },
+            "skips": step_skips.to_dict(),
+        }
+        self.history.append(entry)
+        logger.info(
+            "GRPO step %d: reward %s over %d rollouts, %d samples, loss %.4f (%s)",
+            self.step,
+            "n/a" if entry["reward_mean"] is None else f"{entry['reward_mean']:.3f}",
+            len(finished),
+            len(samples),
+            metrics.get("loss", 0.0),
+            ", ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items()),
+        )
+        self._emit("step", **entry)
+
+    def _samples(
+        self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
+    ) -> tuple[list[Sample], list[float]]:
+        by_group: dict[Any, list[tuple[Any, float]]] = defaultdict(list)
+        rewards: list[float] = []
+        for position, (item, group) in enumerate(zip(data, groups, strict=True)):
+            if item.reward is not None:
+                by_group[group].append((position, item.reward))
+                if math.isfinite(item.reward):
+                    rewards.append(item.reward)
+        result = group_advantages(by_group, scale=self.config.scale_rewards, min_std=self.config.min_reward_std)
+        skips.groups_zero_variance += result.groups_zero_variance
+        skips.groups_too_small += result.groups_too_small
+        samples: list[Sample] = []
+        limit = self.config.max_response_tokens
+        for position, advantage in result.advantages.items():
+            item = data[position]  # type: ignore[index]
+            for call in item.calls:
+                response = [int(t) for t in call.response["token_ids"]]
+                if len(response) > limit:
+                    skips.responses_truncated += 1
+                    response = response[:limit]
+                samples.append(
+                    Sample(
+                        prompt_ids=[int(t) for t in call.prompt["token_ids"]],
+                        response_ids=response,
+                        advantage=advantage,
+                        rollout_id=item.rollout.rollout_id,
+                        group=str(indices[groups[position]]),  # type: ignore[index]
+                    )
+                )
+        return samples, rewards
+
+    # ------------------------------------------------------------------------------------------- evaluation
+    async def evaluate(self, dataset: Dataset[Any], *, label: str) -> EvaluationReport:
+        """Run every task once with greedy decoding (temperature 0) against the current weights."""
+        if self._proxy is None:
+            raise RuntimeError("GRPO.evaluate runs inside run(), after the model is served")
+        resources_id = await self._publish_resources(temperature=0.0, suffix="-greedy")
+        tasks = [dataset[i] for i in range(len(dataset))]
+        finished, positions = await self._run_rollouts(
+            tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
+        )
+        await self._flush_proxy()
+        data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+        tokenizer = self.policy.tokenizer if self.policy is not None else None
+        items: list[dict[str, Any]] = []
+        for item, position in sorted(zip(data, positions, strict=True), key=lambda pair: pair[1]):
+            answer = None
+            if item.calls and tokenizer is not None:
+                answer = tokenizer.decode(item.calls[-1].response["token_ids"], skip_special_tokens=True)
+            items.append(
+                {"task": tasks[position], "reward": item.reward, "answer": answer, "status": item.rollout.status}
+            )
+        rewards = [i["reward"] for i in items if isinstance(i["reward"], (int, float)) and math.isfinite(i["reward"])]
+        report = EvaluationReport(
+            label=label,
+            step=self.step,
+            mean_reward=statistics.fmean(rewards) if rewards else None,
+            items=items,
+            failed=sum(1 for i in items if i["status"] != "succeeded"),
+            without_reward=sum(1 for i in items if i["reward"] is None),
+        )
+        self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
+        logger.info(
+            "GRPO evaluation %r at step %d: mean reward %s over %d tasks",
+            label,
+            self.step,
+            report.mean_reward,
+            len(items),
+        )
+        self._emit("evaluation", **report.to_dict())
+        return report
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint records besides the weights (and what summaries are built from)."""
+        return {
+            "step": self.step,
+            "config": self.config.to_dict(),
+            "history": self.history,
+            "skips": self.skips.to_dict(),
+            "evaluations": [e.to_dict() for e in self.evaluations],
+            "base_model": self.policy.base_model_path if self.policy is not None else None,
+        }
+
+    def _checkpoint(self, *, final: bool = False) -> None:
+        if self.output_dir is None or self.policy is None:
+            return
+        path = save_checkpoint(self.output_dir, self.policy, self.step, self.state(), keep=self.config.keep_checkpoints)
+        logger.info("GRPO checkpoint written: %s", path)
+        self._emit("checkpoint", step=self.step, path=str(path), final=final)
+
+
+def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig) -> dict[str, float]:
+    from .update import apply_update
+
+    return apply_update(policy, samples, config)
+
+
+def _describe(skips: SkipCounts) -> str:
+    parts = [f"{name.replace('_', ' ')}: {value}" for name, value in skips.to_dict().items() if value]
+    return "; ".join(parts) or "no rollouts"

@@ -1,0 +1,124 @@
+"""Training batches of exact token ids, their log-probabilities under a model, and the clipped GRPO loss."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Optional
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["PolicyBatch", "Sample", "clipped_policy_loss", "make_batch", "sequence_log_probs"]
+
+
+@dataclass
+class Sample:
+    """One LLM call to train on: the exact prompt and response ids and the advantage of its rollout."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    advantage: float
+    rollout_id: str = ""
+    group: str = ""
+
+
+@dataclass
+class PolicyBatch:
+    """Right-padded `prompt ‖ response` rows; `response_mask[i, t]` is 1 where `input_ids[i, t + 1]` is a response
+    token (the mask is aligned with the next-token predictions, which are one shorter than the rows)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    response_mask: torch.Tensor
+    advantages: torch.Tensor
+
+
+def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
+    """Pad `samples` into one batch (padding never enters attention or the loss)."""
+    import torch
+
+    if not samples:
+        raise ValueError("Cannot build a batch from no samples")
+    for sample in samples:
+        if not sample.prompt_ids or not sample.response_ids:
+            raise ValueError("Every sample needs a non-empty prompt and response")
+    width = max(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+    input_ids = torch.full((len(samples), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(samples), width), dtype=torch.long)
+    response_mask = torch.zeros((len(samples), width - 1), dtype=torch.float32)
+    for row, sample in enumerate(samples):
+        ids = sample.prompt_ids + sample.response_ids
+        input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        attention[row, : len(ids)] = 1
+        start = len(sample.prompt_ids) - 1  # the prediction of the first response token
+        response_mask[row, start : start + len(sample.response_ids)] = 1.0
+    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+    return PolicyBatch(input_ids, attention, response_mask, advantages)
+
+
+def sequence_log_probs(model: Any, batch: PolicyBatch) -> torch.Tensor:
+    """Log-probability of every next token of the rows under `model`, shape (batch, width - 1).
+
+    Positions outside `response_mask` hold values too, but are meaningless; callers mask them.
+    """
+    import torch
+
+    position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
+    output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids)
+    logits = output.logits[:, :-1, :].float()
+    targets = batch.input_ids[:, 1:]
+    return -torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
+    ).view(targets.shape)
+
+
+def clipped_policy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    clip_epsilon: float,
+    ref_log_probs: Optional[torch.Tensor] = None,
+    kl_coef: float = 0.0,
+    aggregation: Literal["token", "sequence"] = "token",
+    token_normaliser: Optional[float] = None,
+    sequence_normaliser: Optional[float] = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The PPO-clipped surrogate with per-sequence advantages, plus `kl_coef` x KL to the reference.
+
+    Per token: `-min(r * A, clip(r, 1 - eps, 1 + eps) * A)` with `r = exp(log_probs - old_log_probs)`; the KL term
+    is the non-negative estimator `exp(ref - lp) - (ref - lp) - 1`. "token" aggregation divides the masked sum by
+    the number of response tokens (`token_normaliser`, default: of this batch); "sequence" averages each sequence
+    over its tokens, then sums over sequences divided by `sequence_normaliser` (default: the batch size). The
+    normalisers let gradient accumulation over micro-batches equal one pass over the whole batch.
+    Returns the loss and metrics (mean ratio, clipped fraction, mean KL).
+    """
+    import torch
+
+    ratio = torch.exp(log_probs - old_log_probs)
+    advantage = advantages.unsqueeze(-1)
+    unclipped = ratio * advantage
+    clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantage
+    per_token = -torch.minimum(unclipped, clipped)
+    kl: Optional[torch.Tensor] = None
+    if ref_log_probs is not None and kl_coef > 0:
+        delta = ref_log_probs - log_probs
+        kl = torch.exp(delta) - delta - 1.0
+        per_token = per_token + kl_coef * kl
+    mask = response_mask
+    tokens = mask.sum()
+    if aggregation == "token":
+        loss = (per_token * mask).sum() / (token_normaliser if token_normaliser is not None else tokens.clamp(min=1))
+    else:
+        per_sequence = (per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1)
+        loss = per_sequence.sum() / (sequence_normaliser if sequence_normaliser is not None else mask.shape[0])
+    with torch.no_grad():
+        count = float(tokens.clamp(min=1))
+        metrics = {
+            "ratio_mean": float((ratio * mask).sum()) / count,
+            "clip_fraction": float((((ratio - 1.0).abs() > clip_epsilon).float() * mask).sum()) / count,
+            "kl": float((kl * mask).sum()) / count if kl is not None else 0.0,
+        }
+    return loss, metrics

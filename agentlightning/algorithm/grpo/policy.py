@@ -1,0 +1,203 @@
+"""`Policy`: the model being trained (full fine-tune or a LoRA adapter), its optimizer and its reference.
+
+The policy is a transformers causal LM in fp32 on CPU. `inference_state_dict()` gives the weights an inference
+engine serves (LoRA merged in, keys of the plain model), so the served model is always a standard one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .config import GRPOConfig
+
+__all__ = ["Policy", "PolicyError"]
+
+logger = logging.getLogger(__name__)
+
+_LORA_PREFIX = "base_model.model."
+
+
+class PolicyError(RuntimeError):
+    """The policy could not be built (a missing dependency or an unreadable model); the message says why."""
+
+
+def _require_peft() -> Any:
+    try:
+        import peft
+    except ImportError as exc:
+        raise PolicyError(
+            "LoRA training needs peft: `pip install 'agentlightning[train]'` (or set lora_rank=None for a full "
+            "fine-tune)"
+        ) from exc
+    return peft
+
+
+class Policy:
+    """A trainable causal LM with its tokenizer and AdamW optimizer.
+
+    Args:
+        model: the base model (its parameters are trained in place for a full fine-tune; frozen under LoRA).
+        tokenizer: its tokenizer (used for the pad id and saved with checkpoints).
+        config: the GRPO settings (learning rate, LoRA rank...).
+        base_model_path: where the base model came from (recorded in LoRA checkpoints so they can be merged).
+    """
+
+    def __init__(
+        self, model: Any, tokenizer: Any, config: GRPOConfig, *, base_model_path: Optional[str] = None
+    ) -> None:
+        import torch
+
+        self.config = config
+        self.tokenizer = tokenizer
+        self.base_model_path = base_model_path
+        self.lora = config.lora_rank is not None
+        model = model.float()
+        if self.lora:
+            peft = _require_peft()
+            lora_config = peft.LoraConfig(
+                r=config.lora_rank,
+                lora_alpha=config.lora_alpha or 2 * (config.lora_rank or 1),
+                target_modules=config.lora_target_modules or "all-linear",
+                lora_dropout=0.0,
+                task_type="CAUSAL_LM",
+            )
+            model = peft.get_peft_model(model, lora_config)
+        self.model = model
+        self.model.train()
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        if not trainable:
+            raise PolicyError("The policy has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(
+            trainable, lr=config.learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
+        )
+        self._reference: Optional[Any] = None
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        if pad is None:
+            raise PolicyError("The tokenizer has neither a pad token nor an end-of-sequence token")
+        self.pad_token_id = int(pad)
+
+    # ------------------------------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(cls, path: Union[str, Path], config: GRPOConfig) -> Policy:
+        """Load a transformers model folder (config.json, safetensors, tokenizer)."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        folder = Path(path)
+        if not (folder / "config.json").exists():
+            raise PolicyError(f"{folder} is not a transformers model folder (no config.json)")
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+        return cls(model, tokenizer, config, base_model_path=str(folder))
+
+    @classmethod
+    def from_engine(cls, engine: Any, config: GRPOConfig) -> Policy:
+        """A trainable copy of the model an `InferenceEngine` serves (the engine keeps its own copy)."""
+        model = copy.deepcopy(engine.model)
+        for parameter in model.parameters():
+            parameter.requires_grad_(True)
+        path = getattr(getattr(engine.model, "config", None), "_name_or_path", None) or None
+        return cls(model, engine.tokenizer, config, base_model_path=path)
+
+    # ----------------------------------------------------------------------------------------------- weights
+    def trainable_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def inference_state_dict(self) -> dict[str, Any]:
+        """Full weights with the plain model's keys (LoRA merged in), detached copies safe to hand to a server."""
+        import torch
+
+        with torch.no_grad():
+            if not self.lora:
+                return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+            self.model.merge_adapter()
+            try:
+                merged: dict[str, Any] = {}
+                for name, tensor in self.model.state_dict().items():
+                    if "lora_" in name:
+                        continue
+                    key = name[len(_LORA_PREFIX) :] if name.startswith(_LORA_PREFIX) else name
+                    merged[key.replace(".base_layer.", ".")] = tensor.detach().clone()
+                return merged
+            finally:
+                self.model.unmerge_adapter()
+
+    def plain_model(self) -> Any:
+        """A standalone transformers model with the current weights (LoRA merged), e.g. for `save_pretrained`."""
+        if not self.lora:
+            return self.model
+        base_copy = copy.deepcopy(self.model)
+        return base_copy.merge_and_unload()
+
+    # --------------------------------------------------------------------------------------------- reference
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[Any]:
+        """The frozen initial policy to compute KL against (LoRA: the base model with the adapter disabled)."""
+        if self.lora:
+            with self.model.disable_adapter():
+                yield self.model
+            return
+        if self._reference is None:
+            raise PolicyError("No reference model: call keep_reference() before training")
+        yield self._reference
+
+    def keep_reference(self) -> None:
+        """Remember the current weights as the reference (a frozen copy for a full fine-tune; nothing for LoRA)."""
+        if self.lora or self._reference is not None:
+            return
+        reference = copy.deepcopy(self.model).eval()
+        for parameter in reference.parameters():
+            parameter.requires_grad_(False)
+        self._reference = reference
+
+    # ------------------------------------------------------------------------------------------- persistence
+    def save_model(self, folder: Path) -> None:
+        """A standard Hugging Face folder: the full model (or the PEFT adapter) and the tokenizer."""
+        _quiet_saves()
+        self.model.save_pretrained(str(folder), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(folder))
+
+    def save_merged(self, folder: Path) -> None:
+        """The full model with LoRA merged in (what an inference server loads), plus the tokenizer."""
+        _quiet_saves()
+        self.plain_model().save_pretrained(str(folder), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(folder))
+
+    def load_model(self, folder: Path) -> None:
+        """Load weights saved by `save_model` into this policy (same architecture and LoRA rank)."""
+        from safetensors.torch import load_file
+
+        name = "adapter_model.safetensors" if self.lora else "model.safetensors"
+        path = folder / name
+        if not path.exists():
+            raise PolicyError(f"The checkpoint {folder} has no {name} (was it written with another LoRA setting?)")
+        state = load_file(str(path))
+        if self.lora:
+            peft = _require_peft()
+            peft.set_peft_model_state_dict(self.model, state)
+        else:
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+            tied = {name for name in missing if "lm_head" in name}
+            if set(missing) - tied or unexpected:
+                raise PolicyError(
+                    f"The checkpoint {folder} does not match the model: missing {list(missing)[:5]}, "
+                    f"unexpected {list(unexpected)[:5]}"
+                )
+
+    def optimizer_state(self) -> Mapping[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_optimizer_state(self, state: Mapping[str, Any]) -> None:
+        self.optimizer.load_state_dict(dict(state))
+
+
+def _quiet_saves() -> None:
+    """No "Writing model shards" progress bar per save (a run saves often; it would flood the live display)."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()

@@ -1,0 +1,72 @@
+"""One GRPO update of the policy on a step's samples (blocking; the algorithm runs it in a worker thread)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .config import GRPOConfig
+from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
+from .policy import Policy
+
+__all__ = ["apply_update"]
+
+
+def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) -> dict[str, float]:
+    """`ppo_epochs` optimisation passes over `samples` in micro-batches; returns loss, KL, clip fraction, grad norm.
+
+    A pass accumulates the gradients of every micro-batch (normalised as one batch) and takes one optimizer step.
+    A non-finite loss or gradient skips the optimizer step (counted in `skipped_nonfinite`).
+    """
+    import torch
+
+    chunks = [samples[i : i + config.micro_batch_size] for i in range(0, len(samples), config.micro_batch_size)]
+    batches = [make_batch(chunk, policy.pad_token_id) for chunk in chunks]
+    total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
+    model = policy.model
+    model.train()
+    old: list[Any] = []
+    reference: list[Any] = []
+    with torch.no_grad():
+        if config.ppo_epochs > 1:
+            old = [sequence_log_probs(model, batch) for batch in batches]
+        if config.kl_coef > 0:
+            with policy.reference() as ref_model:
+                reference = [sequence_log_probs(ref_model, batch) for batch in batches]
+    metrics = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "skipped_nonfinite": 0.0}
+    for _ in range(config.ppo_epochs):
+        policy.optimizer.zero_grad(set_to_none=True)
+        loss_total = 0.0
+        stats = {"kl": 0.0, "clip_fraction": 0.0}
+        for index, batch in enumerate(batches):
+            log_probs = sequence_log_probs(model, batch)
+            old_log_probs = old[index] if old else log_probs.detach()
+            loss, batch_stats = clipped_policy_loss(
+                log_probs,
+                old_log_probs,
+                batch.advantages,
+                batch.response_mask,
+                clip_epsilon=config.clip_epsilon,
+                ref_log_probs=reference[index] if reference else None,
+                kl_coef=config.kl_coef,
+                aggregation=config.loss_aggregation,
+                token_normaliser=total_tokens,
+                sequence_normaliser=float(len(samples)),
+            )
+            loss.backward()
+            loss_total += float(loss.detach())
+            weight = float(batch.response_mask.sum()) / max(total_tokens, 1.0)
+            for key in stats:
+                stats[key] += batch_stats[key] * weight
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
+        if not (math.isfinite(loss_total) and math.isfinite(grad_norm)):
+            policy.optimizer.zero_grad(set_to_none=True)
+            metrics["skipped_nonfinite"] += 1
+        else:
+            policy.optimizer.step()
+        metrics.update(loss=loss_total, grad_norm=grad_norm, **stats)
+    policy.optimizer.zero_grad(set_to_none=True)
+    return metrics

@@ -1,0 +1,391 @@
+"""Continuous batching: one scheduler thread runs every sequence of every request in one batched forward per step.
+
+A request is prefilled alone (its prompt once, whatever `n`), samples its first tokens, and its `n` rows then join
+the running batch. The batch keeps one key/value cache, left-padded to the longest row, with an attention mask and
+explicit position ids so that each row sees exactly its own tokens. Between two decoding steps the scheduler
+admits waiting requests and retires finished or cancelled rows (dropping their cache rows and any padding no
+longer needed). Sampling, log-probs, stop tokens and stop strings are decided per request, with the request's own
+seeded generator, so a request's results do not depend on the requests it shares the batch with (up to the
+floating-point rounding of batched arithmetic).
+
+`exclusive()` gives a caller the model alone: new requests wait, rows already running finish first (on the
+weights they started with), and nothing runs until the caller leaves. Weight swaps use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from .sampling import SamplingParams, choose_tokens, make_generator
+
+if TYPE_CHECKING:
+    import torch
+
+    from .engine import InferenceEngine, TokenLogprob
+
+logger = logging.getLogger(__name__)
+
+IDLE_EXIT_SECONDS = 30.0
+"""The scheduler thread ends after this long without work (a new request starts it again)."""
+
+
+@dataclass(frozen=True)
+class ChoiceStep:
+    """What one choice of a request gained in one step (sent from the scheduler to the request's consumer)."""
+
+    index: int
+    token_id: int
+    logprob: Optional[TokenLogprob]
+    text: str
+    finish_reason: Optional[str]
+
+
+StepUpdate = Union[list[ChoiceStep], BaseException]
+Sink = Callable[[StepUpdate], None]
+
+
+@dataclass(eq=False)
+class BatchRequest:
+    """One submitted generation: its prompt, parameters and where its step updates go."""
+
+    prompt_ids: list[int]
+    params: SamplingParams
+    sink: Sink
+    stop_ids: frozenset[int]
+    cancelled: bool = False
+    weights_version: str = ""
+    generator: Any = None
+    choices: list[Any] = field(default_factory=list)  # scheduler-owned SequenceState objects
+
+    def cancel(self) -> None:
+        """Stop generating for this request (its rows leave the batch at the next step)."""
+        self.cancelled = True
+
+
+@dataclass(eq=False)
+class _Row:
+    request: BatchRequest
+    choice: Any  # SequenceState
+    last_token: int
+    position: int  # position id of `last_token`, i.e. the number of real tokens already in the cache
+
+
+class BatchScheduler:
+    """Owns the model's forward passes for one engine (see the module docstring)."""
+
+    def __init__(self, engine: InferenceEngine, *, max_batch_size: int = 32, max_prefill_tokens: int = 2048) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
+        self.engine = engine
+        self.max_batch_size = max_batch_size
+        self.max_prefill_tokens = max_prefill_tokens
+        self._cond = threading.Condition()
+        self._pending: deque[BatchRequest] = deque()
+        self._thread: Optional[threading.Thread] = None
+        self._exclusive_waiting = 0
+        self._exclusive_held = False
+        self._stepping = False
+        self._closed = False
+        # Touched only by the scheduler thread (or under exclusive access):
+        self._rows: list[_Row] = []
+        self._cache: Any = None
+        self._mask: Optional[torch.Tensor] = None
+        self.steps = 0
+        self.largest_batch = 0
+
+    # ----------------------------------------------------------------------------------------------- public API
+    def submit(
+        self, prompt_ids: list[int], params: SamplingParams, sink: Sink, stop_ids: frozenset[int]
+    ) -> BatchRequest:
+        """Queue a request; its updates are passed to `sink` from the scheduler thread, in order."""
+        request = BatchRequest(prompt_ids=list(prompt_ids), params=params, sink=sink, stop_ids=stop_ids)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("The inference engine is closed")
+            self._pending.append(request)
+            self._ensure_thread()
+            self._cond.notify_all()
+        return request
+
+    @property
+    def running_rows(self) -> int:
+        """Sequences currently in the batch."""
+        return len(self._rows)
+
+    @property
+    def waiting_requests(self) -> int:
+        """Requests submitted but not yet admitted into the batch."""
+        return len(self._pending)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the model alone: waits for running rows to finish; new requests wait until the block ends."""
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("exclusive() cannot be entered from the scheduler thread")
+        with self._cond:
+            self._exclusive_waiting += 1
+            try:
+                while self._rows or self._stepping or self._exclusive_held:
+                    self._cond.wait()
+            finally:
+                self._exclusive_waiting -= 1
+            self._exclusive_held = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive_held = False
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Fail waiting requests and stop the thread once running rows are done."""
+        with self._cond:
+            self._closed = True
+            pending = list(self._pending)
+            self._pending.clear()
+            self._cond.notify_all()
+            thread = self._thread
+        for request in pending:
+            self._send(request, RuntimeError("The inference engine was closed"))
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=60)
+
+    # ------------------------------------------------------------------------------------------------- the loop
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="agl-inference-batch", daemon=True)
+            self._thread.start()
+
+    def _admissible(self) -> bool:
+        return bool(self._pending) and not self._exclusive_waiting and not self._exclusive_held
+
+    def _run(self) -> None:
+        import torch
+
+        while True:
+            with self._cond:
+                while not self._rows and not self._admissible():
+                    if self._closed and not self._pending:
+                        self._thread = None
+                        return
+                    if not self._cond.wait(timeout=IDLE_EXIT_SECONDS) and not self._rows and not self._pending:
+                        self._thread = None
+                        return
+                admitted: list[BatchRequest] = []
+                room = self.max_batch_size - len(self._rows)
+                while self._admissible() and (room >= self._pending[0].params.n or not (self._rows or admitted)):
+                    request = self._pending.popleft()
+                    room -= request.params.n
+                    admitted.append(request)
+                self._stepping = True
+            try:
+                with torch.inference_mode():
+                    for group in self._prefill_groups(admitted):
+                        self._prefill(group)
+                    if self._rows:
+                        self._decode()
+            finally:
+                with self._cond:
+                    self._stepping = False
+                    self._cond.notify_all()
+
+    # ------------------------------------------------------------------------------------------------- prefill
+    def _prefill_groups(self, requests: list[BatchRequest]) -> list[list[BatchRequest]]:
+        """Split admitted requests into prefill batches of at most `max_prefill_tokens` (padded) tokens."""
+        groups: list[list[BatchRequest]] = []
+        current: list[BatchRequest] = []
+        longest = 0
+        for request in requests:
+            if request.cancelled:
+                continue
+            length = len(request.prompt_ids)
+            if current and (len(current) + 1) * max(longest, length) > self.max_prefill_tokens:
+                groups.append(current)
+                current, longest = [], 0
+            current.append(request)
+            longest = max(longest, length)
+        if current:
+            groups.append(current)
+        return groups
+
+    def _prefill(self, requests: list[BatchRequest]) -> None:
+        """Run the prompts of `requests` as one left-padded batch, sample their first tokens, join the batch."""
+        from .engine import SequenceState
+
+        engine = self.engine
+        torch = engine._torch
+        try:
+            longest = max(len(request.prompt_ids) for request in requests)
+            padded = len({len(request.prompt_ids) for request in requests}) > 1
+            input_ids = torch.zeros((len(requests), longest), dtype=torch.long)
+            mask = torch.zeros((len(requests), longest), dtype=torch.long)
+            for index, request in enumerate(requests):
+                length = len(request.prompt_ids)
+                input_ids[index, longest - length :] = torch.tensor(request.prompt_ids, dtype=torch.long)
+                mask[index, longest - length :] = 1
+            kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
+            if padded:
+                kwargs["attention_mask"] = mask
+                kwargs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp(min=0)
+            output = self._forward(keep_last=True, **kwargs)
+            logits = output.logits[:, -1, :].float()
+            rows: list[_Row] = []
+            sources: list[int] = []
+            for index, request in enumerate(requests):
+                request.weights_version = engine.weights_version
+                request.generator = make_generator(request.params.seed)
+                request.choices = [
+                    SequenceState(index=i, weights_version=engine.weights_version) for i in range(request.params.n)
+                ]
+                for choice in request.choices:
+                    rows.append(_Row(request, choice, last_token=-1, position=len(request.prompt_ids)))
+                    sources.append(index)
+            self._sample(logits.index_select(0, torch.tensor(sources, dtype=torch.long)), rows)
+        except Exception as exc:
+            logger.exception("Prefill failed")
+            for request in requests:
+                self._send(request, exc)
+            return
+        alive = [i for i, row in enumerate(rows) if row.choice.finish_reason is None and not row.request.cancelled]
+        if alive:
+            self._merge(output.past_key_values, mask, [sources[i] for i in alive], [rows[i] for i in alive])
+
+    def _forward(self, *, keep_last: bool = False, **kwargs: Any) -> Any:
+        if keep_last:
+            try:
+                return self.engine.model(logits_to_keep=1, **kwargs)
+            except TypeError:  # a model without `logits_to_keep`
+                pass
+        return self.engine.model(**kwargs)
+
+    def _merge(self, cache: Any, mask: torch.Tensor, sources: list[int], rows: list[_Row]) -> None:
+        """Add prefilled rows to the running batch; row i uses row `sources[i]` of the prefill `cache` and `mask`."""
+        torch = self.engine._torch
+        index = torch.tensor(sources, dtype=torch.long)
+        layers = cache.layers
+        for layer in layers:
+            layer.keys = layer.keys.index_select(0, index)
+            layer.values = layer.values.index_select(0, index)
+        mask = mask.index_select(0, index)
+        length = int(mask.shape[1])
+        if self._cache is None or self._mask is None:
+            self._cache, self._mask, self._rows = cache, mask, list(rows)
+        else:
+            width = int(self._mask.shape[1])
+            if length < width:
+                mask = _pad_left(mask, width - length)
+            elif length > width:
+                self._mask = _pad_left(self._mask, length - width)
+            for old, new in zip(self._cache.layers, layers, strict=True):
+                new_keys, new_values = new.keys, new.values
+                if length < width:
+                    new_keys = _pad_left_kv(new_keys, width - length)
+                    new_values = _pad_left_kv(new_values, width - length)
+                elif length > width:
+                    old.keys = _pad_left_kv(old.keys, length - width)
+                    old.values = _pad_left_kv(old.values, length - width)
+                old.keys = torch.cat([old.keys, new_keys], dim=0)
+                old.values = torch.cat([old.values, new_values], dim=0)
+            self._mask = torch.cat([self._mask, mask], dim=0)
+            self._rows.extend(rows)
+        self.largest_batch = max(self.largest_batch, len(self._rows))
+
+    # -------------------------------------------------------------------------------------------------- decode
+    def _decode(self) -> None:
+        torch = self.engine._torch
+        rows = self._rows
+        assert self._mask is not None
+        try:
+            input_ids = torch.tensor([[row.last_token] for row in rows], dtype=torch.long)
+            positions = torch.tensor([[row.position] for row in rows], dtype=torch.long)
+            mask = torch.cat([self._mask, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
+            output = self._forward(
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=self._cache,
+                use_cache=True,
+            )
+            self._cache, self._mask = output.past_key_values, mask
+            self.steps += 1
+            for row in rows:
+                row.position += 1
+            self._sample(output.logits[:, -1, :].float(), rows)
+        except Exception as exc:
+            logger.exception("A batched decoding step failed; failing the %d running sequences", len(rows))
+            for request in {id(row.request): row.request for row in rows}.values():
+                self._send(request, exc)
+            self._rows, self._cache, self._mask = [], None, None
+            return
+        self._retire()
+
+    def _retire(self) -> None:
+        """Drop finished and cancelled rows, and padding columns no remaining row needs."""
+        keep = [i for i, row in enumerate(self._rows) if row.choice.finish_reason is None and not row.request.cancelled]
+        if len(keep) == len(self._rows):
+            return
+        if not keep:
+            self._rows, self._cache, self._mask = [], None, None
+            return
+        torch = self.engine._torch
+        assert self._mask is not None
+        index = torch.tensor(keep, dtype=torch.long)
+        mask = self._mask.index_select(0, index)
+        start = int(torch.nonzero(mask.any(dim=0))[0])
+        self._mask = mask[:, start:]
+        for layer in self._cache.layers:
+            layer.keys = layer.keys.index_select(0, index)[:, :, start:, :].contiguous()
+            layer.values = layer.values.index_select(0, index)[:, :, start:, :].contiguous()
+        self._rows = [self._rows[i] for i in keep]
+
+    # ------------------------------------------------------------------------------------------------ sampling
+    def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> None:
+        """Choose the next token of every row (per request, with its own generator) and report the steps."""
+        torch = self.engine._torch
+        groups: dict[int, list[int]] = {}
+        for position, row in enumerate(rows):
+            groups.setdefault(id(row.request), []).append(position)
+        for positions in groups.values():
+            request = rows[positions[0]].request
+            if request.cancelled:
+                continue
+            params = request.params
+            index = torch.tensor(positions, dtype=torch.long)
+            request_logits = logits.index_select(0, index) if len(positions) != logits.shape[0] else logits
+            chosen = choose_tokens(request_logits, params, request.generator).tolist()
+            log_probs = torch.log_softmax(request_logits, dim=-1) if params.logprobs else None
+            steps: list[ChoiceStep] = []
+            for offset, position in enumerate(positions):
+                row = rows[position]
+                token = int(chosen[offset])
+                entry = None
+                if log_probs is not None:
+                    entry = self.engine._logprob(log_probs[offset], token, params.top_logprobs)
+                steps.append(self.engine._advance(row.choice, token, entry, params, request.stop_ids))
+                row.last_token = token
+            self._send(request, steps)
+
+    def _send(self, request: BatchRequest, update: StepUpdate) -> None:
+        try:
+            request.sink(update)
+        except Exception:  # the consumer is gone (its event loop closed): stop generating for it
+            request.cancelled = True
+
+
+def _pad_left(mask: torch.Tensor, columns: int) -> torch.Tensor:
+    import torch
+
+    return torch.cat([torch.zeros((mask.shape[0], columns), dtype=mask.dtype), mask], dim=1)
+
+
+def _pad_left_kv(tensor: torch.Tensor, columns: int) -> torch.Tensor:
+    import torch
+
+    batch, heads, _, dim = tensor.shape
+    return torch.cat([tensor.new_zeros((batch, heads, columns, dim)), tensor], dim=2)

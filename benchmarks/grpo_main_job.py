@@ -1,0 +1,98 @@
+"""The main job's figures: held-out accuracy before/after and seconds per GRPO step, over seeds.
+
+    .venv/bin/python benchmarks/grpo_main_job.py --seeds 0 1 2 --minutes 12     # runs the main job per seed
+    .venv/bin/python benchmarks/grpo_main_job.py --from-runs runs/main-seed0     # prints existing runs' figures
+
+Each seed runs `examples/arithmetic_rl/train.py --fresh --seed S --run-dir runs/bench-seedS --minutes M` (the command
+behind `bash scripts/train.sh`) and the figures are read from its summary.json. Prints one row per run, the mean,
+and the 1-minute load average before and after each run (the machine is shared: figures under load are
+preliminary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_seed(seed: int, minutes: float, runners: int) -> tuple[Path, float]:
+    run_dir = ROOT / "runs" / f"bench-seed{seed}"
+    load_before = os.getloadavg()[0]
+    command = [
+        sys.executable,
+        str(ROOT / "examples" / "arithmetic_rl" / "train.py"),
+        "--fresh",
+        "--no-live",
+        "--seed",
+        str(seed),
+        "--minutes",
+        str(minutes),
+        "--runners",
+        str(runners),
+        "--run-dir",
+        str(run_dir),
+    ]
+    print("$", " ".join(command), flush=True)
+    subprocess.run(command, check=True, cwd=ROOT)
+    return run_dir, load_before
+
+
+def row(run_dir: Path, load_before: float | None) -> dict[str, Any]:
+    summary = json.loads((run_dir / "summary.json").read_text())
+    acc = summary["held_out_accuracy"]
+    return {
+        "run": run_dir.name,
+        "seed": summary["settings"]["seed"],
+        "steps": summary["steps"],
+        "strict": (acc["before"]["strict"], acc["after"]["strict"]),
+        "lenient": (acc["before"]["lenient"], acc["after"]["lenient"]),
+        "seconds": summary["mean_seconds_per_step"],
+        "load": (load_before, summary["load_average"][0]),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    parser.add_argument("--minutes", type=float, default=12.0)
+    parser.add_argument("--runners", type=int, default=8)
+    parser.add_argument("--from-runs", nargs="*", default=None, help="print these run directories instead")
+    args = parser.parse_args()
+    rows: list[dict[str, Any]] = []
+    if args.from_runs:
+        rows = [row(Path(path), None) for path in args.from_runs]
+    else:
+        for seed in args.seeds:
+            run_dir, load_before = run_seed(seed, args.minutes, args.runners)
+            rows.append(row(run_dir, load_before))
+    print()
+    print(
+        "| run | seed | steps | strict before -> after | lenient before -> after | s/step rollout | adapter | update | weight swap | total | load avg (before, after) |"
+    )
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        s = r["seconds"]
+        load = ", ".join("n/a" if v is None else f"{v:.1f}" for v in r["load"])
+        print(
+            f"| {r['run']} | {r['seed']} | {r['steps']} | {r['strict'][0]:.2f} -> {r['strict'][1]:.2f} "
+            f"| {r['lenient'][0]:.2f} -> {r['lenient'][1]:.2f} | {s['rollout']:.1f} | {s['adapter']:.2f} "
+            f"| {s['update']:.1f} | {s['weight_swap']:.2f} | {s['total']:.1f} | {load} |"
+        )
+    if len(rows) > 1:
+        gain = [r["strict"][1] - r["strict"][0] for r in rows]
+        print(
+            f"\nmean strict gain {statistics.fmean(gain):+.3f} over {len(rows)} runs (min {min(gain):+.2f}, max {max(gain):+.2f})"
+        )
+    print(f"load average now: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Train the arithmetic agent with GRPO on this machine's CPU: the command behind `bash scripts/train.sh`.
+
+    python examples/arithmetic_rl/train.py                      # SmolLM2-135M-Instruct, 12 minutes of training
+    python examples/arithmetic_rl/train.py --minutes 3          # a shorter run
+    python examples/arithmetic_rl/train.py --run-dir runs/x     # another run directory (run again to resume it)
+    python examples/arithmetic_rl/train.py --tiny --max-steps 2 # a tiny random model (seconds; the smoke test)
+
+Everything is the real thing: a SQLite store (kept in the run directory), runner processes executing the agent,
+the local inference server serving the policy, the LLM proxy recording exact token ids, the adapter, GRPO. The
+held-out tasks are answered greedily before and after training and scored strictly (the answer is exactly the
+number) and leniently (the first integer in the answer is right). The run directory gets `reward_curve.png`,
+`accuracy.png`, `summary.json`, the checkpoints and the final model (a standard Hugging Face folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from agent import arithmetic_agent, lenient_correct, strict_correct
+
+import agentlightning as agl
+from agentlightning.algorithm.grpo import GRPO
+from agentlightning.algorithm.grpo.live import GRPOLiveView
+from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, write_summary
+
+logger = logging.getLogger("arithmetic_rl")
+
+
+def split_tasks(split_seed: int = 0) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """The 100 pairs a, b in 0..9, shuffled once (fixed seed): 50 for training, the other 50 held out."""
+    pairs = [{"a": a, "b": b} for a in range(10) for b in range(10)]
+    random.Random(split_seed).shuffle(pairs)
+    return pairs[:50], pairs[50:]
+
+
+def accuracy(report: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
+    """Strict and lenient held-out accuracy of one evaluation (None when it did not run)."""
+    if not report or not report.get("items"):
+        return {"strict": None, "lenient": None}
+    items = report["items"]
+    strict = sum(1 for i in items if i["answer"] is not None and strict_correct(i["answer"], i["task"]))
+    lenient = sum(1 for i in items if i["answer"] is not None and lenient_correct(i["answer"], i["task"]))
+    return {"strict": strict / len(items), "lenient": lenient / len(items)}
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=12.0, help="training time budget (default 12)")
+    parser.add_argument("--run-dir", default="runs/arithmetic", help="run directory (default runs/arithmetic)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--tasks-per-step", type=int, default=2)
+    parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
+    parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
+    parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
+    parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
+    parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live panel")
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite summary.json and the plots from the last checkpoint"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    run_dir = Path(args.run_dir)
+    if args.fresh and run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    agl.setup_logging("WARNING")
+    for name in ("", "agentlightning"):  # the console shows warnings; train.log in the run directory gets it all
+        for handler in logging.getLogger(name).handlers:
+            handler.setLevel(logging.WARNING)
+    logging.getLogger("agentlightning.algorithm.grpo").setLevel(logging.INFO)
+    file_handler = logging.FileHandler(run_dir / "train.log")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("", "agentlightning"):  # the package logger may not propagate to the root
+        logging.getLogger(name).addHandler(file_handler)
+
+    lora_rank = args.lora_rank or None
+    learning_rate = args.learning_rate or (3e-4 if lora_rank else 1e-5)
+    engine = None
+    if args.tiny:
+        from agentlightning.inference.tiny import build_tiny_engine
+
+        engine = build_tiny_engine(seed=args.seed)
+    train, held_out = split_tasks()
+    view = GRPOLiveView(
+        f"GRPO · arithmetic agent · {'tiny model' if args.tiny else 'SmolLM2-135M-Instruct'} · {args.runners} runners",
+        minutes=args.minutes,
+        live=False if args.no_live else None,
+    )
+    algorithm = GRPO(
+        engine=engine,
+        output_dir=run_dir,
+        on_event=view.on_event,
+        group_size=args.group_size,
+        tasks_per_step=args.tasks_per_step,
+        learning_rate=learning_rate,
+        lora_rank=lora_rank,
+        max_minutes=args.minutes,
+        max_steps=args.max_steps,
+        checkpoint_every=args.checkpoint_every,
+        temperature=1.0,
+        seed=args.seed,
+    )
+    trainer = agl.Trainer(
+        algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}", progress="off"
+    )
+    if args.report_only:
+        return report_from_checkpoint(args, run_dir, algorithm, len(held_out))
+    started = time.monotonic()
+    failure: Optional[BaseException] = None
+    try:
+        with view:
+            trainer.fit(arithmetic_agent, train, val_dataset=held_out)
+    except (Exception, KeyboardInterrupt) as exc:  # still report what was trained (GRPO saved a checkpoint)
+        failure = exc
+        logger.error("The run stopped early or its shutdown failed: %r; writing the report of what ran", exc)
+    if failure is not None and not algorithm.history and not algorithm.evaluations:
+        raise failure
+    summary = report(args, run_dir, algorithm, len(held_out), time.monotonic() - started)
+    if isinstance(failure, KeyboardInterrupt):
+        raise failure
+    return summary
+
+
+def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out: int, wall: float) -> dict[str, Any]:
+    """Write summary.json, reward_curve.png, accuracy.png and final_model/ for what `algorithm` ran."""
+    reports = {e.label: e.to_dict() for e in algorithm.evaluations}
+    before, after = accuracy(reports.get("before")), accuracy(reports.get("after"))
+    history = algorithm.history
+    steps_this_run = [e for e in history if e["step"] > algorithm.start_step and "seconds" in e]
+    timing = {
+        part: sum(e["seconds"][part] for e in steps_this_run) / max(len(steps_this_run), 1)
+        for part in ("rollout", "adapter", "update", "weight_swap", "total")
+    }
+    summary = {
+        "model": "tiny random model" if args.tiny else "SmolLM2-135M-Instruct",
+        "task": "What is a + b? (a, b in 0..9); 50 training pairs, 50 held out; reward: strict correctness",
+        "settings": algorithm.config.to_dict(),
+        "runners": args.runners,
+        "steps": algorithm.step,
+        "resumed_from": algorithm.resumed_from,
+        "wall_seconds": round(wall, 1),
+        "mean_seconds_per_step": {k: round(v, 3) for k, v in timing.items()},
+        "held_out_accuracy": {"before": before, "after": after},
+        "gain": {
+            check: None if before[check] is None or after[check] is None else round(after[check] - before[check], 4)  # type: ignore[operator]
+            for check in ("strict", "lenient")
+        },
+        "skips": algorithm.skips.to_dict(),
+        "load_average": os.getloadavg(),
+        "history": history,
+        "evaluations": reports,
+        "store": str(run_dir / "store.db"),
+        "final_model": str(run_dir / "final_model"),
+    }
+    if algorithm.policy is not None:
+        algorithm.policy.save_merged(run_dir / "final_model")
+    plot_rewards(history, run_dir / "reward_curve.png")
+    plot_accuracy(
+        {c: {"before": before[c], "after": after[c]} for c in ("strict", "lenient")}, run_dir / "accuracy.png"
+    )
+    write_summary(run_dir / "summary.json", summary)
+    print(
+        f"\nHeld-out accuracy (greedy, {n_held_out} tasks): strict {_fmt(before['strict'])} -> "
+        f"{_fmt(after['strict'])}, lenient {_fmt(before['lenient'])} -> {_fmt(after['lenient'])} "
+        f"after {algorithm.step} GRPO steps"
+    )
+    print(f"Run directory: {run_dir} (summary.json, reward_curve.png, accuracy.png, store.db, final_model/)")
+    return summary
+
+
+def report_from_checkpoint(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out: int) -> dict[str, Any]:
+    """The report of a run whose process ended before writing it, from its last checkpoint's recorded state."""
+    import json
+
+    from agentlightning.algorithm.grpo import EvaluationReport, SkipCounts
+    from agentlightning.algorithm.grpo.checkpoint import find_latest
+
+    latest = find_latest(run_dir)
+    if latest is None:
+        raise SystemExit(f"No checkpoint in {run_dir}")
+    state = json.loads((latest / "state.json").read_text())
+    algorithm.step = state["step"]
+    algorithm.history = state["history"]
+    algorithm.skips = SkipCounts(**state["skips"])
+    algorithm.evaluations = [
+        EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in state.get("evaluations", [])
+    ]
+    return report(args, run_dir, algorithm, n_held_out, float("nan"))
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+if __name__ == "__main__":
+    main()

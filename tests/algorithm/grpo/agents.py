@@ -1,0 +1,49 @@
+"""Agents of the GRPO loop tests (module level, so runner processes can import them)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import agentlightning as agl
+
+
+def _ask(llm: agl.LLM, prompt: str, max_tokens: int = 6) -> str:
+    from openai import OpenAI
+
+    client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=0)
+    answer = client.chat.completions.create(
+        model=llm.model,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=llm.sampling_parameters.get("temperature", 1.0),
+    )
+    return answer.choices[0].message.content or ""
+
+
+def digit_share(text: str) -> float:
+    """The reward the tiny model learns: the share of digits among the answer's characters."""
+    return sum(c.isdigit() for c in text) / max(len(text), 1)
+
+
+@agl.rollout
+def digit_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    return digit_share(_ask(llm, f"Number {task['id']}:"))
+
+
+@agl.rollout
+def quirky_agent(task: dict[str, Any], llm: agl.LLM) -> Optional[float]:
+    """Bad input on purpose, by task kind: unparsable items, no reward, NaN, constant reward, no LLM call."""
+    kind = task["kind"]
+    if kind == "unparsable":
+        return float(task["value"])  # ValueError: the agent cannot parse this item; the rollout fails
+    if kind == "no_call":
+        return 0.5 if task["id"] % 2 else 0.0  # a reward, but no LLM call, so no token ids
+    text = _ask(llm, f"Item {task['id']}")
+    if kind == "silent":
+        return None  # never emits a reward
+    if kind == "nan":
+        return math.nan
+    if kind == "constant":
+        return 1.0
+    return digit_share(text)

@@ -1,0 +1,97 @@
+"""Padding-aware batches, exact-token log-probabilities and the clipped GRPO loss against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from agentlightning.algorithm.grpo.loss import (  # noqa: E402
+    Sample,
+    clipped_policy_loss,
+    make_batch,
+    sequence_log_probs,
+)
+
+
+def test_batch_pads_on_the_right_and_masks_only_response_predictions() -> None:
+    batch = make_batch([Sample([5, 6], [7], 1.0), Sample([5], [8, 9, 10], -1.0)], pad_token_id=0)
+    assert batch.input_ids.tolist() == [[5, 6, 7, 0], [5, 8, 9, 10]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
+    # predictions: position t predicts token t+1; row 0 predicts 7 at t=1; row 1 predicts 8, 9, 10 at t=0..2
+    assert batch.response_mask.tolist() == [[0, 1, 0], [1, 1, 1]]
+    assert batch.advantages.tolist() == [1.0, -1.0]
+
+
+def test_empty_prompt_or_response_is_rejected() -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        make_batch([Sample([], [1], 0.0)], pad_token_id=0)
+
+
+class _Uniform(torch.nn.Module):
+    """A 'model' whose next-token distribution is fixed: logits[v] = v (softmax over a vocabulary of 4)."""
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None):  # type: ignore[no-untyped-def]
+        logits = torch.arange(4, dtype=torch.float32).expand(*input_ids.shape, 4)
+        return type("Out", (), {"logits": logits})()
+
+
+def test_log_probs_are_those_of_the_exact_next_tokens() -> None:
+    batch = make_batch([Sample([0], [3, 1], 1.0)], pad_token_id=0)
+    values = sequence_log_probs(_Uniform(), batch)
+    log_z = math.log(sum(math.exp(v) for v in range(4)))
+    assert values[0].tolist() == pytest.approx([3 - log_z, 1 - log_z])
+
+
+def test_loss_with_ratio_one_is_minus_the_mean_advantage_per_token() -> None:
+    lp = torch.zeros(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    loss, metrics = clipped_policy_loss(lp, lp, torch.tensor([2.0, -1.0]), mask, clip_epsilon=0.2)
+    # tokens: 2, 2, -1 -> -(2 + 2 - 1) / 3
+    assert float(loss) == pytest.approx(-1.0)
+    assert metrics["ratio_mean"] == pytest.approx(1.0)
+    assert metrics["clip_fraction"] == 0.0
+
+
+def test_sequence_aggregation_averages_each_sequence_first() -> None:
+    lp = torch.zeros(2, 3)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    loss, _ = clipped_policy_loss(lp, lp, torch.tensor([2.0, -1.0]), mask, clip_epsilon=0.2, aggregation="sequence")
+    assert float(loss) == pytest.approx(-(2.0 - 1.0) / 2)
+
+
+def test_ratio_is_clipped_for_positive_advantages_above_one_plus_epsilon() -> None:
+    old = torch.zeros(1, 1)
+    new = torch.full((1, 1), math.log(1.5))  # ratio 1.5
+    mask = torch.ones(1, 1)
+    loss, metrics = clipped_policy_loss(new, old, torch.tensor([1.0]), mask, clip_epsilon=0.2)
+    assert float(loss) == pytest.approx(-1.2)  # min(1.5 * 1, 1.2 * 1)
+    assert metrics["clip_fraction"] == 1.0
+
+
+def test_negative_advantage_keeps_the_unclipped_larger_penalty() -> None:
+    old = torch.zeros(1, 1)
+    new = torch.full((1, 1), math.log(1.5))
+    loss, _ = clipped_policy_loss(new, old, torch.tensor([-1.0]), torch.ones(1, 1), clip_epsilon=0.2)
+    assert float(loss) == pytest.approx(1.5)  # -min(-1.5, -1.2)
+
+
+def test_kl_penalty_uses_the_non_negative_estimator() -> None:
+    lp = torch.zeros(1, 1)
+    ref = torch.full((1, 1), math.log(0.5))  # delta = log 0.5 -> 0.5 - log 0.5 - 1
+    loss, metrics = clipped_policy_loss(
+        lp, lp, torch.tensor([0.0]), torch.ones(1, 1), clip_epsilon=0.2, ref_log_probs=ref, kl_coef=0.1
+    )
+    kl = 0.5 - math.log(0.5) - 1
+    assert metrics["kl"] == pytest.approx(kl)
+    assert float(loss) == pytest.approx(0.1 * kl)
+
+
+def test_gradient_pushes_up_positive_advantage_tokens() -> None:
+    logits = torch.zeros(4, requires_grad=True)
+    lp = torch.log_softmax(logits, -1)[2].view(1, 1)
+    loss, _ = clipped_policy_loss(lp, lp.detach(), torch.tensor([1.0]), torch.ones(1, 1), clip_epsilon=0.2)
+    loss.backward()
+    assert logits.grad is not None and float(logits.grad[2]) < 0  # descending the loss raises token 2's logit

@@ -1,0 +1,123 @@
+"""Idempotency records of durable stores live in the database: a retry that reaches another server process sharing
+the store replays the first answer instead of applying the write again (real servers on one SQLite file or one
+PostgreSQL schema)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from agentlightning.store import LightningStore
+from agentlightning.store.client_server import LightningStoreServer
+from agentlightning.store.http.shared_idempotency import SharedIdempotencyRecords
+from agentlightning.store.sqlite import SqliteLightningStore
+
+from ..postgres_support import drop_schema, fresh_schema_name, require_postgres
+from .conftest import call, start_server_async
+
+Opener = Callable[[], Awaitable[LightningStore]]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def two_servers(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[list[LightningStoreServer]]:
+    stores: list[LightningStore] = []
+    schema = None
+    if request.param == "sqlite":
+        path = os.path.join(str(tmp_path), "shared.db")
+        stores = [SqliteLightningStore(path), SqliteLightningStore(path)]
+    else:
+        from agentlightning.store.postgres import PostgresLightningStore
+
+        dsn = require_postgres()
+        schema = fresh_schema_name()
+        stores = [PostgresLightningStore(dsn, schema=schema), PostgresLightningStore(dsn, schema=schema)]
+    servers = [await start_server_async(store) for store in stores]
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            await server.stop()
+        for store in stores:
+            await store.close()
+        if schema is not None:
+            await asyncio.to_thread(drop_schema, schema)
+
+
+def _post(server: LightningStoreServer, path: str, body: object, key: str) -> Any:
+    return call(server, "POST", path, body, headers={"Idempotency-Key": key})
+
+
+async def test_a_retry_reaching_another_server_process_replays_the_first_answer(
+    two_servers: list[LightningStoreServer],
+) -> None:
+    first, second = two_servers
+    body = {"rollouts": [{"input": "once"}]}
+    answers = await asyncio.to_thread(
+        lambda: [_post(server, "/v1/agl/queues/rollouts/enqueue", body, "key-1") for server in (first, second)]
+    )
+    assert [answer.status for answer in answers] == [201, 201]
+    assert answers[0].body == answers[1].body
+    assert answers[1].headers.get("idempotent-replayed") == "true"
+    total = await asyncio.to_thread(lambda: call(second, "GET", "/v1/agl/rollouts").json["total"])
+    assert total == 1
+
+
+async def test_a_claim_retried_on_another_server_process_returns_the_same_claim(
+    two_servers: list[LightningStoreServer],
+) -> None:
+    first = two_servers[0]
+    await asyncio.to_thread(
+        lambda: _post(first, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": 1}, {"input": 2}]}, "e")
+    )
+    claims = await asyncio.to_thread(
+        lambda: [_post(server, "/v1/agl/queues/rollouts/dequeue", {"limit": 1}, "claim-1") for server in two_servers]
+    )
+    assert claims[0].json == claims[1].json and len(claims[0].json) == 1
+    queued = await asyncio.to_thread(lambda: call(first, "GET", "/v1/agl/rollouts?status_in=queuing").json["total"])
+    assert queued == 1
+
+
+async def test_a_key_reused_for_another_request_on_another_process_is_a_conflict(
+    two_servers: list[LightningStoreServer],
+) -> None:
+    first, second = two_servers
+    await asyncio.to_thread(lambda: _post(first, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": 1}]}, "k"))
+    answer = await asyncio.to_thread(
+        lambda: _post(second, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": 2}]}, "k")
+    )
+    assert answer.status == 422 and answer.json["error_type"] == "IdempotencyKeyConflict"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_records_expire_after_their_ttl_and_a_dead_request_is_taken_over(tmp_path: Any) -> None:
+    from agentlightning.store.http.idempotency import CachedResponse
+
+    store = SqliteLightningStore(os.path.join(str(tmp_path), "records.db"))
+    await store.get_latest_resources()  # opens the database
+    clock = Clock()
+    records = SharedIdempotencyRecords(
+        store._storage, ttl_seconds=10, in_flight_seconds=5, expire_every_seconds=0, clock=clock
+    )
+    fingerprint = ("op", "/path", "digest")
+    assert await records.begin("done", fingerprint) is None
+    await records.complete("done", CachedResponse(201, b"{}"))
+    assert await records.begin("done", fingerprint) == CachedResponse(201, b"{}")
+    assert await records.begin("dead", fingerprint) is None  # its process dies before answering
+    clock.now += 6
+    assert await records.begin("dead", fingerprint) is None  # taken over after in_flight_seconds
+    await records.complete("dead", CachedResponse(200, b"[]"))
+    clock.now += 11
+    assert await records.begin("other", fingerprint) is None
+    assert await records.count() == 1  # only "other": the old answers expired
+    await store.close()
