@@ -2,7 +2,10 @@
 
 `run_interruptibly` is `asyncio.run` without asyncio's own SIGINT handler: Ctrl-C raises KeyboardInterrupt in the
 main thread wherever it is (also inside a blocking sync algorithm), then the coroutine is cancelled and given a
-moment to clean up (runners record their interrupted attempt) before KeyboardInterrupt propagates.
+moment to clean up (runners record their interrupted attempt) before KeyboardInterrupt propagates. Python raises
+KeyboardInterrupt wherever the main thread happens to be, including inside a weakref callback or `__del__`, where
+it is printed as "Exception ignored" and lost; `_InterruptWatch` remembers the Ctrl-C, keeps that noise off the
+terminal and raises it again from the event loop, so a swallowed Ctrl-C still stops the run.
 `run_until_completed_or_canceled` runs a bundle and, once the stop flag is set, gives it a grace period, cancels it,
 and finally abandons it.
 """
@@ -11,6 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import sys
+import threading
+import types
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
 
@@ -43,15 +50,78 @@ def _cancel_all(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
                 logger.debug("Task %r ended with %r while shutting down", task, exc)
 
 
+class _InterruptWatch:
+    """While installed (main thread, default SIGINT handler only), a Ctrl-C is remembered as well as raised; a
+    callback on the loop raises it again until it reaches `run_interruptibly`, should the first one be swallowed."""
+
+    recheck_interval = 0.1
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.pending = False
+        self._installed = False
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._previous_hook: Optional[Callable[[Any], Any]] = None
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return  # the user's (or a parent strategy's) own handling wins
+        signal.signal(signal.SIGINT, self._on_sigint)
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._on_unraisable
+        self._installed = True
+        self._timer = self._loop.call_later(self.recheck_interval, self._recheck)
+
+    def _on_sigint(self, signum: int, frame: Optional[types.FrameType]) -> None:
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def _on_unraisable(self, unraisable: Any) -> None:
+        if self.pending and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            logger.debug("A Ctrl-C landed in %r and was swallowed there; it will be raised again", unraisable.object)
+            return
+        hook = self._previous_hook or sys.__unraisablehook__
+        hook(unraisable)
+
+    def _recheck(self) -> None:
+        if self.pending:
+            logger.debug("A Ctrl-C was swallowed where it landed; raising it again")
+            raise KeyboardInterrupt
+        self._timer = self._loop.call_later(self.recheck_interval, self._recheck)
+
+    def handled(self) -> None:
+        """The KeyboardInterrupt reached its handler: stop re-raising (cleanup runs on the same loop)."""
+        self.pending = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def uninstall(self) -> None:
+        self.handled()
+        if self._installed and signal.getsignal(signal.SIGINT) == self._on_sigint:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if self._installed and sys.unraisablehook == self._on_unraisable:
+            sys.unraisablehook = self._previous_hook or sys.__unraisablehook__
+        self._installed = False
+
+
 def run_interruptibly(coroutine: Coroutine[Any, Any, T], *, cleanup_timeout: float = 10.0) -> T:
     """Run `coroutine` on a new event loop; on KeyboardInterrupt cancel it, let it clean up, and re-raise."""
     loop = asyncio.new_event_loop()
+    watch = _InterruptWatch(loop)
     try:
         asyncio.set_event_loop(loop)
         task = loop.create_task(coroutine)
+        watch.install()
         try:
-            return loop.run_until_complete(task)
+            result = loop.run_until_complete(task)
+            if watch.pending:
+                raise KeyboardInterrupt  # swallowed, and the coroutine finished before the re-check came
+            return result
         except KeyboardInterrupt:
+            watch.handled()
             if not task.done():
                 task.cancel()
                 try:
@@ -62,6 +132,7 @@ def run_interruptibly(coroutine: Coroutine[Any, Any, T], *, cleanup_timeout: flo
                 task.exception()  # retrieved: no "exception was never retrieved" noise
             raise
     finally:
+        watch.uninstall()
         try:
             _cancel_all(loop, cleanup_timeout)
             loop.run_until_complete(loop.shutdown_asyncgens())

@@ -49,6 +49,7 @@ class _SyncWorker:
         self._queue: queue.SimpleQueue[Optional[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]] = (
             queue.SimpleQueue()
         )
+        self._closed = False
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
@@ -58,24 +59,37 @@ class _SyncWorker:
         return future
 
     def close(self) -> None:
+        self._closed = True
         self._queue.put(None)
 
     def _loop(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            future, fn = item
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
-                result = fn()
+                if not self._serve_next():
+                    return
             except _AbandonedCall:
-                continue
-            except BaseException as exc:
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
+                # The stop request landed just after the call finished (between calls): nothing left to unwind.
+                # An abandoned worker is always closed, so it ends here rather than waiting on its queue forever.
+                if self._closed:
+                    return
+
+    def _serve_next(self) -> bool:
+        """Run the next queued call; False once the worker was closed."""
+        item = self._queue.get()
+        if item is None:
+            return False
+        future, fn = item
+        if not future.set_running_or_notify_cancel():
+            return True
+        try:
+            result = fn()
+        except _AbandonedCall:
+            return True
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+        return True
 
 
 class AgentInvoker:
