@@ -12,28 +12,22 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.store.base import (
-    UNSET,
-    LightningStore,
     LightningStoreCapabilities,
-    LightningStoreStatistics,
-    Unset,
 )
+from agentlightning.store.delegating import DelegatingStore
+from agentlightning.store.forwarding import given_arguments
 from agentlightning.store.validation import check_id, check_timeout
 from agentlightning.types import (
-    Attempt,
     AttemptedRollout,
     EnqueueRolloutRequest,
-    NamedResources,
-    ResourcesUpdate,
     Rollout,
     RolloutConfig,
     RolloutMode,
     Span,
     TaskInput,
-    Worker,
 )
 
 from .errors import InvalidArgumentTypeError, StoreConnectionError
@@ -52,7 +46,7 @@ API_KEY_ENV = "AGL_STORE_API_KEY"
 _DEFAULT_WAIT_SLICE = 5.0
 
 
-class LightningStoreClient(LightningStore):
+class LightningStoreClient(DelegatingStore):
     """A LightningStore served by a LightningStoreServer at `server_address` (e.g. "http://127.0.0.1:4747").
 
     As in 0.3, the attribute `server_address` is the API base (`{root}/v1/agl`, to which REST paths such as
@@ -123,29 +117,10 @@ class LightningStoreClient(LightningStore):
     async def _call(self, operation: str, /, *, _wait: float = 0.0, **arguments: Any) -> Any:
         return await self._transport.call(operation, extra_timeout=_wait, **arguments)
 
+    async def _forward(self, operation: str, arguments: dict[str, Any]) -> Any:
+        return await self._call(operation, **given_arguments(operation, arguments))
+
     # --------------------------------------------------------------------------------------------- rollouts
-    async def statistics(self) -> LightningStoreStatistics:
-        return await self._call("statistics")
-
-    async def start_rollout(
-        self,
-        input: TaskInput,
-        mode: Optional[RolloutMode] = None,
-        resources_id: Optional[str] = None,
-        config: Optional[RolloutConfig] = None,
-        metadata: Optional[dict[str, Any]] = None,
-        worker_id: Optional[str] = None,
-    ) -> AttemptedRollout:
-        return await self._call(
-            "start_rollout",
-            input=input,
-            mode=mode,
-            resources_id=resources_id,
-            config=config,
-            metadata=metadata,
-            worker_id=worker_id,
-        )
-
     async def enqueue_rollout(
         self,
         input: TaskInput,
@@ -210,66 +185,6 @@ class LightningStoreClient(LightningStore):
         logger.warning("dequeue: the store server is not reachable (%s)", exc)
         return []
 
-    async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
-        return await self._call("start_attempt", rollout_id=rollout_id, worker_id=worker_id)
-
-    async def query_rollouts(
-        self,
-        *,
-        status_in: Optional[Sequence[str]] = None,
-        rollout_id_in: Optional[Sequence[str]] = None,
-        rollout_id_contains: Optional[str] = None,
-        filter_logic: Literal["and", "or"] = "and",
-        sort_by: Optional[str] = None,
-        sort_order: Literal["asc", "desc"] = "asc",
-        limit: int = -1,
-        offset: int = 0,
-        status: Optional[Sequence[str]] = None,
-        rollout_ids: Optional[Sequence[str]] = None,
-        mode_in: Optional[Sequence[str]] = None,
-    ) -> Sequence[Rollout]:
-        filters = {
-            "status_in": status_in,
-            "rollout_id_in": rollout_id_in,
-            "rollout_id_contains": rollout_id_contains,
-            "status": status,
-            "rollout_ids": rollout_ids,
-            "mode_in": mode_in,
-        }
-        return await self._call(
-            "query_rollouts",
-            **{key: value for key, value in filters.items() if value is not None},
-            filter_logic=filter_logic,
-            sort_by=sort_by,
-            sort_order=sort_order,
-            limit=limit,
-            offset=offset,
-        )
-
-    async def get_rollout_by_id(self, rollout_id: str) -> Optional[Rollout]:
-        return await self._call("get_rollout_by_id", rollout_id=rollout_id)
-
-    async def update_rollout(
-        self,
-        rollout_id: str,
-        input: Union[TaskInput, Unset] = UNSET,
-        mode: Union[Optional[RolloutMode], Unset] = UNSET,
-        resources_id: Union[Optional[str], Unset] = UNSET,
-        status: Union[Any, Unset] = UNSET,
-        config: Union[RolloutConfig, Unset] = UNSET,
-        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
-    ) -> Rollout:
-        return await self._call(
-            "update_rollout",
-            rollout_id=rollout_id,
-            input=input,
-            mode=mode,
-            resources_id=resources_id,
-            status=status,
-            config=config,
-            metadata=metadata,
-        )
-
     async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
         """Long-polls the server in slices of at most `wait_slice_seconds` until every known rollout finished or
         `timeout` passed (None waits forever). Cancelling the caller cancels the wait on the server too."""
@@ -296,46 +211,7 @@ class LightningStoreClient(LightningStore):
                     break
         return [finished[rollout_id] for rollout_id in rollout_ids if rollout_id in finished]
 
-    # --------------------------------------------------------------------------------------------- attempts
-    async def query_attempts(
-        self,
-        rollout_id: str,
-        *,
-        sort_by: Optional[str] = "sequence_id",
-        sort_order: Literal["asc", "desc"] = "asc",
-        limit: int = -1,
-        offset: int = 0,
-    ) -> Sequence[Attempt]:
-        return await self._call(
-            "query_attempts", rollout_id=rollout_id, sort_by=sort_by, sort_order=sort_order, limit=limit, offset=offset
-        )
-
-    async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
-        return await self._call("get_latest_attempt", rollout_id=rollout_id)
-
-    async def update_attempt(
-        self,
-        rollout_id: str,
-        attempt_id: Union[str, Literal["latest"]],
-        status: Union[Any, Unset] = UNSET,
-        worker_id: Union[str, Unset] = UNSET,
-        last_heartbeat_time: Union[float, Unset] = UNSET,
-        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
-    ) -> Attempt:
-        return await self._call(
-            "update_attempt",
-            rollout_id=rollout_id,
-            attempt_id=attempt_id,
-            status=status,
-            worker_id=worker_id,
-            last_heartbeat_time=last_heartbeat_time,
-            metadata=metadata,
-        )
-
     # ------------------------------------------------------------------------------------------------ spans
-    async def add_span(self, span: Span) -> Optional[Span]:
-        return await self._call("add_span", span=span)
-
     async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
         if isinstance(spans, (str, bytes)) or not isinstance(spans, Sequence):
             raise InvalidArgumentTypeError(f"spans must be a list of Span, got {type(spans).__name__}")
@@ -369,98 +245,3 @@ class LightningStoreClient(LightningStore):
             return []
         pairs = [list(pair) if isinstance(pair, tuple) else pair for pair in rollout_attempt_ids]
         return (await self._call("get_many_span_sequence_ids", rollout_attempt_ids=pairs)).sequence_ids
-
-    async def query_spans(
-        self,
-        rollout_id: str,
-        attempt_id: Union[str, Literal["latest"], None] = None,
-        *,
-        trace_id: Optional[str] = None,
-        trace_id_contains: Optional[str] = None,
-        span_id: Optional[str] = None,
-        span_id_contains: Optional[str] = None,
-        parent_id: Optional[str] = None,
-        parent_id_contains: Optional[str] = None,
-        name: Optional[str] = None,
-        name_contains: Optional[str] = None,
-        filter_logic: Literal["and", "or"] = "and",
-        limit: int = -1,
-        offset: int = 0,
-        sort_by: Optional[str] = "sequence_id",
-        sort_order: Literal["asc", "desc"] = "asc",
-    ) -> Sequence[Span]:
-        filters = {
-            "trace_id": trace_id,
-            "trace_id_contains": trace_id_contains,
-            "span_id": span_id,
-            "span_id_contains": span_id_contains,
-            "parent_id": parent_id,
-            "parent_id_contains": parent_id_contains,
-            "name": name,
-            "name_contains": name_contains,
-        }
-        arguments: dict[str, Any] = {key: value for key, value in filters.items() if value is not None}
-        arguments.update(filter_logic=filter_logic, limit=limit, offset=offset, sort_by=sort_by, sort_order=sort_order)
-        return await self._call("query_spans", rollout_id=rollout_id, attempt_id=attempt_id, **arguments)
-
-    # -------------------------------------------------------------------------------------------- resources
-    async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
-        return await self._call("add_resources", resources=resources)
-
-    async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
-        return await self._call("update_resources", resources_id=resources_id, resources=resources)
-
-    async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
-        return await self._call("get_resources_by_id", resources_id=resources_id)
-
-    async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
-        return await self._call("get_latest_resources")
-
-    async def query_resources(
-        self,
-        *,
-        resources_id: Optional[str] = None,
-        resources_id_contains: Optional[str] = None,
-        sort_by: Optional[str] = None,
-        sort_order: Literal["asc", "desc"] = "asc",
-        limit: int = -1,
-        offset: int = 0,
-    ) -> Sequence[ResourcesUpdate]:
-        return await self._call(
-            "query_resources",
-            resources_id=resources_id,
-            resources_id_contains=resources_id_contains,
-            sort_by=sort_by,
-            sort_order=sort_order,
-            limit=limit,
-            offset=offset,
-        )
-
-    # ---------------------------------------------------------------------------------------------- workers
-    async def query_workers(
-        self,
-        *,
-        status_in: Optional[Sequence[str]] = None,
-        worker_id_contains: Optional[str] = None,
-        filter_logic: Literal["and", "or"] = "and",
-        sort_by: Optional[str] = None,
-        sort_order: Literal["asc", "desc"] = "asc",
-        limit: int = -1,
-        offset: int = 0,
-    ) -> Sequence[Worker]:
-        return await self._call(
-            "query_workers",
-            status_in=status_in,
-            worker_id_contains=worker_id_contains,
-            filter_logic=filter_logic,
-            sort_by=sort_by,
-            sort_order=sort_order,
-            limit=limit,
-            offset=offset,
-        )
-
-    async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
-        return await self._call("get_worker_by_id", worker_id=worker_id)
-
-    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
-        return await self._call("update_worker", worker_id=worker_id, heartbeat_stats=heartbeat_stats)

@@ -16,28 +16,11 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional
 
-from agentlightning.store.base import (
-    UNSET,
-    LightningStore,
-    LightningStoreCapabilities,
-    LightningStoreStatistics,
-    Unset,
-)
-from agentlightning.types import (
-    Attempt,
-    AttemptedRollout,
-    EnqueueRolloutRequest,
-    NamedResources,
-    ResourcesUpdate,
-    Rollout,
-    RolloutConfig,
-    RolloutMode,
-    Span,
-    TaskInput,
-    Worker,
-)
+from agentlightning.store.base import LightningStore, LightningStoreCapabilities
+from agentlightning.store.delegating import DelegatingStore
+from agentlightning.store.forwarding import call_store
 
 from .client import API_KEY_ENV, LightningStoreClient
 from .handlers import ServerLimits
@@ -45,7 +28,6 @@ from .handlers import ServerLimits
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
-    from opentelemetry.sdk.trace import ReadableSpan
 
     from .app import ServerSettings
 
@@ -79,7 +61,7 @@ def _client_host(host: str) -> str:
     return host
 
 
-class LightningStoreServer(LightningStore):
+class LightningStoreServer(DelegatingStore):
     """Serve `store` over HTTP at `http://host:port` (routes under /v1/agl; see docs/http.md).
 
     Args:
@@ -314,130 +296,5 @@ class LightningStoreServer(LightningStore):
     async def close(self) -> None:
         await self.stop()
 
-    async def statistics(self) -> LightningStoreStatistics:
-        return await self._backend().statistics()
-
-    async def start_rollout(
-        self,
-        input: TaskInput,
-        mode: Optional[RolloutMode] = None,
-        resources_id: Optional[str] = None,
-        config: Optional[RolloutConfig] = None,
-        metadata: Optional[dict[str, Any]] = None,
-        worker_id: Optional[str] = None,
-    ) -> AttemptedRollout:
-        return await self._backend().start_rollout(input, mode, resources_id, config, metadata, worker_id)
-
-    async def enqueue_rollout(
-        self,
-        input: TaskInput,
-        mode: Optional[RolloutMode] = None,
-        resources_id: Optional[str] = None,
-        config: Optional[RolloutConfig] = None,
-        metadata: Optional[dict[str, Any]] = None,
-    ) -> Rollout:
-        return await self._backend().enqueue_rollout(input, mode, resources_id, config, metadata)
-
-    async def enqueue_many_rollouts(self, rollouts: Sequence[EnqueueRolloutRequest]) -> Sequence[Rollout]:
-        return await self._backend().enqueue_many_rollouts(rollouts)
-
-    async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Optional[AttemptedRollout]:
-        return await self._backend().dequeue_rollout(worker_id=worker_id)
-
-    async def dequeue_many_rollouts(
-        self, *, limit: int = 1, worker_id: Optional[str] = None
-    ) -> Sequence[AttemptedRollout]:
-        return await self._backend().dequeue_many_rollouts(limit=limit, worker_id=worker_id)
-
-    async def start_attempt(self, rollout_id: str, worker_id: Optional[str] = None) -> AttemptedRollout:
-        return await self._backend().start_attempt(rollout_id, worker_id)
-
-    async def query_rollouts(self, **kwargs: Any) -> Sequence[Rollout]:  # type: ignore[override]
-        return await self._backend().query_rollouts(**kwargs)
-
-    async def get_rollout_by_id(self, rollout_id: str) -> Optional[Rollout]:
-        return await self._backend().get_rollout_by_id(rollout_id)
-
-    async def update_rollout(
-        self,
-        rollout_id: str,
-        input: Union[TaskInput, Unset] = UNSET,
-        mode: Union[Optional[RolloutMode], Unset] = UNSET,
-        resources_id: Union[Optional[str], Unset] = UNSET,
-        status: Union[Any, Unset] = UNSET,
-        config: Union[RolloutConfig, Unset] = UNSET,
-        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
-    ) -> Rollout:
-        return await self._backend().update_rollout(rollout_id, input, mode, resources_id, status, config, metadata)
-
-    async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
-        return await self._backend().wait_for_rollouts(rollout_ids=rollout_ids, timeout=timeout)
-
-    async def query_attempts(self, rollout_id: str, **kwargs: Any) -> Sequence[Attempt]:  # type: ignore[override]
-        return await self._backend().query_attempts(rollout_id, **kwargs)
-
-    async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
-        return await self._backend().get_latest_attempt(rollout_id)
-
-    async def update_attempt(
-        self,
-        rollout_id: str,
-        attempt_id: Union[str, Literal["latest"]],
-        status: Union[Any, Unset] = UNSET,
-        worker_id: Union[str, Unset] = UNSET,
-        last_heartbeat_time: Union[float, Unset] = UNSET,
-        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
-    ) -> Attempt:
-        return await self._backend().update_attempt(
-            rollout_id, attempt_id, status, worker_id, last_heartbeat_time, metadata
-        )
-
-    async def add_span(self, span: Span) -> Optional[Span]:
-        return await self._backend().add_span(span)
-
-    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
-        return await self._backend().add_many_spans(spans)
-
-    async def add_otel_span(
-        self,
-        rollout_id: str,
-        attempt_id: str,
-        readable_span: ReadableSpan,
-        sequence_id: Optional[int] = None,
-    ) -> Optional[Span]:
-        return await self._backend().add_otel_span(rollout_id, attempt_id, readable_span, sequence_id)
-
-    async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
-        return await self._backend().get_next_span_sequence_id(rollout_id, attempt_id)
-
-    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
-        return await self._backend().get_many_span_sequence_ids(rollout_attempt_ids)
-
-    async def query_spans(  # type: ignore[override]
-        self, rollout_id: str, attempt_id: Union[str, Literal["latest"], None] = None, **kwargs: Any
-    ) -> Sequence[Span]:
-        return await self._backend().query_spans(rollout_id, attempt_id, **kwargs)
-
-    async def add_resources(self, resources: NamedResources) -> ResourcesUpdate:
-        return await self._backend().add_resources(resources)
-
-    async def update_resources(self, resources_id: str, resources: NamedResources) -> ResourcesUpdate:
-        return await self._backend().update_resources(resources_id, resources)
-
-    async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
-        return await self._backend().get_resources_by_id(resources_id)
-
-    async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
-        return await self._backend().get_latest_resources()
-
-    async def query_resources(self, **kwargs: Any) -> Sequence[ResourcesUpdate]:  # type: ignore[override]
-        return await self._backend().query_resources(**kwargs)
-
-    async def query_workers(self, **kwargs: Any) -> Sequence[Worker]:  # type: ignore[override]
-        return await self._backend().query_workers(**kwargs)
-
-    async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
-        return await self._backend().get_worker_by_id(worker_id)
-
-    async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
-        return await self._backend().update_worker(worker_id, heartbeat_stats)
+    async def _forward(self, operation: str, arguments: dict[str, Any]) -> Any:
+        return await call_store(self._backend(), operation, arguments)
