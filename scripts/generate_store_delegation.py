@@ -134,7 +134,7 @@ def _render_method(source: str, method: ast.AsyncFunctionDef) -> str:
         raise SystemExit(f"{method.name}: *args/**kwargs in the contract cannot be forwarded by name")
     if args.kwonlyargs:
         parameters.append("*")
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True):
             text = arg.arg + (f": {ast.get_source_segment(source, arg.annotation)}" if arg.annotation else "")
             if default is not None:
                 text += f" = {ast.get_source_segment(source, default)}"
