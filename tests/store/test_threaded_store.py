@@ -8,7 +8,6 @@ import threading
 from typing import Any, Optional
 
 from agentlightning.store import InMemoryLightningStore, LightningStore, LightningStoreCapabilities
-from agentlightning.store.base import UNSET
 from agentlightning.store.threading import LightningStoreThreaded
 from agentlightning.types import ResourcesUpdate, Rollout
 
@@ -60,12 +59,13 @@ async def test_every_method_is_delegated_with_its_arguments() -> None:
     store = LightningStoreThreaded(inner)
     span = make_span("ro-1", "at-1", 1)
     readable = make_readable_span()
+    # Required arguments travel positionally; the others by name, and only when they differ from the default.
     calls = [
         (
             store.start_rollout("in", "train", "rs", None, {"m": 1}),
-            ("start_rollout", ("in", "train", "rs", None, {"m": 1}), {}),
+            ("start_rollout", ("in",), {"mode": "train", "resources_id": "rs", "metadata": {"m": 1}}),
         ),
-        (store.enqueue_rollout("in"), ("enqueue_rollout", ("in", None, None, None, None), {})),
+        (store.enqueue_rollout("in"), ("enqueue_rollout", ("in",), {})),
         (store.dequeue_rollout(), ("dequeue_rollout", (), {})),
         (store.dequeue_rollout(worker_id="w"), ("dequeue_rollout", (), {"worker_id": "w"})),
         (store.start_attempt("ro-1"), ("start_attempt", ("ro-1",), {})),
@@ -78,42 +78,19 @@ async def test_every_method_is_delegated_with_its_arguments() -> None:
         (store.get_resources_by_id("rs"), ("get_resources_by_id", ("rs",), {})),
         (store.get_latest_resources(), ("get_latest_resources", (), {})),
         (store.add_span(span), ("add_span", (span,), {})),
-        (store.add_otel_span("ro-1", "at-1", readable, 3), ("add_otel_span", ("ro-1", "at-1", readable, 3), {})),
-        (store.get_next_span_sequence_id("ro-1", "at-1"), ("get_next_span_sequence_id", ("ro-1", "at-1"), {})),
-        (store.query_spans("ro-1", "latest"), ("query_spans", ("ro-1", "latest"), {})),
         (
-            store.update_rollout("ro-1", status="failed"),
-            (
-                "update_rollout",
-                (),
-                {
-                    "rollout_id": "ro-1",
-                    "input": UNSET,
-                    "mode": UNSET,
-                    "resources_id": UNSET,
-                    "status": "failed",
-                    "config": UNSET,
-                    "metadata": UNSET,
-                },
-            ),
+            store.add_otel_span("ro-1", "at-1", readable, 3),
+            ("add_otel_span", ("ro-1", "at-1", readable), {"sequence_id": 3}),
         ),
+        (store.get_next_span_sequence_id("ro-1", "at-1"), ("get_next_span_sequence_id", ("ro-1", "at-1"), {})),
+        (store.query_spans("ro-1", "latest"), ("query_spans", ("ro-1",), {"attempt_id": "latest"})),
+        (store.update_rollout("ro-1", status="failed"), ("update_rollout", ("ro-1",), {"status": "failed"})),
         (
             store.update_attempt("ro-1", "latest", worker_id="w"),
-            (
-                "update_attempt",
-                (),
-                {
-                    "rollout_id": "ro-1",
-                    "attempt_id": "latest",
-                    "status": UNSET,
-                    "worker_id": "w",
-                    "last_heartbeat_time": UNSET,
-                    "metadata": UNSET,
-                },
-            ),
+            ("update_attempt", ("ro-1", "latest"), {"worker_id": "w"}),
         ),
-        (store.dequeue_many_rollouts(limit=2), ("dequeue_many_rollouts", (), {"limit": 2, "worker_id": None})),
-        (store.update_worker("w", {"cpu": 1}), ("update_worker", ("w", {"cpu": 1}), {})),
+        (store.dequeue_many_rollouts(limit=2), ("dequeue_many_rollouts", (), {"limit": 2})),
+        (store.update_worker("w", {"cpu": 1}), ("update_worker", ("w",), {"heartbeat_stats": {"cpu": 1}})),
         (store.statistics(), ("statistics", (), {})),
     ]
     for coro, expected in calls:
