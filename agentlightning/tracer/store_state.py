@@ -17,7 +17,7 @@ from agentlightning.utils.retry import RetryPolicy
 
 from .batch import ErrorKind, PendingSpan, SpanWriterStats, classify_error, span_name
 
-__all__ = ["Finished", "RetryGroup", "StoreState", "handle_failure"]
+__all__ = ["Finished", "RetryGroup", "StoreState", "WriteFailure", "drop_for_auth", "handle_failure"]
 
 logger = logging.getLogger("agentlightning.tracer.writer")
 
@@ -86,18 +86,21 @@ class Finished:
     failed: list[PendingSpan] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class WriteFailure:
+    """A failed request: its error, and the writer's situation when it failed (`buffered`: spans pending)."""
+
+    error: BaseException
+    now: float
+    closing: bool
+    buffered: int
+
+
 def handle_failure(
-    state: StoreState,
-    items: list[PendingSpan],
-    exc: BaseException,
-    stats: SpanWriterStats,
-    *,
-    now: float,
-    backoff: RetryPolicy,
-    closing: bool,
-    buffered: int,
+    state: StoreState, items: list[PendingSpan], failure: WriteFailure, stats: SpanWriterStats, backoff: RetryPolicy
 ) -> Finished:
-    """Apply the error policy to a failed request of `items` (`buffered`: spans pending in the writer)."""
+    """Apply the error policy to the failed request of `items`; the counters in `stats` follow."""
+    exc = failure.error
     stats.retries += 1
     stats.last_error = f"{type(exc).__name__}: {exc}"
     kind = classify_error(exc)
@@ -112,8 +115,8 @@ def handle_failure(
         )
         return Finished(dropped=drop_for_auth(state, items))
     if kind == ErrorKind.OUTAGE:
-        return _outage(state, items, exc, stats, now=now, backoff=backoff, closing=closing, buffered=buffered)
-    return _server_error(state, items, exc, now=now, backoff=backoff)
+        return _outage(state, items, failure, stats, backoff)
+    return _server_error(state, items, failure, backoff)
 
 
 def drop_for_auth(state: StoreState, items: list[PendingSpan]) -> list[PendingSpan]:
@@ -124,20 +127,13 @@ def drop_for_auth(state: StoreState, items: list[PendingSpan]) -> list[PendingSp
 
 
 def _outage(
-    state: StoreState,
-    items: list[PendingSpan],
-    exc: BaseException,
-    stats: SpanWriterStats,
-    *,
-    now: float,
-    backoff: RetryPolicy,
-    closing: bool,
-    buffered: int,
+    state: StoreState, items: list[PendingSpan], failure: WriteFailure, stats: SpanWriterStats, backoff: RetryPolicy
 ) -> Finished:
     """The store is unreachable: hold its spans until the backoff passes (retried as long as the writer runs)."""
+    exc, now = failure.error, failure.now
     state.failures += 1
     delay = backoff.delay(state.failures - 1)
-    if closing:
+    if failure.closing:
         delay = min(delay, _MAX_DELAY_AT_SHUTDOWN)
     state.next_try = now + delay
     if state.outage_since is None:
@@ -149,11 +145,13 @@ def _outage(
             len(items),
             type(exc).__name__,
             exc,
-            buffered,
+            failure.buffered,
         )
     elif state.failures % 10 == 0:
-        logger.error("Store still unavailable after %d attempts (%s); %d spans buffered", state.failures, exc, buffered)
-    if closing and state.failures >= _GIVE_UP_AT_SHUTDOWN:
+        logger.error(
+            "Store still unavailable after %d attempts (%s); %d spans buffered", state.failures, exc, failure.buffered
+        )
+    if failure.closing and state.failures >= _GIVE_UP_AT_SHUTDOWN:
         lost = items + state.take_waiting()
         logger.error("Giving up on %d spans at shutdown: the store is unavailable (%s)", len(lost), exc)
         return Finished(dropped=lost)
@@ -161,10 +159,9 @@ def _outage(
     return Finished()
 
 
-def _server_error(
-    state: StoreState, items: list[PendingSpan], exc: BaseException, *, now: float, backoff: RetryPolicy
-) -> Finished:
+def _server_error(state: StoreState, items: list[PendingSpan], failure: WriteFailure, backoff: RetryPolicy) -> Finished:
     """Split a failed request; retry a single span at most `backoff.max_retries` times."""
+    exc, now = failure.error, failure.now
     if len(items) > 1:
         if not any(item.failures for item in items):
             logger.error(

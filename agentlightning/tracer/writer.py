@@ -49,7 +49,7 @@ from agentlightning.utils.retry import RetryPolicy
 from .batch import BatchStorer, PendingSpan, SpanConverter, SpanWriterStats, span_name
 from .flush_groups import ALL, FlushGroups, Waiter
 from .spill import SpilledSpans, SpillFile, SpillFull
-from .store_state import StoreState, drop_for_auth, handle_failure
+from .store_state import StoreState, WriteFailure, drop_for_auth, handle_failure
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -448,16 +448,8 @@ class SpanWriter:
 
     def _failed(self, state: StoreState, items: list[PendingSpan], exc: BaseException) -> None:
         with self._cond:
-            finished = handle_failure(
-                state,
-                items,
-                exc,
-                self._stats,
-                now=time.monotonic(),
-                backoff=self._backoff,
-                closing=self._closing,
-                buffered=self._groups.outstanding(),
-            )
+            failure = WriteFailure(exc, time.monotonic(), self._closing, self._groups.outstanding())
+            finished = handle_failure(state, items, failure, self._stats, self._backoff)
             self._finish_locked(finished.dropped, dropped=True)
             self._finish_locked(finished.failed, failed=True)
 

@@ -14,13 +14,26 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional, TypeVar, Union
 
-__all__ = ["Backoff", "FixedDelays", "RetryAttempt", "RetryError", "RetryEvent", "RetryPolicy", "retry_async"]
+__all__ = [
+    "FOREVER",
+    "Backoff",
+    "FixedDelays",
+    "RetryAttempt",
+    "RetryError",
+    "RetryEvent",
+    "RetryPolicy",
+    "retry_async",
+]
 
 T = TypeVar("T")
+
+FOREVER = sys.maxsize
+"""`max_retries` of a policy that retries as long as `retry_on` accepts the error (it decides when to stop)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,8 @@ class RetryPolicy:
 
     def delays(self, rng: Optional[random.Random] = None) -> list[float]:
         """The waits before each retry (a new random draw on every call)."""
+        if self.max_retries == FOREVER:
+            raise ValueError("a policy that retries forever has no list of delays; use delay(n)")
         return [self.delay(retry, rng) for retry in range(self.max_retries)]
 
 

@@ -9,7 +9,15 @@ import pytest
 
 from agentlightning.store.http.retry import FixedDelays as StoreFixedDelays
 from agentlightning.store.http.retry import RetryPolicy as StoreRetryPolicy
-from agentlightning.utils.retry import FixedDelays, RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
+from agentlightning.utils.retry import (
+    FOREVER,
+    FixedDelays,
+    RetryAttempt,
+    RetryError,
+    RetryEvent,
+    RetryPolicy,
+    retry_async,
+)
 
 
 class Recorder:
@@ -187,3 +195,20 @@ async def test_cancellation_raised_by_the_operation_is_not_retried() -> None:
     with pytest.raises(asyncio.CancelledError):
         await retry_async(cancelled, RetryPolicy(), what="op", retry_on=lambda exc: True, sleep=Recorder())
     assert calls == [1]
+
+
+def test_an_endless_policy_gives_any_delay_but_no_list_of_them() -> None:
+    policy = RetryPolicy(max_retries=FOREVER, initial_delay=0.2, max_delay=5.0, jitter=0.0)
+    assert [policy.delay(n) for n in (0, 1, 10**6)] == [0.2, 0.4, 5.0]
+    with pytest.raises(ValueError, match="no list of delays"):
+        policy.delays()
+
+
+async def test_an_endless_policy_stops_when_retry_on_says_no() -> None:
+    operation = Flaky(*[ConnectionError(str(n)) for n in range(5)])
+    policy = RetryPolicy(max_retries=FOREVER, jitter=0.0)
+    with pytest.raises(ConnectionError, match="3"):
+        await retry_async(
+            operation, policy, what="op", retry_on=lambda exc: len(operation.attempts) < 4, sleep=Recorder()
+        )
+    assert len(operation.attempts) == 4
