@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Optional
+
+from agentlightning.utils.retry import RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
 
 from .models import Upstream
 
 logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 10.0
+"""The longest wait a Retry-After header can ask for."""
 
 
 class UpstreamResponse:
@@ -46,7 +49,8 @@ class UpstreamResult:
 
 
 class UpstreamClient:
-    """Sends requests to upstreams; retries connection errors, 429 and 5xx up to `num_retries` times.
+    """Sends requests to upstreams; retries connection errors, 429 and 5xx up to `num_retries` times (with capped
+    exponential backoff, waiting at least what a Retry-After header asks, up to `MAX_RETRY_AFTER` seconds).
 
     Must be created on the event loop that uses it (aiohttp sessions belong to one loop).
     """
@@ -55,6 +59,7 @@ class UpstreamClient:
         import aiohttp
 
         self.num_retries = num_retries
+        self.retry_policy = RetryPolicy(max_retries=num_retries, initial_delay=0.1, max_delay=5.0, jitter=0.2)
         self._aiohttp = aiohttp
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=timeout),
@@ -74,27 +79,51 @@ class UpstreamClient:
         url = f"{upstream.api_base}{path}"
         payload = json.dumps(body, separators=(",", ":")).encode()
         result = UpstreamResult()
-        delay = 0.1
-        for attempt in range(self.num_retries + 1):
-            result.attempts = attempt + 1
-            try:
-                raw = await self._session.post(url, data=payload, headers=headers)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
-                result.error, result.response = exc, None
-                logger.warning("Upstream %s unreachable (%r), attempt %d", url, exc, attempt + 1)
+
+        async def post(attempt: RetryAttempt) -> UpstreamResponse:
+            result.attempts = attempt.number
+            response = UpstreamResponse(await self._session.post(url, data=payload, headers=headers))
+            if response.status_code not in RETRYABLE_STATUSES or attempt.last:
+                return response
+            retry_after = response.headers.get("retry-after")
+            await response.read()
+            await response.close()
+            raise _RetryableAnswer(response.status_code, _seconds(retry_after))
+
+        def log_retry(event: RetryEvent) -> None:
+            if isinstance(event.error, _RetryableAnswer):
+                logger.warning("Upstream %s answered %d, attempt %d", url, event.error.status, event.attempt)
             else:
-                response = UpstreamResponse(raw)
-                if response.status_code not in RETRYABLE_STATUSES or attempt == self.num_retries:
-                    result.response, result.error = response, None
-                    return result
-                retry_after = response.headers.get("retry-after")
-                await response.read()
-                await response.close()
-                logger.warning("Upstream %s answered %d, attempt %d", url, response.status_code, attempt + 1)
-                result.response = None
-                if retry_after and retry_after.replace(".", "", 1).isdigit():
-                    delay = max(delay, min(float(retry_after), 10.0))
-            if attempt < self.num_retries:
-                await asyncio.sleep(delay * (1 + 0.25 * random.random()))
-                delay = min(delay * 2, 5.0)
+                logger.warning("Upstream %s unreachable (%r), attempt %d", url, event.error, event.attempt)
+
+        try:
+            result.response = await retry_async(
+                post,
+                self.retry_policy,
+                what=f"POST {url}",
+                retry_on=lambda exc: isinstance(
+                    exc, (_RetryableAnswer, aiohttp.ClientError, asyncio.TimeoutError, OSError)
+                ),
+                wait_hint=lambda exc: exc.retry_after if isinstance(exc, _RetryableAnswer) else None,
+                on_retry=log_retry,
+            )
+        except RetryError as exhausted:  # only connection failures get here: the last answer is always returned
+            logger.warning("Upstream %s unreachable (%r), attempt %d", url, exhausted.cause, exhausted.attempts)
+            result.error = exhausted.cause
         return result
+
+
+class _RetryableAnswer(Exception):
+    """A 429/5xx answer (already read and closed) that another try may fix; `retry_after` in seconds, if given."""
+
+    def __init__(self, status: int, retry_after: Optional[float]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _seconds(retry_after: Optional[str]) -> Optional[float]:
+    """A Retry-After header given in seconds, capped at `MAX_RETRY_AFTER` (HTTP dates are ignored)."""
+    if retry_after and retry_after.replace(".", "", 1).isdigit():
+        return min(float(retry_after), MAX_RETRY_AFTER)
+    return None

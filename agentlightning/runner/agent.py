@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 from agentlightning.emitter.reward import emit_reward, find_final_reward
 from agentlightning.litagent.litagent import LitAgent, running_rollout
 from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout, RolloutMode, Span, SpanCoreFields
+from agentlightning.utils.retry import FOREVER, RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
 
 from .base import Runner
 from .errors import StoreUnreachableError, describe_store, is_transient_store_error
@@ -56,6 +57,10 @@ R = TypeVar("R")
 
 _STOP_CHECK = 0.1  # seconds between checks of the stop event while sleeping
 _INTERRUPTED_WRITE_TIMEOUT = 5.0  # how long a stopping runner keeps trying to record its last attempt
+_CONNECT_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.1, max_delay=2.0, jitter=0.0)
+"""Registering waits for a store that is not up yet, until `connect_timeout` passes or the runner stops."""
+_STORE_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.2, max_delay=5.0, jitter=0.0)
+"""Store writes ride out an outage: retried until they succeed, the time limit passes or the runner stops."""
 
 
 def _is_set(event: Optional[ExecutionEvent]) -> bool:
@@ -330,34 +335,52 @@ class LitAgentRunner(Runner[T_task]):
     async def _connect(self, heartbeat: Heartbeat, event: Optional[ExecutionEvent]) -> bool:
         """Register this worker, waiting for a store that is not reachable yet. False if stopped meanwhile."""
         deadline = time.monotonic() + self.connect_timeout
-        delay: Optional[float] = None
+        timed_out = False
         warned = False
-        while True:
-            try:
-                await heartbeat.beat_worker()
-                if warned:
-                    logger.info("%s reached the store at %s", self.get_worker_id(), describe_store(heartbeat.store))
-                return True
-            except Exception as exc:
-                if not is_transient_store_error(exc):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise StoreUnreachableError(
-                        f"{self.get_worker_id()} could not reach the store at {describe_store(heartbeat.store)} "
-                        f"within {self.connect_timeout:g} s (connect_timeout): {exc}"
-                    ) from exc
-                if not warned:
-                    logger.info(
-                        "%s: waiting for the store at %s (%r)",
-                        self.get_worker_id(),
-                        describe_store(heartbeat.store),
-                        exc,
-                    )
-                    warned = True
-            if _is_set(event):
-                return False
-            delay = next_poll_delay(delay, minimum=0.1, maximum=2.0)
-            await self._sleep(min(delay, max(0.0, deadline - time.monotonic())), event)
+
+        def worth_retrying(exc: Exception) -> bool:
+            nonlocal timed_out
+            timed_out = time.monotonic() >= deadline
+            return is_transient_store_error(exc) and not timed_out
+
+        def note(retry: RetryEvent) -> None:
+            nonlocal warned
+            if not warned:
+                store = describe_store(heartbeat.store)
+                logger.info("%s: waiting for the store at %s (%r)", self.get_worker_id(), store, retry.error)
+                warned = True
+
+        async def beat(_: RetryAttempt) -> None:
+            await heartbeat.beat_worker()
+
+        async def not_stopped() -> bool:
+            return not _is_set(event)
+
+        async def sleep_until_deadline(seconds: float) -> None:
+            await self._sleep(min(seconds, max(0.0, deadline - time.monotonic())), event)
+
+        try:
+            await retry_async(
+                beat,
+                _CONNECT_RETRY,
+                what=f"{self.get_worker_id()} registering with the store",
+                retry_on=worth_retrying,
+                on_retry=note,
+                ready=not_stopped,
+                sleep=sleep_until_deadline,
+            )
+        except RetryError:  # asked to stop while waiting
+            return False
+        except Exception as exc:
+            if timed_out and is_transient_store_error(exc):
+                raise StoreUnreachableError(
+                    f"{self.get_worker_id()} could not reach the store at {describe_store(heartbeat.store)} "
+                    f"within {self.connect_timeout:g} s (connect_timeout): {exc}"
+                ) from exc
+            raise
+        if warned:
+            logger.info("%s reached the store at %s", self.get_worker_id(), describe_store(heartbeat.store))
+        return True
 
     async def _sleep(self, seconds: float, event: Optional[ExecutionEvent]) -> None:
         """Sleep, waking early when `event` is set."""
@@ -597,27 +620,35 @@ class LitAgentRunner(Runner[T_task]):
         a few seconds and raises the last error.
         """
         started = time.monotonic()
-        delay: Optional[float] = None
+
+        def worth_retrying(exc: Exception) -> bool:
+            if not is_transient_store_error(exc):
+                return False
+            elapsed = time.monotonic() - started
+            out_of_time = limit is not None and elapsed >= limit
+            return not out_of_time and not (_is_set(event) and elapsed >= _INTERRUPTED_WRITE_TIMEOUT)
+
         warned = False
-        while True:
-            try:
-                result = await operation()
-            except Exception as exc:
-                if not is_transient_store_error(exc):
-                    raise
-                elapsed = time.monotonic() - started
-                stopping = _is_set(event)
-                if (limit is not None and elapsed >= limit) or (stopping and elapsed >= _INTERRUPTED_WRITE_TIMEOUT):
-                    raise
-                if not warned:
-                    logger.warning("%s: cannot %s yet (%r); retrying", self.get_worker_id(), what, exc)
-                    warned = True
-                delay = next_poll_delay(delay, minimum=0.2, maximum=5.0)
-                await asyncio.sleep(delay)
-                continue
-            if warned:
-                logger.info("%s: %s succeeded after %.1f s", self.get_worker_id(), what, time.monotonic() - started)
-            return result
+
+        def warn_once(retry: RetryEvent) -> None:
+            nonlocal warned
+            if not warned:
+                logger.warning("%s: cannot %s yet (%r); retrying", self.get_worker_id(), what, retry.error)
+                warned = True
+
+        async def attempt(_: RetryAttempt) -> R:
+            return await operation()
+
+        result = await retry_async(
+            attempt,
+            _STORE_RETRY,
+            what=what,
+            retry_on=worth_retrying,  # once it says no, the last error propagates
+            on_retry=warn_once,
+        )
+        if warned:
+            logger.info("%s: %s succeeded after %.1f s", self.get_worker_id(), what, time.monotonic() - started)
+        return result
 
     def _log_failure(self, claimed: AttemptedRollout, outcome: AttemptOutcome) -> None:
         logger.warning(

@@ -14,15 +14,15 @@ corrupt the file; `synchronous="full"` also survives that, at the cost of an fsy
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import random
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Literal, Optional
+
+from agentlightning.utils.retry import FOREVER, RetryAttempt, RetryPolicy, retry_async
 
 from .base import LightningStoreCapabilities
 from .errors import InvalidArgumentError, StoreBusyError, StoreClosedError, StoreError, StoreOpenError
@@ -47,6 +47,14 @@ _INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
 
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
+
+
+class _Busy(Exception):
+    """Another process holds the database's write lock (retried until `busy_timeout` passes)."""
+
+
+_BUSY_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.00075, max_delay=0.015, jitter=2 / 3)
+"""Waits between tries of BEGIN on a busy database: 0.25-0.75 ms at first, doubling up to 5-15 ms."""
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -160,36 +168,48 @@ class SqliteStorage(SqlStorage):
     # ------------------------------------------------------------------------------------------------ transactions
     async def _begin(self, write: bool) -> sqlite3.Connection:
         """Start a transaction with the lock held; wait (without blocking the loop) while other processes write."""
-        deadline: Optional[float] = None
-        delay = 0.0005
-        while True:
-            self._lock.acquire()
-            try:
-                conn = self._connection()
-                if write:
-                    conn.execute("BEGIN IMMEDIATE")
-                else:
-                    conn.execute("BEGIN")
-                    conn.execute("SELECT 1 FROM agl_meta LIMIT 1").fetchall()  # takes the read snapshot now
-                return conn
-            except sqlite3.Error as exc:
-                if conn_in_transaction(self._conn):
-                    self._conn.execute("ROLLBACK")  # type: ignore[union-attr]
-                self._lock.release()
-                if not _is_busy(exc):
-                    raise StoreError(f"SQLite store {self.path}: {exc}") from exc
-            except BaseException:
-                self._lock.release()
-                raise
-            now = time.monotonic()
-            if deadline is None:
-                deadline = now + self.busy_timeout
-            elif now >= deadline:
-                raise StoreBusyError(
-                    f"The SQLite store {self.path} stayed locked by other writers for {self.busy_timeout} s"
-                )
-            await asyncio.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 0.01)
+        try:
+            return self._try_begin(write)
+        except _Busy:
+            pass
+        deadline = time.monotonic() + self.busy_timeout
+
+        async def begin(_: RetryAttempt) -> sqlite3.Connection:
+            return self._try_begin(write)
+
+        try:
+            return await retry_async(
+                begin,
+                _BUSY_RETRY,
+                what=f"BEGIN on SQLite store {self.path}",
+                retry_on=lambda exc: isinstance(exc, _Busy) and time.monotonic() < deadline,
+            )
+        except _Busy:
+            raise StoreBusyError(
+                f"The SQLite store {self.path} stayed locked by other writers for {self.busy_timeout} s"
+            ) from None
+
+    def _try_begin(self, write: bool) -> sqlite3.Connection:
+        """Start a transaction and keep the lock, or release it and raise `_Busy` while another process writes."""
+        self._lock.acquire()
+        try:
+            conn = self._connection()
+            if write:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                conn.execute("BEGIN")
+                conn.execute("SELECT 1 FROM agl_meta LIMIT 1").fetchall()  # takes the read snapshot now
+            return conn
+        except sqlite3.Error as exc:
+            if conn_in_transaction(self._conn):
+                self._conn.execute("ROLLBACK")  # type: ignore[union-attr]
+            self._lock.release()
+            if _is_busy(exc):
+                raise _Busy from exc
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        except BaseException:
+            self._lock.release()
+            raise
 
     @asynccontextmanager
     async def sql_transaction(self, *, write: bool = True) -> AsyncIterator[SqlTransaction]:

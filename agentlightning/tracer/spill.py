@@ -11,10 +11,15 @@ import json
 import os
 import tempfile
 from collections import deque
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import IO, Any, Optional
 
-__all__ = ["SpillFile", "SpillFull", "default_spill_dir"]
+from agentlightning.types import Span
+
+from .batch import PendingSpan
+
+__all__ = ["SpillFile", "SpillFull", "SpilledSpans", "default_spill_dir"]
 
 SPILL_DIR_ENV = "AGL_SPAN_SPILL_DIR"
 
@@ -126,3 +131,45 @@ class SpillFile:
             self._drop(self._segments.popleft())
         self.count = 0
         self.bytes = 0
+
+
+class SpilledSpans:
+    """Pending spans parked in a `SpillFile`: each span and its ids go to disk, its flush group and callback (which
+    cannot be serialised) stay in memory, in the same order."""
+
+    def __init__(self, file: SpillFile) -> None:
+        self.file = file
+        self._meta: deque[tuple[Hashable, Optional[Callable[[Span], None]]]] = deque()
+
+    @property
+    def count(self) -> int:
+        return self.file.count
+
+    def put(self, item: PendingSpan, span: Span) -> None:
+        """Park `item` (whose converted span is `span`); raises `SpillFull` or the disk's error when it cannot."""
+        self.file.append(
+            {
+                "store_key": item.store_key,
+                "rollout_id": item.rollout_id,
+                "attempt_id": item.attempt_id,
+                "urgent": item.urgent,
+                "needs_sequence": item.needs_sequence,
+                "span": span.model_dump(mode="json"),
+            }
+        )
+        self._meta.append((item.group, item.on_written))
+
+    def take(self) -> PendingSpan:
+        """The oldest parked span (the caller checks `count` first)."""
+        record = self.file.pop()
+        group, on_written = self._meta.popleft()
+        return PendingSpan(
+            store_key=record["store_key"],
+            rollout_id=record["rollout_id"],
+            attempt_id=record["attempt_id"],
+            group=group,
+            urgent=record["urgent"],
+            span=Span.model_validate(record["span"]),
+            needs_sequence=record["needs_sequence"],
+            on_written=on_written,
+        )

@@ -25,6 +25,10 @@ with ids fixed when the call arrived). Policy (documented in docs/capture.md):
   error log. Every such loss is counted in `stats()`.
 - `flush(group)` waits until every span submitted under `group` was stored, rejected, or given up (or the timeout
   passes).
+
+Its parts: `batch` (the span record, counters, error kinds, one store request), `store_state` (per-store waits and
+the error policy above), `spill` (the overflow file), `flush_groups` (flush accounting and waiters). Every backoff
+comes from one `agentlightning.utils.retry.RetryPolicy`.
 """
 
 from __future__ import annotations
@@ -37,13 +41,15 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from agentlightning.types import Span
+from agentlightning.utils.retry import RetryPolicy
 
-from .batch import BatchStorer, ErrorKind, PendingSpan, SpanConverter, SpanWriterStats, classify_error, span_name
-from .spill import SpillFile, SpillFull
+from .batch import BatchStorer, PendingSpan, SpanConverter, SpanWriterStats, span_name
+from .flush_groups import ALL, FlushGroups, Waiter
+from .spill import SpilledSpans, SpillFile, SpillFull
+from .store_state import StoreState, WriteFailure, drop_for_auth, handle_failure
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -55,35 +61,6 @@ __all__ = ["SpanWriter", "SpanWriterStats"]
 logger = logging.getLogger(__name__)
 
 _LIVE_WRITERS: weakref.WeakSet[SpanWriter] = weakref.WeakSet()
-
-
-@dataclass
-class _RetryGroup:
-    """Spans that met a server error together, retried in their own request once `not_before` passes."""
-
-    items: list[PendingSpan]
-    not_before: float
-
-
-@dataclass
-class _StoreState:
-    """What the writer knows about one store; dropped as soon as no span for it is pending."""
-
-    store: Any
-    pending: int = 0
-    held: deque[PendingSpan] = field(default_factory=deque)  # waiting for the end of an outage's backoff
-    retry: list[_RetryGroup] = field(default_factory=list)
-    failures: int = 0  # consecutive outage failures
-    next_try: float = 0.0
-    outage_since: Optional[float] = None
-    auth_error: Optional[BaseException] = None
-    auth_drops: int = 0
-
-    def due_retries(self, now: float) -> list[_RetryGroup]:
-        due = [group for group in self.retry if group.not_before <= now]
-        if due:
-            self.retry = [group for group in self.retry if group.not_before > now]
-        return due
 
 
 class SpanWriter:
@@ -128,20 +105,18 @@ class SpanWriter:
         self._max_buffered = max_buffered_spans
         self._max_batch = max_batch_size
         self._flush_interval = flush_interval
-        self._retry_initial = retry_initial_delay
-        self._retry_max = retry_max_delay
-        self._max_retries = max_retries
+        self._backoff = RetryPolicy(
+            max_retries=max_retries, initial_delay=retry_initial_delay, max_delay=retry_max_delay, jitter=0.0
+        )
         self._max_wait_for_room = max_wait_for_room
         self._cond = threading.Condition()
         self._incoming: deque[PendingSpan] = deque()  # submitted, not converted yet (producers append)
         self._ready: deque[PendingSpan] = deque()  # converted, waiting for a batch (writer thread only, under the lock)
         self._ready_since: Optional[float] = None
         self._in_memory = 0  # spans in memory anywhere (incoming, ready, held, retry groups, in flight)
-        self._spill = SpillFile(spill_dir, max_bytes=max_spill_bytes)
-        self._spill_meta: deque[tuple[Hashable, Optional[Callable[[Span], None]]]] = deque()
-        self._stores: dict[int, _StoreState] = {}
-        self._pending: dict[Hashable, int] = {}
-        self._waiters: dict[Hashable, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]]] = {}
+        self._spill = SpilledSpans(SpillFile(spill_dir, max_bytes=max_spill_bytes))
+        self._stores: dict[int, StoreState] = {}
+        self._groups = FlushGroups()
         self._urgent = False
         self._flush_requests = 0
         self._closing = False
@@ -188,7 +163,7 @@ class SpanWriter:
                 return
             state = self._stores.get(store_key)
             if state is None:
-                state = self._stores[store_key] = _StoreState(store)
+                state = self._stores[store_key] = StoreState(store)
             if state.auth_error is not None:
                 state.auth_drops += 1
                 self._stats.dropped += 1
@@ -196,7 +171,7 @@ class SpanWriter:
                     logger.error("%d spans dropped: the store refused the span writer's credentials", state.auth_drops)
                 return
             state.pending += 1
-            self._pending[group] = self._pending.get(group, 0) + 1
+            self._groups.add(group)
             if self._in_memory < self._max_buffered and self._spill.count == 0:
                 self._incoming.append(item)
                 self._in_memory += 1
@@ -216,24 +191,14 @@ class SpanWriter:
             if span is None:
                 assert item.readable is not None and self._converter is not None
                 span = self._converter(item.readable, item.rollout_id, item.attempt_id, 0)
-            self._spill.append(
-                {
-                    "store_key": item.store_key,
-                    "rollout_id": item.rollout_id,
-                    "attempt_id": item.attempt_id,
-                    "urgent": item.urgent,
-                    "needs_sequence": item.needs_sequence,
-                    "span": span.model_dump(mode="json"),
-                }
-            )
-            self._spill_meta.append((item.group, item.on_written))
+            self._spill.put(item, span)
             self._stats.spilled += 1
             if self._stats.spilled == 1 or self._stats.spilled % 1000 == 0:
                 logger.warning(
                     "Span buffer is full (%d spans in memory); %d spans spilled to %s so far",
                     self._max_buffered,
                     self._stats.spilled,
-                    self._spill.directory or "the temporary directory",
+                    self._spill.file.directory or "the temporary directory",
                 )
             return True
         except Exception as exc:  # cap reached, disk full, unserialisable attribute, ...
@@ -266,7 +231,7 @@ class SpanWriter:
         return True
 
     # ---------------------------------------------------------------------------------------------- flushing
-    def flush(self, group: Hashable = ..., timeout: Optional[float] = None) -> bool:
+    def flush(self, group: Hashable = ALL, timeout: Optional[float] = None) -> bool:
         """Wait until the spans of `group` (all spans when omitted) are stored, rejected or given up.
 
         Returns False when the timeout passed first (the spans stay queued and keep being retried).
@@ -276,7 +241,7 @@ class SpanWriter:
             self._flush_requests += 1
             self._cond.notify_all()
             try:
-                while self._outstanding(group):
+                while self._groups.outstanding(group):
                     if not self._thread.is_alive():
                         return False
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -287,17 +252,17 @@ class SpanWriter:
             finally:
                 self._flush_requests -= 1
 
-    async def flush_async(self, group: Hashable = ..., timeout: Optional[float] = None) -> bool:
+    async def flush_async(self, group: Hashable = ALL, timeout: Optional[float] = None) -> bool:
         """`flush` without blocking the calling event loop (the writer resolves a future when the group is done)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        waiter = (loop, future)
+        waiter: Waiter = (loop, future)
         with self._cond:
-            if not self._outstanding(group):
+            if not self._groups.outstanding(group):
                 return True
             if not self._thread.is_alive():
                 return False
-            self._waiters.setdefault(group, []).append(waiter)
+            self._groups.wait(group, waiter)
             self._flush_requests += 1
             self._cond.notify_all()
         try:
@@ -307,16 +272,7 @@ class SpanWriter:
         finally:
             with self._cond:
                 self._flush_requests -= 1
-                waiters = self._waiters.get(group)
-                if waiters is not None and waiter in waiters:
-                    waiters.remove(waiter)
-                    if not waiters:
-                        del self._waiters[group]
-
-    def _outstanding(self, group: Hashable) -> int:
-        if group is ...:
-            return sum(self._pending.values())
-        return self._pending.get(group, 0)
+                self._groups.forget(group, waiter)
 
     def close(self, timeout: Optional[float] = 30.0) -> bool:
         """Flush everything (up to `timeout` seconds) and stop the background thread. Returns True if all was stored."""
@@ -328,11 +284,11 @@ class SpanWriter:
         _LIVE_WRITERS.discard(self)
         if not flushed:
             with self._cond:
-                left = sum(self._pending.values())
+                left = self._groups.outstanding()
             logger.error("Span writer closed with %d spans not stored (store unavailable)", left)
         with self._cond:
             if not self._thread.is_alive():
-                self._spill.close()
+                self._spill.file.close()
         return flushed
 
     @property
@@ -344,10 +300,10 @@ class SpanWriter:
         with self._cond:
             values = {k: v for k, v in vars(self._stats).items() if k != "pending_by_group"}
             snapshot = SpanWriterStats(**values)
-            snapshot.pending = sum(self._pending.values())
-            snapshot.pending_by_group = {repr(key): value for key, value in self._pending.items() if value}
+            snapshot.pending = self._groups.outstanding()
+            snapshot.pending_by_group = self._groups.snapshot()
             snapshot.queued = self._in_memory
-            snapshot.spill_bytes = self._spill.bytes
+            snapshot.spill_bytes = self._spill.file.bytes
             snapshot.stores = len(self._stores)
             return snapshot
 
@@ -367,7 +323,7 @@ class SpanWriter:
             finally:
                 loop.close()
 
-    def _run_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[tuple[_StoreState, list[PendingSpan]]]) -> None:
+    def _run_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[tuple[StoreState, list[PendingSpan]]]) -> None:
         for state, items in jobs:
             try:
                 self._write(loop, state, items)
@@ -376,7 +332,7 @@ class SpanWriter:
                 for item in items:
                     self._finish(item, None, dropped=True)
 
-    def _next_jobs(self) -> Optional[list[tuple[_StoreState, list[PendingSpan]]]]:
+    def _next_jobs(self) -> Optional[list[tuple[StoreState, list[PendingSpan]]]]:
         """Convert what arrived and return the next requests once some are due (None when closed and drained)."""
         while True:
             with self._cond:
@@ -413,19 +369,14 @@ class SpanWriter:
                     return None
                 self._cond.wait(self._wait_time(now))
 
-    def _due_retries(self, now: float) -> list[tuple[_StoreState, list[PendingSpan]]]:
+    def _due_retries(self, now: float) -> list[tuple[StoreState, list[PendingSpan]]]:
         """Held spans of stores whose backoff has passed, and retry groups that are due (lock held)."""
-        jobs: list[tuple[_StoreState, list[PendingSpan]]] = []
+        jobs: list[tuple[StoreState, list[PendingSpan]]] = []
         for state in list(self._stores.values()):
-            if state.next_try > now:
-                continue
-            jobs.extend((state, group.items) for group in state.due_retries(now))
-            while state.held:
-                chunk = [state.held.popleft() for _ in range(min(self._max_batch, len(state.held)))]
-                jobs.append((state, chunk))
+            jobs.extend((state, items) for items in state.due(now, self._max_batch))
         return jobs
 
-    def _batch_jobs(self, batch: list[PendingSpan], now: float) -> list[tuple[_StoreState, list[PendingSpan]]]:
+    def _batch_jobs(self, batch: list[PendingSpan], now: float) -> list[tuple[StoreState, list[PendingSpan]]]:
         """One request per store; spans of a store in backoff wait with its held spans (lock held)."""
         by_store: dict[int, list[PendingSpan]] = {}
         for item in batch:
@@ -440,7 +391,7 @@ class SpanWriter:
         return jobs
 
     def _waiting_items(self) -> bool:
-        return any(state.held or state.retry for state in self._stores.values())
+        return any(state.waiting for state in self._stores.values())
 
     def _wait_time(self, now: float) -> float:
         """How long the writer may sleep before something becomes due (lock held)."""
@@ -448,10 +399,9 @@ class SpanWriter:
         if self._ready and self._ready_since is not None:
             wait = max(0.0, min(wait, self._flush_interval - (now - self._ready_since)))
         for state in self._stores.values():
-            if state.held:
-                wait = min(wait, state.next_try - now)
-            for group in state.retry:
-                wait = min(wait, max(group.not_before, state.next_try) - now)
+            due = state.next_due()
+            if due is not None:
+                wait = min(wait, due - now)
         return max(wait, 0.001)
 
     def _convert(self, items: list[PendingSpan]) -> None:
@@ -472,27 +422,14 @@ class SpanWriter:
 
     def _refill_from_spill(self) -> None:
         while self._spill.count and self._in_memory < self._max_buffered:
-            record = self._spill.pop()
-            group, on_written = self._spill_meta.popleft()
             self._in_memory += 1
-            self._ready.append(
-                PendingSpan(
-                    store_key=record["store_key"],
-                    rollout_id=record["rollout_id"],
-                    attempt_id=record["attempt_id"],
-                    group=group,
-                    urgent=record["urgent"],
-                    span=Span.model_validate(record["span"]),
-                    needs_sequence=record["needs_sequence"],
-                    on_written=on_written,
-                )
-            )
+            self._ready.append(self._spill.take())
 
     # ------------------------------------------------------------------------------------------------ writing
-    def _write(self, loop: asyncio.AbstractEventLoop, state: _StoreState, items: list[PendingSpan]) -> None:
+    def _write(self, loop: asyncio.AbstractEventLoop, state: StoreState, items: list[PendingSpan]) -> None:
         if state.auth_error is not None:
             with self._cond:
-                self._drop_for_auth(state, items)
+                self._finish_locked(drop_for_auth(state, items), dropped=True)
             return
         try:
             loop.run_until_complete(self._storer.write(state.store, items))
@@ -509,102 +446,17 @@ class SpanWriter:
         with self._cond:
             self._stats.batches += 1
 
-    def _failed(self, state: _StoreState, items: list[PendingSpan], exc: BaseException) -> None:
-        kind = classify_error(exc)
-        now = time.monotonic()
+    def _failed(self, state: StoreState, items: list[PendingSpan], exc: BaseException) -> None:
         with self._cond:
-            self._stats.retries += 1
-            self._stats.last_error = f"{type(exc).__name__}: {exc}"
-            closing = self._closing
-            if kind == ErrorKind.AUTH:
-                state.auth_error = exc
-                self._stats.auth_failures += 1
-                logger.error(
-                    "The store refused the span writer's credentials (%s: %s). Spans for this store are dropped from "
-                    "now on: set the store's API key (AGL_STORE_API_KEY or api_key=) and restart.",
-                    type(exc).__name__,
-                    exc,
-                )
-                self._drop_for_auth(state, items)
-                return
-            if kind == ErrorKind.OUTAGE:
-                state.failures += 1
-                delay = min(self._retry_initial * 2 ** (state.failures - 1), self._retry_max)
-                if closing:
-                    delay = min(delay, 0.5)
-                state.next_try = now + delay
-                waiting = sum(self._pending.values())
-                if state.outage_since is None:
-                    state.outage_since = now
-                    self._stats.outages += 1
-                    logger.error(
-                        "Store unavailable while writing %d spans (%s: %s); %d spans buffered, retrying with "
-                        "backoff. The agent keeps running.",
-                        len(items),
-                        type(exc).__name__,
-                        exc,
-                        waiting,
-                    )
-                elif state.failures % 10 == 0:
-                    logger.error(
-                        "Store still unavailable after %d attempts (%s); %d spans buffered",
-                        state.failures,
-                        exc,
-                        waiting,
-                    )
-                if closing and state.failures >= 3:
-                    lost = items + list(state.held) + [item for group in state.retry for item in group.items]
-                    state.held.clear()
-                    state.retry.clear()
-                    logger.error("Giving up on %d spans at shutdown: the store is unavailable (%s)", len(lost), exc)
-                    self._finish_locked(lost, dropped=True)
-                    return
-                state.held.extendleft(reversed(items))
-                return
-        self._server_error(state, items, exc, now)
-
-    def _server_error(self, state: _StoreState, items: list[PendingSpan], exc: BaseException, now: float) -> None:
-        """Split a failed request; retry a single span at most `max_retries` times with backoff."""
-        if len(items) > 1:
-            if not any(item.failures for item in items):
-                logger.error(
-                    "Store failed on %d spans (%s: %s); retrying them in smaller requests, apart from new spans",
-                    len(items),
-                    type(exc).__name__,
-                    exc,
-                )
-            middle = len(items) // 2
-            with self._cond:
-                for half in (items[:middle], items[middle:]):
-                    state.retry.append(_RetryGroup(half, now + self._retry_initial))
-            return
-        item = items[0]
-        item.failures += 1
-        if item.failures > self._max_retries:
-            logger.error(
-                "Giving up on span %r of rollout %s after %d server errors (last: %s: %s)",
-                span_name(item),
-                item.rollout_id,
-                item.failures,
-                type(exc).__name__,
-                exc,
-            )
-            self._finish(item, None, failed=True)
-            return
-        delay = min(self._retry_initial * 2 ** (item.failures - 1), self._retry_max)
-        with self._cond:
-            state.retry.append(_RetryGroup([item], now + delay))
-
-    def _drop_for_auth(self, state: _StoreState, items: list[PendingSpan]) -> None:
-        """Drop spans for a store that refused the credentials (lock held); they count as dropped."""
-        lost = list(items) + list(state.held) + [item for group in state.retry for item in group.items]
-        state.held.clear()
-        state.retry.clear()
-        state.auth_drops += len(lost)
-        self._finish_locked(lost, dropped=True)
+            failure = WriteFailure(exc, time.monotonic(), self._closing, self._groups.outstanding())
+            finished = handle_failure(state, items, failure, self._stats, self._backoff)
+            self._finish_locked(finished.dropped, dropped=True)
+            self._finish_locked(finished.failed, failed=True)
 
     # ----------------------------------------------------------------------------------------------- outcomes
     def _finish_locked(self, items: list[PendingSpan], **outcome: bool) -> None:
+        if not items:
+            return
         self._cond.release()
         try:
             for item in items:
@@ -649,33 +501,10 @@ class SpanWriter:
         state = self._stores.get(item.store_key)
         if state is not None:
             state.pending -= 1
-            if state.pending <= 0 and state.auth_error is None and not state.held and not state.retry:
+            if state.pending <= 0 and state.auth_error is None and not state.waiting:
                 del self._stores[item.store_key]
-        self._settle(item.group)
-
-    def _settle(self, group: Hashable) -> None:
-        """One span of `group` is done (lock held); wakes whoever waits for the group or for all."""
-        left = self._pending.get(group, 0) - 1
-        if left <= 0:
-            self._pending.pop(group, None)
-            self._resolve(group)
-            if not self._pending:
-                self._resolve(...)
-        else:
-            self._pending[group] = left
+        self._groups.settle(item.group)
         self._cond.notify_all()
-
-    def _resolve(self, group: Hashable) -> None:
-        for loop, future in self._waiters.pop(group, []):
-            try:
-                loop.call_soon_threadsafe(_set_done, future)
-            except RuntimeError:  # the waiting loop was closed meanwhile
-                pass
-
-
-def _set_done(future: asyncio.Future[bool]) -> None:
-    if not future.done():
-        future.set_result(True)
 
 
 def _close_all_at_exit() -> None:

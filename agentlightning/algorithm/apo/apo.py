@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar
 
 from agentlightning.adapter.messages import TraceToMessages
-from agentlightning.store.http.retry import RetryPolicy
 from agentlightning.types import Dataset, NamedResources, PromptTemplate, Rollout, RolloutMode
+from agentlightning.utils.retry import RetryPolicy
 
 from ..base import Algorithm
 from ..utils import batch_iter_over_dataset

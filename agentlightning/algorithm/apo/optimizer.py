@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from agentlightning.store.http.retry import RetryPolicy
+from agentlightning.utils.retry import RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
 
 from .templates import MetaPrompt
 from .types import APOStats, RolloutResultForAPO
@@ -73,48 +73,47 @@ class OptimizerClient:
         self, *, model: str, messages: Sequence[dict[str, str]], temperature: float, purpose: str
     ) -> Optional[str]:
         """The answer's text ("" when the answer has no text), or None when every try failed."""
-        delays = self._retry.delays()
+
+        async def call(attempt: RetryAttempt) -> Any:
+            self._stats.llm_calls += 1
+            return await self._client.chat.completions.create(
+                model=model,
+                messages=list(messages),  # type: ignore[arg-type]
+                temperature=temperature,
+                **self._completion_kwargs,
+            )
+
+        def log_retry(event: RetryEvent) -> None:
+            self._stats.llm_retries += 1
+            logger.warning(
+                "APO %s call to model %r failed (%s); retry %d of %d in %.1f s",
+                purpose,
+                model,
+                _describe(event.error),
+                event.attempt,
+                event.max_attempts - 1,
+                event.delay,
+            )
+
         async with self._semaphore:
-            for attempt in range(len(delays) + 1):
-                self._stats.llm_calls += 1
-                try:
-                    response = await self._client.chat.completions.create(
-                        model=model,
-                        messages=list(messages),  # type: ignore[arg-type]
-                        temperature=temperature,
-                        **self._completion_kwargs,
-                    )
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    retryable = _is_retryable(exc)
-                    if retryable and attempt < len(delays):
-                        self._stats.llm_retries += 1
-                        logger.warning(
-                            "APO %s call to model %r failed (%s); retry %d of %d in %.1f s",
-                            purpose,
-                            model,
-                            _describe(exc),
-                            attempt + 1,
-                            len(delays),
-                            delays[attempt],
-                        )
-                        await asyncio.sleep(delays[attempt])
-                        continue
-                    self._stats.llm_failures += 1
-                    logger.error(
-                        "APO %s call to model %r failed (%s)%s; this candidate is skipped",
-                        purpose,
-                        model,
-                        _describe(exc),
-                        f" after {attempt + 1} tries" if retryable else " and is not retryable",
-                    )
-                    return None
-                choices = getattr(response, "choices", None) or []
-                if not choices:
-                    return ""
-                return getattr(choices[0].message, "content", None) or ""
-        return None  # pragma: no cover - the loop always returns
+            try:
+                response = await retry_async(
+                    call, self._retry, what=f"APO {purpose} call", retry_on=_is_retryable, on_retry=log_retry
+                )
+            except RetryError as exhausted:
+                return self._failed(purpose, model, exhausted.cause, f" after {exhausted.attempts} tries")
+            except Exception as exc:
+                return self._failed(purpose, model, exc, " and is not retryable")
+        choices = getattr(response, "choices", None) or []
+        if not choices:
+            return ""
+        return getattr(choices[0].message, "content", None) or ""
+
+    def _failed(self, purpose: str, model: str, exc: Exception, how: str) -> None:
+        self._stats.llm_failures += 1
+        logger.error(
+            "APO %s call to model %r failed (%s)%s; this candidate is skipped", purpose, model, _describe(exc), how
+        )
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from agentlightning.store.base import Unset
 from agentlightning.store.validation import check_id
+from agentlightning.utils.retry import RetryAttempt, RetryError, RetryEvent, retry_async
 
 from .errors import InvalidArgumentTypeError, StoreConnectionError, StoreHTTPError, error_from_response
 from .lite import LiteSession
@@ -144,55 +145,72 @@ class HttpTransport:
                     total=None, connect=self._connection_timeout, sock_read=self._request_timeout + extra_timeout
                 )
         connection_errors = _connection_errors()
-        delays: Optional[list[float]] = None  # drawn on the first failure only
-        failure: Optional[BaseException] = None
-        attempt = -1
-        while True:
-            attempt += 1
-            if attempt:
-                if delays is None:
-                    delays = self._retries.delays()
-                if attempt > len(delays):
-                    break
-                await asyncio.sleep(delays[attempt - 1])
-                if self._health_retry_delays and not await self._wait_until_healthy():
-                    break
-            try:
-                session: Any = await self._pool.get()
-                async with session.request(method, url, **options) as response:
-                    body = await response.read()
-                    status = response.status
-            except connection_errors as exc:
-                failure = exc
-                logger.debug("%s %s failed (try %d): %r", method, url, attempt + 1, exc)
-                continue
+
+        async def send(attempt: RetryAttempt) -> bytes:
+            session: Any = await self._pool.get()
+            async with session.request(method, url, **options) as response:
+                body = await response.read()
+                status = response.status
             self.reached_server = True
             if status < 300:
                 return body
             error = error_from_response(status, _decode_error(body))
-            if status not in RETRYABLE_STATUSES:
-                raise error
-            failure = error
-            logger.debug("%s %s answered %d (try %d)", method, url, status, attempt + 1)
-        if isinstance(failure, StoreHTTPError):
-            raise failure
-        raise StoreConnectionError(
-            f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
-        ) from failure
+            if status in RETRYABLE_STATUSES:
+                raise _RetryableAnswer(status, error)
+            raise error
+
+        def log_retry(event: RetryEvent) -> None:
+            logger.debug("%s %s failed (try %d): %r", method, url, event.attempt, event.error)
+
+        try:
+            return await retry_async(
+                send,
+                self._retries,
+                what=f"{op.name} ({method} {url})",
+                retry_on=lambda exc: isinstance(exc, (_RetryableAnswer, *connection_errors)),
+                on_retry=log_retry,
+                ready=self._wait_until_healthy if self._health_retry_delays else None,
+            )
+        except RetryError as exhausted:
+            failure = exhausted.cause
+            if isinstance(failure, _RetryableAnswer):
+                raise failure.error from None
+            raise StoreConnectionError(
+                f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
+            ) from failure
 
     async def _wait_until_healthy(self) -> bool:
         """Probe the health route with the 0.2 `health_retry_delays`; False if it never answers 200."""
-        for delay in (*self._health_retry_delays, 0.0):
-            try:
-                session: Any = await self._pool.get()
-                async with session.get(f"{self.server_address}{API_PREFIX}/health") as response:
-                    if response.status == 200:
-                        return True
-            except Exception as exc:
-                logger.debug("health probe failed: %r", exc)
-            if delay > 0:
-                await asyncio.sleep(delay)
-        return False
+
+        async def probe(attempt: RetryAttempt) -> None:
+            session: Any = await self._pool.get()
+            async with session.get(f"{self.server_address}{API_PREFIX}/health") as response:
+                if response.status != 200:
+                    raise StoreHTTPError(response.status, "the health route did not answer 200", "Unhealthy")
+
+        def log_probe(event: RetryEvent) -> None:
+            logger.debug("health probe failed: %r", event.error)
+
+        try:
+            await retry_async(
+                probe,
+                FixedDelays(self._health_retry_delays),
+                what="health probe",
+                retry_on=lambda exc: True,
+                on_retry=log_probe,
+            )
+        except RetryError as exhausted:
+            logger.debug("health probe failed: %r", exhausted.cause)
+            return False
+        return True
+
+
+class _RetryableAnswer(Exception):
+    """A 502/503/504 answer, carried through the retry loop; `error` is what the caller sees if it is the last."""
+
+    def __init__(self, status: int, error: BaseException) -> None:
+        super().__init__(f"HTTP {status}: {error}")
+        self.error = error
 
 
 def _connection_errors() -> tuple[type[BaseException], ...]:
