@@ -140,23 +140,30 @@ class BatchStorer:
         self._converter = converter
         self._finish = finish
 
-    async def write(self, store: LightningStore, items: list[PendingSpan]) -> None:
+    async def write(
+        self, store: LightningStore, items: list[PendingSpan], *, on_answer: Optional[Callable[[], None]] = None
+    ) -> None:
         """Write the unfinished `items` to `store` (one sequence-id call and one add call).
 
         Raises on anything but a rejection of the data (the writer decides about retries); data the store rejects is
-        isolated per attempt and per span and reported through `finish`.
+        isolated per attempt and per span and reported through `finish`. `on_answer` runs once the store has
+        answered, before any span is reported (so a recovery is logged before a flush waiting on them returns).
         """
         items = [item for item in items if not item.done]
         if not items:
             return
         try:
-            await self._store_items(store, items)
+            await self._store_items(store, items, on_answer)
         except Exception as exc:
             if not is_rejection(exc):
                 raise
+            if on_answer is not None:
+                on_answer()
             await self._isolate(store, items, exc)
 
-    async def _store_items(self, store: LightningStore, items: Sequence[PendingSpan]) -> None:
+    async def _store_items(
+        self, store: LightningStore, items: Sequence[PendingSpan], on_answer: Optional[Callable[[], None]] = None
+    ) -> None:
         missing = [item for item in items if item.needs_sequence]
         if missing:
             ids = await store.get_many_span_sequence_ids([(item.rollout_id, item.attempt_id) for item in missing])
@@ -170,6 +177,8 @@ class BatchStorer:
                 item.needs_sequence = False
         spans = [item.span for item in items if item.span is not None]
         added = await store.add_many_spans(spans)
+        if on_answer is not None:
+            on_answer()
         added_ids = Counter((span.rollout_id, span.attempt_id, span.span_id) for span in added)
         for item in items:
             assert item.span is not None

@@ -431,11 +431,8 @@ class SpanWriter:
             with self._cond:
                 self._finish_locked(drop_for_auth(state, items), dropped=True)
             return
-        try:
-            loop.run_until_complete(self._storer.write(state.store, items))
-        except Exception as exc:
-            self._failed(state, [item for item in items if not item.done], exc)
-        else:
+
+        def store_answered() -> None:
             if state.outage_since is not None:
                 logger.warning(
                     "Store available again after %.1f s; buffered spans are being written",
@@ -443,6 +440,11 @@ class SpanWriter:
                 )
             state.outage_since = None
             state.failures = 0
+
+        try:
+            loop.run_until_complete(self._storer.write(state.store, items, on_answer=store_answered))
+        except Exception as exc:
+            self._failed(state, [item for item in items if not item.done], exc)
         with self._cond:
             self._stats.batches += 1
 
