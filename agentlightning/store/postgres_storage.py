@@ -6,16 +6,18 @@ the same way and re-read them inside the transaction, so two scanners never hand
 `sql_transaction` for the locking order that keeps writers free of deadlocks.
 
 The health hint: `health_scan_due` must answer without a query, so each process keeps the earliest deadline it knows
-(from its own writes and from its last scan, which reads the global minimum) and rescans at least every
-`health_refresh_seconds` to notice deadlines set by other processes.
+(from its own writes, from its last scan, which reads the global minimum, and from other processes' notifications:
+see `postgres_listen`). While the notification connection is down, it also rescans at least every
+`health_refresh_seconds` to notice deadlines set by other processes, and waiters poll every `poll_interval` seconds.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Optional
 
@@ -26,6 +28,7 @@ from psycopg.pq import TransactionStatus
 
 from .base import LightningStoreCapabilities
 from .errors import StoreError, StoreOpenError
+from .postgres_listen import PostgresListener, deadline_payload, finished_payload
 from .postgres_pool import ConnectionPool
 from .postgres_schema import migrate
 from .retention import RetentionPolicy
@@ -34,6 +37,9 @@ from .sql_storage import SqlStorage
 from .sql_transaction import SPAN_COLUMNS, Row, SpanKey, SqlExecutor, SqlTransaction
 
 logger = logging.getLogger(__name__)
+
+#: The `application_name` of the connections that LISTEN for other processes' changes.
+LISTEN_APPLICATION_NAME = "agentlightning-listen"
 
 _STATEMENTS: dict[str, str] = {}
 
@@ -142,8 +148,6 @@ class PostgresTransaction(SqlTransaction):
 
 class PostgresStorage(SqlStorage):
     shared_across_processes = True
-    tracks_health_deadlines = False
-    poll_interval = 0.5
 
     def __init__(
         self,
@@ -156,6 +160,8 @@ class PostgresStorage(SqlStorage):
         acquire_timeout: float,
         retention: Optional[RetentionPolicy],
         health_refresh_seconds: float,
+        listen: bool = True,
+        poll_interval: float = 0.5,
     ) -> None:
         super().__init__(retention)
         self.conninfo = conninfo
@@ -163,10 +169,23 @@ class PostgresStorage(SqlStorage):
         self.schema = schema
         self.connect_timeout = connect_timeout
         self.health_refresh_seconds = health_refresh_seconds
+        self.poll_interval = poll_interval
         self.pool = ConnectionPool(self._connect, max_size=pool_size, acquire_timeout=acquire_timeout)
         self.schema_ready = False
+        self._hint_lock = threading.Lock()
         self._hint = -math.inf
         self._hint_checked = -math.inf
+        self._deadlines_heard = 0
+        self._subscribers: list[tuple[Callable[[Optional[list[str]]], None], Callable[[bool], None]]] = []
+        self.listener = PostgresListener(
+            self._listen_connect,
+            schema,
+            on_finished=self._heard_finished,
+            on_deadline=self._heard_deadline,
+            on_reset=self._listener_reset,
+            location=location,
+        )
+        self._listen = listen
 
     @property
     def capabilities(self) -> LightningStoreCapabilities:
@@ -195,6 +214,14 @@ class PostgresStorage(SqlStorage):
             self.schema_ready = True
         return conn
 
+    async def _listen_connect(self) -> AsyncConnection:
+        return await AsyncConnection.connect(
+            self.conninfo,
+            autocommit=True,
+            connect_timeout=max(2, math.ceil(self.connect_timeout)),
+            application_name=LISTEN_APPLICATION_NAME,
+        )
+
     def _session_options(self) -> str:
         """The DSN's own `options` (e.g. `-c synchronous_commit=off`) plus the store's search_path."""
         own = conninfo_to_dict(self.conninfo).get("options") or ""
@@ -202,17 +229,25 @@ class PostgresStorage(SqlStorage):
 
     async def open(self) -> None:
         """Connect and create or upgrade the schema now (otherwise this happens on first use)."""
+        if self._listen:
+            self.listener.ensure_running()
         conn = await self.pool.acquire()
         self.pool.release(conn, reusable=True)
 
     # ------------------------------------------------------------------------------------------------ transactions
     @asynccontextmanager
     async def sql_transaction(self, *, write: bool = True) -> AsyncIterator[PostgresTransaction]:
-        """One database transaction on a pooled connection, committed when the block exits normally."""
+        """One database transaction on a pooled connection, committed when the block exits normally.
+
+        The notifications of what it changed (finished rollouts, earlier health deadlines) are sent inside it, so
+        they are delivered on commit only."""
+        if self._listen:
+            self.listener.ensure_running()
         conn = await self.pool.acquire()
         reusable = False
         tx = PostgresTransaction(PostgresExecutor(conn), write=write, lock_namespace=self.schema)
         next_deadline: Optional[float] = None
+        heard_before = self._deadlines_heard
         try:
             try:
                 yield tx
@@ -221,6 +256,8 @@ class PostgresStorage(SqlStorage):
                     if tx.scanned:
                         rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
                         next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
+                    for payload in self._announcements(tx):
+                        await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
                 await conn.commit()
                 reusable = True
             except BaseException:
@@ -230,21 +267,80 @@ class PostgresStorage(SqlStorage):
             raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
         finally:
             self.pool.release(conn, reusable=reusable)
-        if next_deadline is not None:
-            self._hint = next_deadline
-            self._hint_checked = time.monotonic()
-        if tx.new_deadlines:
-            self._hint = min(self._hint, min(tx.new_deadlines))
+        with self._hint_lock:
+            if next_deadline is not None:
+                # A deadline heard during the scan may be missing from its MIN: keep the lower hint then.
+                heard = self._deadlines_heard != heard_before
+                self._hint = min(next_deadline, self._hint) if heard else next_deadline
+                self._hint_checked = time.monotonic()
+            if tx.new_deadlines:
+                self._hint = min(self._hint, min(tx.new_deadlines))
         await self.after_commit(tx)
+
+    def _announcements(self, tx: PostgresTransaction) -> list[str]:
+        token = self.listener.token
+        payloads: list[str] = []
+        if tx.finished:
+            payloads.append(finished_payload(token, list(dict.fromkeys(tx.finished))))
+        if tx.earlier_deadlines:
+            payloads.append(deadline_payload(token, min(tx.earlier_deadlines)))
+        return payloads
+
+    # ------------------------------------------------------------------------------------------------ announcements
+    @property
+    def announces_changes(self) -> bool:
+        return self._listen and self.listener.live
+
+    @property
+    def tracks_health_deadlines(self) -> bool:  # type: ignore[override]
+        return self.announces_changes
+
+    def subscribe(
+        self,
+        on_finished: Callable[[Optional[list[str]]], None],
+        on_wake: Callable[[bool], None],
+    ) -> None:
+        self._subscribers.append((on_finished, on_wake))
+
+    def _heard_finished(self, rollout_ids: Optional[list[str]]) -> None:
+        for on_finished, _ in self._subscribers:
+            on_finished(rollout_ids)
+
+    def _heard_deadline(self, deadline: float) -> None:
+        with self._hint_lock:
+            self._deadlines_heard += 1
+            earlier = deadline < self._hint
+            if earlier:
+                self._hint = deadline
+        if earlier:  # waiters sleeping until a later deadline must scan sooner
+            for _, on_wake in self._subscribers:
+                on_wake(False)
+
+    def _listener_reset(self, up: bool) -> None:
+        """The LISTEN connection went up or down: rescan health and re-read what waiters wait for."""
+        with self._hint_lock:
+            self._deadlines_heard += 1
+            self._hint = -math.inf
+        for _, on_wake in self._subscribers:
+            on_wake(True)
 
     # ------------------------------------------------------------------------------------------------------ health
     def health_scan_due(self, now: float) -> bool:
-        return now >= self._hint or time.monotonic() - self._hint_checked >= self.health_refresh_seconds
+        if now >= self._hint:
+            return True
+        if self.announces_changes:
+            return False
+        return time.monotonic() - self._hint_checked >= self.health_refresh_seconds
+
+    def next_health_deadline(self) -> Optional[float]:
+        hint = self._hint
+        return hint if self.announces_changes and hint != math.inf else None
 
     def backend_statistics(self) -> dict[str, object]:
         return {"connections": self.pool.size}
 
     async def close(self) -> None:
+        await self.listener.stop()
         await self.pool.close()
 
 

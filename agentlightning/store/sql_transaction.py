@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
-from .base import RUNNING_STATUSES
+from .base import FINISHED_STATUSES, RUNNING_STATUSES
 from .errors import SpansEvictedError
 from .lifecycle import has_health_rules, health_deadline
 from .query import ATTEMPT_FIELDS, ROLLOUT_FIELDS, SPAN_FIELDS, WORKER_FIELDS, Query
@@ -127,6 +127,10 @@ class SqlTransaction(StorageTransaction):
         self.touched: set[str] = set()
         #: Health deadlines written by this transaction (lets the storage schedule the next scan).
         self.new_deadlines: list[float] = []
+        #: The new deadlines earlier than the rollout's previous one (the only ones other processes must learn).
+        self.earlier_deadlines: list[float] = []
+        #: Rollouts this transaction moved to a finished status.
+        self.finished: list[str] = []
         self.spans_inserted = 0
 
     # --------------------------------------------------------------------------------------------------- helpers
@@ -212,6 +216,9 @@ class SqlTransaction(StorageTransaction):
         for rollout in rollouts:
             row = _rollout_row(rollout, None)
             rows.append((*row[1:6], row[7], rollout.rollout_id))
+            previous = self.known_rollouts.get(rollout.rollout_id)
+            if rollout.status in FINISHED_STATUSES and (previous is None or previous.status != rollout.status):
+                self.finished.append(rollout.rollout_id)
             self.known_rollouts[rollout.rollout_id] = rollout
             self.touched.add(rollout.rollout_id)
         await self.db.executemany(UPDATE_ROLLOUT, rows)
@@ -491,6 +498,9 @@ class SqlTransaction(StorageTransaction):
             changes.append((deadline, rollout_id))
             if deadline is not None:
                 self.new_deadlines.append(deadline)
+                previous = self.stored_deadlines.get(rollout_id)
+                if previous is None or deadline < previous:
+                    self.earlier_deadlines.append(deadline)
         if changes:
             await self.db.executemany("UPDATE rollouts SET health_deadline = ? WHERE rollout_id = ?", changes)
         self.touched.clear()
