@@ -145,6 +145,9 @@ class PostgresTransaction(SqlTransaction):
         self.scanned = True
         return await super().health_candidates(now)
 
+    async def commit_without_flush(self) -> None:
+        await self.db.execute("SET LOCAL synchronous_commit = off")
+
 
 class PostgresStorage(SqlStorage):
     shared_across_processes = True
@@ -250,15 +253,18 @@ class PostgresStorage(SqlStorage):
         heard_before = self._deadlines_heard
         try:
             try:
-                yield tx
-                if write:
-                    await tx.finalize()
-                    if tx.scanned:
-                        rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
-                        next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
-                    for payload in self._announcements(tx):
-                        await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
-                await conn.commit()
+                # Pipeline mode: statements whose results nobody reads (writes, locks, notifications) are sent
+                # without waiting; only reads and the commit wait for the server (and errors surface there).
+                async with conn.pipeline():
+                    yield tx
+                    if write:
+                        await tx.finalize()
+                        if tx.scanned:
+                            rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
+                            next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
+                        for payload in self._announcements(tx):
+                            await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
+                    await conn.commit()
                 reusable = True
             except BaseException:
                 reusable = await _rollback(conn)

@@ -71,23 +71,22 @@ class SharedIdempotencyRecords:
         while True:
             now = self._clock()
             async with self._storage.sql_transaction(write=True) as tx:
+                # The in-flight record only matters once the request's own write commits, and that durable commit
+                # flushes this one too (the log is written in order): this commit need not wait for the disk.
+                await tx.commit_without_flush()
+                inserted = await tx.db.fetchall(
+                    "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
+                    " ON CONFLICT (key) DO NOTHING RETURNING key",
+                    (key, mark, now),
+                )
+                if inserted:
+                    return None
+                # The key is known (a retry, or another process inserted it first): read its record.
                 rows = await tx.db.fetchall(
                     "SELECT fingerprint, status, body, created FROM idempotency WHERE key = ?", (key,)
                 )
                 if not rows:
-                    inserted = await tx.db.fetchall(
-                        "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
-                        " ON CONFLICT (key) DO NOTHING RETURNING key",
-                        (key, mark, now),
-                    )
-                    if inserted:
-                        return None
-                    # Another process inserted the key meanwhile (it committed first): read its record.
-                    rows = await tx.db.fetchall(
-                        "SELECT fingerprint, status, body, created FROM idempotency WHERE key = ?", (key,)
-                    )
-                    if not rows:
-                        continue
+                    continue
                 stored_mark, status, body, created = rows[0]
                 if stored_mark != mark:
                     method_path = stored_mark.split("\n")[:2]
