@@ -179,6 +179,11 @@ class RolloutOperations(CoreStoreBase):
         """
         rollout_id = check_id(rollout_id, "rollout_id")
         attempt_id = check_id(attempt_id, "attempt_id")
+        # Almost every claim was acknowledged: a read (without row locks) settles those.
+        async with self._storage.transaction(write=False) as tx:
+            current = (await tx.get_rollouts([rollout_id])).get(rollout_id)
+        if current is None or current.status != "preparing":
+            return False
         now = time.time()
         changes = Changes(now)
         async with self._storage.transaction() as tx:

@@ -138,15 +138,12 @@ class PostgresTransaction(SqlTransaction):
                 break
             await self.db.execute("DELETE FROM rollout_queue WHERE seq = ANY(?)", ([row[0] for row in rows],))
             eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
-            claimed.extend(self._decode_rollout_rows(eligible).values())
+            claimed.extend(self._decode_rollout_rows(eligible, queued=False).values())
         return claimed
 
     async def health_candidates(self, now: float) -> list:  # type: ignore[override]
         self.scanned = True
         return await super().health_candidates(now)
-
-    async def commit_without_flush(self) -> None:
-        await self.db.execute("SET LOCAL synchronous_commit = off")
 
 
 class PostgresStorage(SqlStorage):
@@ -253,18 +250,21 @@ class PostgresStorage(SqlStorage):
         heard_before = self._deadlines_heard
         try:
             try:
-                # Pipeline mode: statements whose results nobody reads (writes, locks, notifications) are sent
-                # without waiting; only reads and the commit wait for the server (and errors surface there).
-                async with conn.pipeline():
-                    yield tx
-                    if write:
-                        await tx.finalize()
-                        if tx.scanned:
-                            rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
-                            next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
-                        for payload in self._announcements(tx):
-                            await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
+                if not write:
+                    # Reads run in autocommit mode (no BEGIN and COMMIT round trips). Each statement sees what was
+                    # committed when it started, exactly as inside a READ COMMITTED transaction.
+                    await conn.set_autocommit(True)
+                yield tx
+                if write:
+                    await tx.finalize()
+                    if tx.scanned:
+                        rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
+                        next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
+                    for payload in self._announcements(tx):
+                        await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
                     await conn.commit()
+                else:
+                    await conn.set_autocommit(False)
                 reusable = True
             except BaseException:
                 reusable = await _rollback(conn)
@@ -282,6 +282,26 @@ class PostgresStorage(SqlStorage):
             if tx.new_deadlines:
                 self._hint = min(self._hint, min(tx.new_deadlines))
         await self.after_commit(tx)
+
+    async def run_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """One statement in autocommit mode: a single round trip instead of BEGIN, statement, COMMIT."""
+        conn = await self.pool.acquire()
+        reusable = False
+        try:
+            await conn.set_autocommit(True)
+            cursor = conn.cursor()
+            await cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+            rows = await cursor.fetchall() if cursor.description is not None else []
+            await conn.set_autocommit(False)
+            reusable = True
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
+        except BaseException:
+            reusable = await _rollback(conn)
+            raise
+        finally:
+            self.pool.release(conn, reusable=reusable)
+        return rows
 
     def _announcements(self, tx: PostgresTransaction) -> list[str]:
         token = self.listener.token
@@ -356,6 +376,8 @@ async def _rollback(conn: AsyncConnection) -> bool:
         return False
     try:
         await conn.rollback()
+        if conn.autocommit:
+            await conn.set_autocommit(False)
     except BaseException:
         return False
     return conn.info.transaction_status == TransactionStatus.IDLE

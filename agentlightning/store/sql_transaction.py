@@ -38,6 +38,8 @@ ATTEMPT_COLUMNS = (*ATTEMPT_FIELDS, "data")
 SPAN_COLUMNS = (*SPAN_FIELDS, "data")
 WORKER_COLUMNS = (*WORKER_FIELDS, "data")
 
+_QUEUED_STATUSES = ("queuing", "requeuing")
+
 #: How many unhealthy rollouts one health scan handles (the next scan picks up the rest).
 HEALTH_SCAN_BATCH = 1000
 
@@ -146,6 +148,8 @@ class SqlTransaction(StorageTransaction):
         self.known_latest: dict[str, Optional[Attempt]] = {}
         #: The stored version of each attempt read (or written) by this transaction: updates write only changes.
         self.known_attempts: dict[tuple[str, str], Attempt] = {}
+        #: False for rollouts this transaction knows to have no queue entry.
+        self.maybe_queued: dict[str, bool] = {}
         self.known_workers: dict[str, Worker] = {}
         self.touched: set[str] = set()
         #: Health deadlines written by this transaction (lets the storage schedule the next scan).
@@ -198,25 +202,22 @@ class SqlTransaction(StorageTransaction):
             total = int(counted[0][0])
         return rows, total
 
-    async def commit_without_flush(self) -> None:
-        """Let this transaction's commit return before its changes reach the disk (PostgreSQL: synchronous_commit
-        off for this transaction only). Only for records that matter once a later durable commit exists: that
-        commit flushes the log up to itself, this transaction's changes included; a crash before it may lose them.
-        A no-op on SQLite."""
-
     async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
         """Serialise writers of entities that may not exist yet (no-op where transactions lock everything)."""
 
-    def _remember_rollout(self, rollout: Rollout, deadline: Optional[float]) -> None:
+    def _remember_rollout(self, rollout: Rollout, deadline: Optional[float], *, queued: Optional[bool] = None) -> None:
         self.known_rollouts[rollout.rollout_id] = rollout
         self.stored_deadlines[rollout.rollout_id] = deadline
+        # Only queuing-like rollouts have queue entries (every other status removes them), and the rollout row is
+        # locked by this (write) transaction: a rollout known not to be queued needs no removal from the queue.
+        self.maybe_queued[rollout.rollout_id] = rollout.status in _QUEUED_STATUSES if queued is None else queued
 
-    def _decode_rollout_rows(self, rows: Iterable[Row]) -> dict[str, Rollout]:
+    def _decode_rollout_rows(self, rows: Iterable[Row], *, queued: Optional[bool] = None) -> dict[str, Rollout]:
         """Rows of (rollout_id, health_deadline, data)."""
         found: dict[str, Rollout] = {}
         for rollout_id, deadline, data in rows:
             rollout = decode_model(Rollout, data)
-            self._remember_rollout(rollout, deadline)
+            self._remember_rollout(rollout, deadline, queued=queued)
             found[rollout_id] = rollout
         return found
 
@@ -264,12 +265,16 @@ class SqlTransaction(StorageTransaction):
         return [decode_model(Rollout, row[0]) for row in rows], total
 
     async def enqueue(self, rollout_ids: Sequence[str]) -> None:
+        for rollout_id in rollout_ids:
+            self.maybe_queued[rollout_id] = True
         await self.db.executemany(
             "INSERT INTO rollout_queue (rollout_id) VALUES (?) ON CONFLICT (rollout_id) DO NOTHING",
             [(rollout_id,) for rollout_id in dict.fromkeys(rollout_ids)],
         )
 
     async def remove_from_queue(self, rollout_ids: Sequence[str]) -> None:
+        maybe_queued = self.maybe_queued
+        rollout_ids = [rollout_id for rollout_id in rollout_ids if maybe_queued.get(rollout_id, True)]
         for start in range(0, len(rollout_ids), 500):
             clause, params = self.dialect.in_list("rollout_id", rollout_ids[start : start + 500])
             await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
@@ -289,7 +294,7 @@ class SqlTransaction(StorageTransaction):
             clause, params = self.dialect.in_list("seq", positions)
             await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
             eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
-            claimed.extend(self._decode_rollout_rows(eligible).values())
+            claimed.extend(self._decode_rollout_rows(eligible, queued=False).values())
         return claimed
 
     # ----------------------------------------------------------------------------------------------------- attempts

@@ -70,17 +70,15 @@ class SharedIdempotencyRecords:
         delay = _WAIT_MIN
         while True:
             now = self._clock()
+            # A fresh key (the common case) costs one statement, in a transaction of its own.
+            inserted = await self._storage.run_statement(
+                "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
+                " ON CONFLICT (key) DO NOTHING RETURNING key",
+                (key, mark, now),
+            )
+            if inserted:
+                return None
             async with self._storage.sql_transaction(write=True) as tx:
-                # The in-flight record only matters once the request's own write commits, and that durable commit
-                # flushes this one too (the log is written in order): this commit need not wait for the disk.
-                await tx.commit_without_flush()
-                inserted = await tx.db.fetchall(
-                    "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
-                    " ON CONFLICT (key) DO NOTHING RETURNING key",
-                    (key, mark, now),
-                )
-                if inserted:
-                    return None
                 # The key is known (a retry, or another process inserted it first): read its record.
                 rows = await tx.db.fetchall(
                     "SELECT fingerprint, status, body, created FROM idempotency WHERE key = ?", (key,)
@@ -103,15 +101,13 @@ class SharedIdempotencyRecords:
             delay = min(delay * 2, _WAIT_MAX)
 
     async def complete(self, key: str, response: CachedResponse) -> None:
-        async with self._storage.sql_transaction(write=True) as tx:
-            await tx.db.execute(
-                "UPDATE idempotency SET status = ?, body = ?, created = ? WHERE key = ?",
-                (response.status, response.body, self._clock(), key),
-            )
+        await self._storage.run_statement(
+            "UPDATE idempotency SET status = ?, body = ?, created = ? WHERE key = ?",
+            (response.status, response.body, self._clock(), key),
+        )
 
     async def forget(self, key: str) -> None:
-        async with self._storage.sql_transaction(write=True) as tx:
-            await tx.db.execute("DELETE FROM idempotency WHERE key = ? AND status IS NULL", (key,))
+        await self._storage.run_statement("DELETE FROM idempotency WHERE key = ? AND status IS NULL", (key,))
 
     async def _expire(self) -> None:
         now = self._clock()
