@@ -283,8 +283,13 @@ class PostgresStorage(SqlStorage):
                 self._hint = min(self._hint, min(tx.new_deadlines))
         await self.after_commit(tx)
 
-    async def run_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """One statement in autocommit mode: a single round trip instead of BEGIN, statement, COMMIT."""
+    async def run_statement(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
+        """One statement in autocommit mode: a single round trip instead of BEGIN, statement, COMMIT. Not `durable`:
+        in a transaction with synchronous_commit off, whose commit does not wait for the disk."""
+        if not durable:
+            async with self.sql_transaction(write=True) as tx:
+                await tx.db.execute("SET LOCAL synchronous_commit = off")
+                return await tx.db.fetchall(sql, params)
         conn = await self.pool.acquire()
         reusable = False
         try:

@@ -31,8 +31,12 @@ class SqlStorage(Storage):
     def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
         return self.sql_transaction(write=write)
 
-    async def run_statement(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        """Run one statement (`?` placeholders) as a transaction of its own; returns its rows (empty if none)."""
+    async def run_statement(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
+        """Run one statement (`?` placeholders) as a transaction of its own; returns its rows (empty if none).
+
+        `durable=False` lets the commit return before the change reaches the disk where the backend waits for it
+        (PostgreSQL): only for records that matter once a later durable commit exists, which flushes the log up
+        to itself, this change included. A crash before such a commit may lose the change."""
         async with self.sql_transaction(write=True) as tx:
             return await tx.db.fetchall(sql, params)
 

@@ -70,11 +70,14 @@ class SharedIdempotencyRecords:
         delay = _WAIT_MIN
         while True:
             now = self._clock()
-            # A fresh key (the common case) costs one statement, in a transaction of its own.
+            # A fresh key (the common case) costs one statement. Its commit need not wait for the disk: the record
+            # matters only once the request's own write commits, and that durable commit flushes the log up to
+            # itself, this record included (a crash before it loses both, and a retry then runs the request).
             inserted = await self._storage.run_statement(
                 "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
                 " ON CONFLICT (key) DO NOTHING RETURNING key",
                 (key, mark, now),
+                durable=False,
             )
             if inserted:
                 return None
