@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Optional
 
 import psycopg
-from psycopg import AsyncConnection
+from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
@@ -89,6 +89,59 @@ class PostgresExecutor(SqlExecutor):
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
         return await self.cursor.fetchall()
+
+
+_CLIENT_STATEMENTS: dict[str, str] = {}
+
+
+def _client_sql(statement: str) -> str:
+    """`?` placeholders as psycopg's client-side `%s` ones (cached like `_pg_sql`)."""
+    converted = _CLIENT_STATEMENTS.get(statement)
+    if converted is None:
+        if len(_CLIENT_STATEMENTS) > 2000:
+            _CLIENT_STATEMENTS.clear()
+        converted = _CLIENT_STATEMENTS[statement] = statement.replace("?", "%s")
+    return converted
+
+
+class BatchingExecutor(SqlExecutor):
+    """Runs a write transaction in few round trips, on a connection in autocommit mode.
+
+    Statements whose results nobody reads (writes, locks, notifications) are queued, with the BEGIN that opens the
+    transaction, and sent together with the next statement whose rows are needed, or with the COMMIT, as one
+    simple-protocol query (parameters bound client-side by psycopg): a call costs one round trip per read plus one
+    for the commit. An error in any statement aborts the rest and the transaction, and surfaces at that send."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.cursor = AsyncClientCursor(conn)
+        self.pending: list[str] = ["BEGIN"]
+
+    def _render(self, sql: str, params: Sequence[Any]) -> str:
+        return self.cursor.mogrify(_client_sql(sql), params)  # type: ignore[arg-type]
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.pending.append(self._render(sql, params))
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.pending.extend(self._render(sql, row) for row in rows)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        self.pending.append(self._render(sql, params))
+        await self._send()
+        return await self.cursor.fetchall()
+
+    async def commit(self) -> None:
+        if self.pending == ["BEGIN"]:  # nothing was sent: there is no transaction to commit
+            self.pending = []
+            return
+        self.pending.append("COMMIT")
+        await self._send()
+
+    async def _send(self) -> None:
+        batch, self.pending = self.pending, []
+        await self.cursor.execute(";\n".join(batch))  # type: ignore[arg-type]
+        while self.cursor.nextset():  # the results of the last statement
+            pass
 
 
 class PostgresTransaction(SqlTransaction):
@@ -245,15 +298,17 @@ class PostgresStorage(SqlStorage):
             self.listener.ensure_running()
         conn = await self.pool.acquire()
         reusable = False
-        tx = PostgresTransaction(PostgresExecutor(conn), write=write, lock_namespace=self.schema)
+        batch = BatchingExecutor(conn) if write else None
+        executor: SqlExecutor = batch if batch is not None else PostgresExecutor(conn)
+        tx = PostgresTransaction(executor, write=write, lock_namespace=self.schema)
         next_deadline: Optional[float] = None
         heard_before = self._deadlines_heard
         try:
             try:
-                if not write:
-                    # Reads run in autocommit mode (no BEGIN and COMMIT round trips). Each statement sees what was
-                    # committed when it started, exactly as inside a READ COMMITTED transaction.
-                    await conn.set_autocommit(True)
+                # Reads run in autocommit mode (no BEGIN and COMMIT round trips): each statement sees what was
+                # committed when it started, exactly as inside a READ COMMITTED transaction. Writes send their own
+                # BEGIN and COMMIT (see BatchingExecutor).
+                await conn.set_autocommit(True)
                 yield tx
                 if write:
                     await tx.finalize()
@@ -262,9 +317,9 @@ class PostgresStorage(SqlStorage):
                         next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
                     for payload in self._announcements(tx):
                         await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
-                    await conn.commit()
-                else:
-                    await conn.set_autocommit(False)
+                    assert batch is not None
+                    await batch.commit()
+                await conn.set_autocommit(False)
                 reusable = True
             except BaseException:
                 reusable = await _rollback(conn)
