@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from typing import Any, Optional
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 try:
     import psycopg  # noqa: F401
@@ -178,7 +178,8 @@ def store_from_url(url: str) -> PostgresLightningStore:
             options[key] = converter(value)
         except (ValueError, KeyError):
             raise InvalidArgumentError(f"Invalid value {value!r} for {key} in PostgreSQL store URL") from None
-    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(passthrough), parts.fragment))
+    # Percent-encoding throughout: libpq reads a "+" in a URL literally, not as a space.
+    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(passthrough, quote_via=quote), parts.fragment))
     limits = {
         name: options.pop(f"retention_{name}")
         for name in ("max_age_seconds", "max_spans", "max_bytes")

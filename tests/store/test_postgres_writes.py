@@ -105,3 +105,16 @@ async def test_a_non_durable_statement_turns_synchronous_commit_off_for_itself_o
     assert await storage.run_statement(setting) == [("on",)]
     async with storage.sql_transaction() as tx:
         assert await tx.db.fetchall(setting) == [("on",)]
+
+
+async def test_libpq_options_in_a_store_url_reach_the_session(dsn: str, schema: str) -> None:
+    from agentlightning.store import store_from_url
+    from agentlightning.store.postgres import PostgresLightningStore
+
+    store = store_from_url(f"{dsn}?schema={schema}&options=-c%20synchronous_commit%3Doff")
+    assert isinstance(store, PostgresLightningStore)
+    try:
+        async with store._postgres.sql_transaction(write=False) as tx:
+            assert await tx.db.fetchall("SELECT current_setting('synchronous_commit')") == [("off",)]
+    finally:
+        await store.close()
