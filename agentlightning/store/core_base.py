@@ -73,6 +73,17 @@ class CoreStoreBase(LightningStore):
         self._scan_guard = AsyncCrossLoopLock()
         self._notifier = CompletionNotifier()
         self._created_at = clock.now()
+        storage.subscribe(self._on_remote_finished, self._on_remote_wake)
+
+    def _on_remote_finished(self, rollout_ids: Optional[list[str]]) -> None:
+        """Rollouts finished by another process (called from the storage's listener thread)."""
+        if rollout_ids is None:
+            self._notifier.notify_all(reread=True)
+        else:
+            self._notifier.notify(rollout_ids)
+
+    def _on_remote_wake(self, reread: bool) -> None:
+        self._notifier.notify_all(reread=reread)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -147,7 +158,8 @@ class CoreStoreBase(LightningStore):
         """How long a waiter may sleep: until its timeout, the next poll, or the next health scan that may fire."""
         candidates = [] if remaining is None else [remaining]
         storage = self._storage
-        if storage.shared_across_processes or not storage.tracks_health_deadlines:
+        polled = storage.shared_across_processes and not storage.announces_changes
+        if polled or not storage.tracks_health_deadlines:
             candidates.append(max(storage.poll_interval, self._scan_debounce_seconds))
         else:
             deadline = storage.next_health_deadline()

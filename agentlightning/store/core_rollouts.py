@@ -179,6 +179,11 @@ class RolloutOperations(CoreStoreBase):
         """
         rollout_id = check_id(rollout_id, "rollout_id")
         attempt_id = check_id(attempt_id, "attempt_id")
+        # Almost every claim was acknowledged: a read (without row locks) settles those.
+        async with self._storage.transaction(write=False) as tx:
+            current = (await tx.get_rollouts([rollout_id])).get(rollout_id)
+        if current is None or current.status != "preparing":
+            return False
         now = time.time()
         changes = Changes(now)
         async with self._storage.transaction() as tx:
@@ -317,11 +322,12 @@ class RolloutOperations(CoreStoreBase):
         if not pending:
             return []
         await self._scan_health()
-        # One registration for the whole wait: each wake-up re-reads only the rollouts reported finished in this
-        # process (O(finished), not O(pending)). Backends shared by several processes are polled, and then every
-        # pending rollout is re-read (others may have finished some without telling this process).
+        # One registration for the whole wait: each wake-up re-reads only the rollouts reported finished (by this
+        # process, or by others through the storage's announcements): O(finished), not O(pending). Backends shared
+        # by several processes that do not announce changes (at the moment) are polled, and then every pending
+        # rollout is re-read (others may have finished some without telling this process).
         waiter = self._notifier.register(pending)
-        polled = self._storage.shared_across_processes or not self._storage.tracks_health_deadlines
+        storage = self._storage
         try:
             to_read: Iterable[str] = list(pending)
             first_pass = True
@@ -342,11 +348,14 @@ class RolloutOperations(CoreStoreBase):
                 if remaining is not None and remaining <= 0:
                     break
                 waiter.event.clear()
-                if not waiter.notified:
+                polled = (
+                    storage.shared_across_processes and not storage.announces_changes
+                ) or not storage.tracks_health_deadlines
+                if not waiter.notified and not waiter.reread_all:
                     await self._notifier.wait(waiter, self._wake_after(remaining))
                 await self._scan_health()
                 notified = self._notifier.take_notified(waiter)
-                to_read = list(pending) if polled else [r for r in notified if r in pending]
+                to_read = list(pending) if polled or notified is None else [r for r in notified if r in pending]
         finally:
             self._notifier.unregister(waiter, ids)
         return [finished[rollout_id] for rollout_id in ids if rollout_id in finished]

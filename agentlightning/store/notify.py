@@ -1,4 +1,5 @@
-"""Wake-ups for `wait_for_rollouts` across tasks, event loops and threads of one process."""
+"""Wake-ups for `wait_for_rollouts` across tasks, event loops and threads of one process (and, through the storage's
+announcements, of other processes)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ from typing import Optional
 
 
 class _Waiter:
-    __slots__ = ("_wake_scheduled", "event", "loop", "notified")
+    __slots__ = ("_wake_scheduled", "event", "loop", "notified", "reread_all")
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.event = asyncio.Event()
         self.notified: set[str] = set()
         """Ids reported finished since the waiter last took them (guarded by the notifier's lock)."""
+        self.reread_all = False
+        """Some rollouts may have finished unannounced: re-read every pending one (guarded by the lock)."""
         self._wake_scheduled = False
 
     def _set(self) -> None:
@@ -69,11 +72,23 @@ class CompletionNotifier:
         for waiter in woken:
             waiter.wake()
 
-    def take_notified(self, waiter: _Waiter) -> set[str]:
-        """The ids reported finished to `waiter` since the last call (and forget them)."""
+    def notify_all(self, *, reread: bool) -> None:
+        """Wake every waiter; with `reread`, each re-reads all its pending rollouts (any may have finished)."""
+        with self._lock:
+            woken = {waiter for waiters in self._waiters.values() for waiter in waiters}
+            if reread:
+                for waiter in woken:
+                    waiter.reread_all = True
+        for waiter in woken:
+            waiter.wake()
+
+    def take_notified(self, waiter: _Waiter) -> Optional[set[str]]:
+        """The ids reported finished to `waiter` since the last call (and forget them); None when any of its
+        rollouts may have finished."""
         with self._lock:
             notified, waiter.notified = waiter.notified, set()
-        return notified
+            reread, waiter.reread_all = waiter.reread_all, False
+        return None if reread else notified
 
     @staticmethod
     async def wait(waiter: _Waiter, timeout: Optional[float]) -> None:

@@ -7,8 +7,9 @@ PostgreSQL schema (`agentlightning` by default), so several stores can share one
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Optional
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 try:
     import psycopg  # noqa: F401
@@ -61,7 +62,12 @@ class PostgresLightningStore(DurableLightningStore):
         acquire_timeout: seconds an operation waits for a free pooled connection before StoreBusyError.
         retention: limits on stored spans (see `RetentionPolicy`); None keeps every span.
         scan_debounce_seconds: minimum interval between health scans (0: whenever a known deadline has passed).
-        health_refresh_seconds: rescan at least this often to notice deadlines set by other processes.
+        health_refresh_seconds: while the notification connection is down, rescan at least this often to notice
+            deadlines set by other processes.
+        listen: learn of other processes' changes (finished rollouts, new health deadlines) at once through
+            LISTEN/NOTIFY on one extra connection; False polls instead (waiters every `poll_interval_seconds`).
+        poll_interval_seconds: how often waiters re-read their rollouts while no notifications arrive (listen=False,
+            or the notification connection is down and reconnecting).
 
     Raises (on first use or `open()`):
         StoreOpenError: the server is unreachable, the credentials are wrong or the schema is not a store's.
@@ -79,6 +85,8 @@ class PostgresLightningStore(DurableLightningStore):
         retention: Optional[RetentionPolicy] = None,
         scan_debounce_seconds: float = 0.0,
         health_refresh_seconds: float = 0.5,
+        listen: bool = True,
+        poll_interval_seconds: float = 0.5,
     ) -> None:
         if not isinstance(dsn, str) or not dsn:
             raise InvalidArgumentError(f"dsn must be a PostgreSQL connection string, got {dsn!r}")
@@ -87,6 +95,9 @@ class PostgresLightningStore(DurableLightningStore):
         _check_number("connect_timeout", connect_timeout, minimum=0.1)
         _check_number("acquire_timeout", acquire_timeout)
         _check_number("health_refresh_seconds", health_refresh_seconds, minimum=0.01)
+        _check_number("poll_interval_seconds", poll_interval_seconds, minimum=0.01)
+        if not isinstance(listen, bool):
+            raise InvalidArgumentError(f"listen must be True or False, got {listen!r}")
         options: dict[str, Any] = {
             "dsn": dsn,
             "schema": schema,
@@ -96,6 +107,8 @@ class PostgresLightningStore(DurableLightningStore):
             "retention": retention,
             "scan_debounce_seconds": scan_debounce_seconds,
             "health_refresh_seconds": health_refresh_seconds,
+            "listen": listen,
+            "poll_interval_seconds": poll_interval_seconds,
         }
         self._postgres = PostgresStorage(
             dsn,
@@ -106,6 +119,8 @@ class PostgresLightningStore(DurableLightningStore):
             acquire_timeout=acquire_timeout,
             retention=retention,
             health_refresh_seconds=health_refresh_seconds,
+            listen=listen,
+            poll_interval=poll_interval_seconds,
         )
         super().__init__(self._postgres, options, scan_debounce_seconds=scan_debounce_seconds)
 
@@ -117,6 +132,11 @@ class PostgresLightningStore(DurableLightningStore):
     def location(self) -> str:
         return self._postgres.location
 
+    @property
+    def listening(self) -> bool:
+        """True while other processes' changes arrive as notifications (False: polling)."""
+        return self._postgres.announces_changes
+
     async def open(self) -> None:
         """Connect and prepare the schema now; raises StoreOpenError or SchemaVersionError on problems."""
         await self._postgres.open()
@@ -125,7 +145,9 @@ class PostgresLightningStore(DurableLightningStore):
         return f"PostgresLightningStore({self.location!r})"
 
 
-_URL_OPTIONS = {
+_FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
+
+_URL_OPTIONS: dict[str, Callable[[str], Any]] = {
     "schema": str,
     "pool_size": int,
     "connect_timeout": float,
@@ -133,12 +155,15 @@ _URL_OPTIONS = {
     "retention_max_age_seconds": float,
     "retention_max_spans": int,
     "retention_max_bytes": int,
+    "listen": lambda value: _FLAGS[value.lower()],
+    "poll_interval_seconds": float,
 }
 
 
 def store_from_url(url: str) -> PostgresLightningStore:
     """`postgresql://user@host:port/db?schema=name&pool_size=10` (also `postgres://`). Other query parameters
-    (sslmode, ...) go to libpq; the retention_max_* parameters set a RetentionPolicy."""
+    (sslmode, ...) go to libpq; the retention_max_* parameters set a RetentionPolicy; `listen=false` polls instead
+    of listening for other processes' changes."""
     parts = urlsplit(url)
     if parts.scheme not in ("postgresql", "postgres"):
         raise InvalidArgumentError(f"Invalid PostgreSQL store URL {url!r}: use postgresql://user@host:port/db")
@@ -151,9 +176,10 @@ def store_from_url(url: str) -> PostgresLightningStore:
             continue
         try:
             options[key] = converter(value)
-        except ValueError:
+        except (ValueError, KeyError):
             raise InvalidArgumentError(f"Invalid value {value!r} for {key} in PostgreSQL store URL") from None
-    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(passthrough), parts.fragment))
+    # Percent-encoding throughout: libpq reads a "+" in a URL literally, not as a space.
+    dsn = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(passthrough, quote_via=quote), parts.fragment))
     limits = {
         name: options.pop(f"retention_{name}")
         for name in ("max_age_seconds", "max_spans", "max_bytes")

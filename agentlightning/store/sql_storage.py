@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Optional
+from typing import Any, Optional
 
 from .retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
-from .sql_transaction import SqlTransaction
+from .sql_transaction import Row, SqlTransaction
 from .storage import Storage, StorageTransaction
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,15 @@ class SqlStorage(Storage):
 
     def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
         return self.sql_transaction(write=write)
+
+    async def run_statement(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
+        """Run one statement (`?` placeholders) as a transaction of its own; returns its rows (empty if none).
+
+        `durable=False` lets the commit return before the change reaches the disk where the backend waits for it
+        (PostgreSQL): only for records that matter once a later durable commit exists, which flushes the log up
+        to itself, this change included. A crash before such a commit may lose the change."""
+        async with self.sql_transaction(write=True) as tx:
+            return await tx.db.fetchall(sql, params)
 
     async def after_commit(self, tx: SqlTransaction) -> None:
         """Apply the retention policy when a committed write makes it due."""

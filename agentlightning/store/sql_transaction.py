@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
-from .base import RUNNING_STATUSES
+from .base import FINISHED_STATUSES, RUNNING_STATUSES
 from .errors import SpansEvictedError
 from .lifecycle import has_health_rules, health_deadline
 from .query import ATTEMPT_FIELDS, ROLLOUT_FIELDS, SPAN_FIELDS, WORKER_FIELDS, Query
@@ -37,6 +37,8 @@ ROLLOUT_COLUMNS = (*ROLLOUT_FIELDS, "health_deadline", "data")
 ATTEMPT_COLUMNS = (*ATTEMPT_FIELDS, "data")
 SPAN_COLUMNS = (*SPAN_FIELDS, "data")
 WORKER_COLUMNS = (*WORKER_FIELDS, "data")
+
+_QUEUED_STATUSES = ("queuing", "requeuing")
 
 #: How many unhealthy rollouts one health scan handles (the next scan picks up the rest).
 HEALTH_SCAN_BATCH = 1000
@@ -57,9 +59,29 @@ def _update_sql(table: str, columns: Sequence[str], keys: Sequence[str]) -> str:
 
 
 INSERT_ROLLOUT = _insert_sql("rollouts", ROLLOUT_COLUMNS)
-UPDATE_ROLLOUT = _update_sql("rollouts", (*ROLLOUT_COLUMNS[1:6], "data"), ("rollout_id",))
 INSERT_ATTEMPT = _insert_sql("attempts", ATTEMPT_COLUMNS)
-UPDATE_ATTEMPT = _update_sql("attempts", ATTEMPT_COLUMNS[2:], ("rollout_id", "attempt_id"))
+#: The indexed columns an update may change (the keys never change); `data` is always rewritten with them.
+_ROLLOUT_UPDATABLE = ROLLOUT_FIELDS[1:]
+_ATTEMPT_UPDATABLE = ATTEMPT_FIELDS[2:]
+
+
+def _changed_fields(fields: Sequence[str], new: Any, old: Any) -> tuple[str, ...]:
+    """The indexed fields whose value differs between two versions of an entity (all of them when `old` is None)."""
+    if old is None:
+        return tuple(fields)
+    return tuple(name for name in fields if getattr(new, name) != getattr(old, name))
+
+
+def _group_updates(
+    table: str, keys: Sequence[str], updates: Sequence[tuple[tuple[str, ...], Row]]
+) -> dict[str, list[Row]]:
+    """UPDATE statements (setting the changed columns and `data`) with their rows, one statement per column set."""
+    grouped: dict[str, list[Row]] = {}
+    for columns, row in updates:
+        grouped.setdefault(_update_sql(table, (*columns, "data"), keys), []).append(row)
+    return grouped
+
+
 INSERT_SPAN = _insert_sql("spans", SPAN_COLUMNS)
 UPSERT_WORKER = _upsert_sql("workers", WORKER_COLUMNS, "worker_id")
 
@@ -124,9 +146,18 @@ class SqlTransaction(StorageTransaction):
         self.known_rollouts: dict[str, Rollout] = {}
         self.stored_deadlines: dict[str, Optional[float]] = {}
         self.known_latest: dict[str, Optional[Attempt]] = {}
+        #: The stored version of each attempt read (or written) by this transaction: updates write only changes.
+        self.known_attempts: dict[tuple[str, str], Attempt] = {}
+        #: False for rollouts this transaction knows to have no queue entry.
+        self.maybe_queued: dict[str, bool] = {}
+        self.known_workers: dict[str, Worker] = {}
         self.touched: set[str] = set()
         #: Health deadlines written by this transaction (lets the storage schedule the next scan).
         self.new_deadlines: list[float] = []
+        #: The new deadlines earlier than the rollout's previous one (the only ones other processes must learn).
+        self.earlier_deadlines: list[float] = []
+        #: Rollouts this transaction moved to a finished status.
+        self.finished: list[str] = []
         self.spans_inserted = 0
 
     # --------------------------------------------------------------------------------------------------- helpers
@@ -174,16 +205,19 @@ class SqlTransaction(StorageTransaction):
     async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
         """Serialise writers of entities that may not exist yet (no-op where transactions lock everything)."""
 
-    def _remember_rollout(self, rollout: Rollout, deadline: Optional[float]) -> None:
+    def _remember_rollout(self, rollout: Rollout, deadline: Optional[float], *, queued: Optional[bool] = None) -> None:
         self.known_rollouts[rollout.rollout_id] = rollout
         self.stored_deadlines[rollout.rollout_id] = deadline
+        # Only queuing-like rollouts have queue entries (every other status removes them), and the rollout row is
+        # locked by this (write) transaction: a rollout known not to be queued needs no removal from the queue.
+        self.maybe_queued[rollout.rollout_id] = rollout.status in _QUEUED_STATUSES if queued is None else queued
 
-    def _decode_rollout_rows(self, rows: Iterable[Row]) -> dict[str, Rollout]:
+    def _decode_rollout_rows(self, rows: Iterable[Row], *, queued: Optional[bool] = None) -> dict[str, Rollout]:
         """Rows of (rollout_id, health_deadline, data)."""
         found: dict[str, Rollout] = {}
         for rollout_id, deadline, data in rows:
             rollout = decode_model(Rollout, data)
-            self._remember_rollout(rollout, deadline)
+            self._remember_rollout(rollout, deadline, queued=queued)
             found[rollout_id] = rollout
         return found
 
@@ -208,25 +242,39 @@ class SqlTransaction(StorageTransaction):
         return self._decode_rollout_rows(rows)
 
     async def update_rollouts(self, rollouts: Sequence[Rollout]) -> None:
-        rows = []
+        """Write the rollouts that differ from the stored version this transaction read: only their changed
+        indexed columns and the JSON (unchanged rollouts, e.g. of heartbeat-only attempt updates, are skipped)."""
+        updates: list[tuple[tuple[str, ...], Row]] = []
         for rollout in rollouts:
-            row = _rollout_row(rollout, None)
-            rows.append((*row[1:6], row[7], rollout.rollout_id))
-            self.known_rollouts[rollout.rollout_id] = rollout
+            previous = self.known_rollouts.get(rollout.rollout_id)
+            if previous is not None and previous == rollout:
+                continue
+            columns = _changed_fields(_ROLLOUT_UPDATABLE, rollout, previous)
+            values = (*(getattr(rollout, name) for name in columns), encode_model(rollout, "rollout"))
+            updates.append((columns, (*values, rollout.rollout_id)))
+            if rollout.status in FINISHED_STATUSES and (previous is None or previous.status != rollout.status):
+                self.finished.append(rollout.rollout_id)
+            # A copy: the caller may change its object again before a later write in this transaction.
+            self.known_rollouts[rollout.rollout_id] = rollout.model_copy()
             self.touched.add(rollout.rollout_id)
-        await self.db.executemany(UPDATE_ROLLOUT, rows)
+        for sql, rows in _group_updates("rollouts", ("rollout_id",), updates).items():
+            await self.db.executemany(sql, rows)
 
     async def query_rollouts(self, query: Query) -> tuple[list[Rollout], int]:
         rows, total = await self._page("rollouts", query)
         return [decode_model(Rollout, row[0]) for row in rows], total
 
     async def enqueue(self, rollout_ids: Sequence[str]) -> None:
+        for rollout_id in rollout_ids:
+            self.maybe_queued[rollout_id] = True
         await self.db.executemany(
             "INSERT INTO rollout_queue (rollout_id) VALUES (?) ON CONFLICT (rollout_id) DO NOTHING",
             [(rollout_id,) for rollout_id in dict.fromkeys(rollout_ids)],
         )
 
     async def remove_from_queue(self, rollout_ids: Sequence[str]) -> None:
+        maybe_queued = self.maybe_queued
+        rollout_ids = [rollout_id for rollout_id in rollout_ids if maybe_queued.get(rollout_id, True)]
         for start in range(0, len(rollout_ids), 500):
             clause, params = self.dialect.in_list("rollout_id", rollout_ids[start : start + 500])
             await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
@@ -246,7 +294,7 @@ class SqlTransaction(StorageTransaction):
             clause, params = self.dialect.in_list("seq", positions)
             await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
             eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
-            claimed.extend(self._decode_rollout_rows(eligible).values())
+            claimed.extend(self._decode_rollout_rows(eligible, queued=False).values())
         return claimed
 
     # ----------------------------------------------------------------------------------------------------- attempts
@@ -258,11 +306,21 @@ class SqlTransaction(StorageTransaction):
         await self.db.executemany(INSERT_ATTEMPT, rows)
 
     async def update_attempts(self, attempts: Sequence[Attempt]) -> None:
-        rows = []
+        """Write the attempts that differ from the stored version this transaction read: only their changed indexed
+        columns and the JSON."""
+        updates: list[tuple[tuple[str, ...], Row]] = []
         for attempt in attempts:
-            rows.append((*_attempt_values(attempt), attempt.rollout_id, attempt.attempt_id))
+            key = (attempt.rollout_id, attempt.attempt_id)
+            previous = self.known_attempts.get(key)
+            if previous is not None and previous == attempt:
+                continue
+            columns = _changed_fields(_ATTEMPT_UPDATABLE, attempt, previous)
+            values = (*(getattr(attempt, name) for name in columns), encode_model(attempt, "attempt"))
+            updates.append((columns, (*values, *key)))
+            self.known_attempts[key] = attempt.model_copy()
             self._note_attempt(attempt, inserted=False)
-        await self.db.executemany(UPDATE_ATTEMPT, rows)
+        for sql, rows in _group_updates("attempts", ("rollout_id", "attempt_id"), updates).items():
+            await self.db.executemany(sql, rows)
 
     def _note_attempt(self, attempt: Attempt, *, inserted: bool) -> None:
         rollout_id = attempt.rollout_id
@@ -279,7 +337,9 @@ class SqlTransaction(StorageTransaction):
         rows = await self._fetch_keys(
             "t.rollout_id, t.attempt_id, t.data", "attempts", ("rollout_id", "attempt_id"), sorted(set(keys))
         )
-        return {(rollout_id, attempt_id): decode_model(Attempt, data) for rollout_id, attempt_id, data in rows}
+        found = {(rollout_id, attempt_id): decode_model(Attempt, data) for rollout_id, attempt_id, data in rows}
+        self.known_attempts.update(found)
+        return found
 
     async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         ids = sorted(set(rollout_ids))
@@ -292,6 +352,8 @@ class SqlTransaction(StorageTransaction):
         found = {rollout_id: decode_model(Attempt, data) for rollout_id, data in rows}
         for rollout_id in ids:
             self.known_latest[rollout_id] = found.get(rollout_id)
+        for attempt in found.values():
+            self.known_attempts[(attempt.rollout_id, attempt.attempt_id)] = attempt
         return found
 
     async def query_attempts(self, rollout_id: str, query: Query) -> tuple[list[Attempt], int]:
@@ -424,10 +486,16 @@ class SqlTransaction(StorageTransaction):
         if self.write:
             await self.lock_keys("worker", ids)
         rows = await self._fetch_in("SELECT worker_id, data FROM workers WHERE {in}", "worker_id", ids)
-        return {worker_id: decode_model(Worker, data) for worker_id, data in rows}
+        found = {worker_id: decode_model(Worker, data) for worker_id, data in rows}
+        self.known_workers.update(found)
+        return found
 
     async def put_workers(self, workers: Sequence[Worker]) -> None:
-        await self.db.executemany(UPSERT_WORKER, [_worker_row(worker) for worker in workers])
+        """Insert or replace the workers that differ from the stored version this transaction read."""
+        changed = [worker for worker in workers if self.known_workers.get(worker.worker_id) != worker]
+        for worker in changed:
+            self.known_workers[worker.worker_id] = worker.model_copy()
+        await self.db.executemany(UPSERT_WORKER, [_worker_row(worker) for worker in changed])
 
     async def query_workers(self, query: Query) -> tuple[list[Worker], int]:
         rows, total = await self._page("workers", query)
@@ -491,6 +559,9 @@ class SqlTransaction(StorageTransaction):
             changes.append((deadline, rollout_id))
             if deadline is not None:
                 self.new_deadlines.append(deadline)
+                previous = self.stored_deadlines.get(rollout_id)
+                if previous is None or deadline < previous:
+                    self.earlier_deadlines.append(deadline)
         if changes:
             await self.db.executemany("UPDATE rollouts SET health_deadline = ? WHERE rollout_id = ?", changes)
         self.touched.clear()

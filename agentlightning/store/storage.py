@@ -12,7 +12,7 @@ writes every change back through an `update_*` call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Optional
 
@@ -136,11 +136,27 @@ class StorageTransaction(ABC):
 class Storage(ABC):
     """Persistence and atomicity for a CoreLightningStore."""
 
-    #: Other processes may change the data (waiters then poll every `poll_interval` seconds).
+    #: Other processes may change the data (waiters then poll every `poll_interval` seconds, unless the storage
+    #: announces their changes: see `announces_changes`).
     shared_across_processes: bool = False
     poll_interval: float = 0.5
     #: `next_health_deadline()` is exact; otherwise waiters rescan every `poll_interval` seconds.
     tracks_health_deadlines: bool = False
+
+    @property
+    def announces_changes(self) -> bool:
+        """True while rollouts finished and health deadlines set by other processes are reported to the callbacks
+        given to `subscribe` (waiters then sleep until told instead of polling)."""
+        return False
+
+    def subscribe(  # noqa: B027 - optional hook
+        self,
+        on_finished: Callable[[Optional[list[str]]], None],
+        on_wake: Callable[[bool], None],
+    ) -> None:
+        """Report changes made by other processes: `on_finished(ids)` for rollouts that finished (None: unknown
+        which), `on_wake(reread)` when waiters should re-plan their sleep (and, with `reread`, re-read everything
+        because changes may have gone unannounced). Storages that are not shared ignore this."""
 
     @property
     @abstractmethod

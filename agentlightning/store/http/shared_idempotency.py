@@ -70,24 +70,24 @@ class SharedIdempotencyRecords:
         delay = _WAIT_MIN
         while True:
             now = self._clock()
+            # A fresh key (the common case) costs one statement. Its commit need not wait for the disk: the record
+            # matters only once the request's own write commits, and that durable commit flushes the log up to
+            # itself, this record included (a crash before it loses both, and a retry then runs the request).
+            inserted = await self._storage.run_statement(
+                "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
+                " ON CONFLICT (key) DO NOTHING RETURNING key",
+                (key, mark, now),
+                durable=False,
+            )
+            if inserted:
+                return None
             async with self._storage.sql_transaction(write=True) as tx:
+                # The key is known (a retry, or another process inserted it first): read its record.
                 rows = await tx.db.fetchall(
                     "SELECT fingerprint, status, body, created FROM idempotency WHERE key = ?", (key,)
                 )
                 if not rows:
-                    inserted = await tx.db.fetchall(
-                        "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
-                        " ON CONFLICT (key) DO NOTHING RETURNING key",
-                        (key, mark, now),
-                    )
-                    if inserted:
-                        return None
-                    # Another process inserted the key meanwhile (it committed first): read its record.
-                    rows = await tx.db.fetchall(
-                        "SELECT fingerprint, status, body, created FROM idempotency WHERE key = ?", (key,)
-                    )
-                    if not rows:
-                        continue
+                    continue
                 stored_mark, status, body, created = rows[0]
                 if stored_mark != mark:
                     method_path = stored_mark.split("\n")[:2]
@@ -104,15 +104,13 @@ class SharedIdempotencyRecords:
             delay = min(delay * 2, _WAIT_MAX)
 
     async def complete(self, key: str, response: CachedResponse) -> None:
-        async with self._storage.sql_transaction(write=True) as tx:
-            await tx.db.execute(
-                "UPDATE idempotency SET status = ?, body = ?, created = ? WHERE key = ?",
-                (response.status, response.body, self._clock(), key),
-            )
+        await self._storage.run_statement(
+            "UPDATE idempotency SET status = ?, body = ?, created = ? WHERE key = ?",
+            (response.status, response.body, self._clock(), key),
+        )
 
     async def forget(self, key: str) -> None:
-        async with self._storage.sql_transaction(write=True) as tx:
-            await tx.db.execute("DELETE FROM idempotency WHERE key = ? AND status IS NULL", (key,))
+        await self._storage.run_statement("DELETE FROM idempotency WHERE key = ? AND status IS NULL", (key,))
 
     async def _expire(self) -> None:
         now = self._clock()
