@@ -16,7 +16,8 @@ from .base import (
     Unset,
 )
 from .changes import Changes
-from .core_base import CoreStoreBase, _page
+from .core_base import CoreStoreBase
+from .core_records import page_of
 from .errors import (
     AttemptNotFoundError,
     InvalidArgumentTypeError,
@@ -63,7 +64,7 @@ class AttemptAndSpanOperations(CoreStoreBase):
         await self._scan_health()
         async with self._storage.transaction(write=False) as tx:
             attempts, total = await tx.query_attempts(rollout_id, query)
-        return _page([attempt.model_copy() for attempt in attempts], total, query)
+        return page_of([attempt.model_copy() for attempt in attempts], total, query)
 
     async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
         rollout_id = check_id(rollout_id, "rollout_id")
@@ -259,7 +260,7 @@ class AttemptAndSpanOperations(CoreStoreBase):
             if attempt_id == "latest":
                 latest = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
                 if latest is None:
-                    return _page([], 0, query)
+                    return page_of([], 0, query)
                 attempt_id = latest.attempt_id
             spans, total = await tx.query_spans(rollout_id, attempt_id, query)
-        return _page(spans, total, query)
+        return page_of(spans, total, query)

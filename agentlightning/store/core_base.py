@@ -1,16 +1,9 @@
-"""The shared part of `CoreLightningStore`: storage, argument-free helpers, health scans and waiter wake-ups."""
+"""The shared part of `CoreLightningStore`: storage, health scans and waiter wake-ups."""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional, TypeVar
-
-from agentlightning.types import (
-    Attempt,
-    AttemptedRollout,
-    PaginatedResult,
-    Rollout,
-)
+from typing import Any, Optional
 
 from . import clock
 from .base import (
@@ -19,46 +12,12 @@ from .base import (
     LightningStoreStatistics,
 )
 from .changes import Changes
-from .ids import generate_attempt_id
 from .lifecycle import unhealthy_attempt_status
 from .locks import AsyncCrossLoopLock
 from .notify import CompletionNotifier
-from .query import (
-    Query,
-)
 from .storage import Storage, StorageTransaction
 
 logger = logging.getLogger("agentlightning.store.core")  # one logger for the whole core
-
-M = TypeVar("M")
-
-
-def _page(items: list[M], total: int, query: Query) -> PaginatedResult[M]:
-    return PaginatedResult[Any].model_construct(items=items, limit=query.limit, offset=query.offset, total=total)  # type: ignore[return-value]
-
-
-def _with_attempt(rollout: Rollout, attempt: Optional[Attempt]) -> Rollout:
-    """A caller-owned copy of the rollout, carrying its attempt when there is one."""
-    if attempt is None:
-        return rollout.model_copy()
-    fields = dict(rollout.__dict__)
-    fields["attempt"] = attempt.model_copy()
-    return AttemptedRollout.model_construct(**fields)
-
-
-def _next_attempt(rollout_id: str, previous: Optional[Attempt], now: float, worker_id: Optional[str]) -> Attempt:
-    """A new "preparing" attempt following `previous` (the first one when there is none)."""
-    return Attempt(
-        rollout_id=rollout_id,
-        attempt_id=generate_attempt_id(),
-        sequence_id=previous.sequence_id + 1 if previous is not None else 1,
-        start_time=now,
-        worker_id=worker_id,
-    )
-
-
-def _attempted(rollout: Rollout, attempt: Attempt) -> AttemptedRollout:
-    return _with_attempt(rollout, attempt)  # type: ignore[return-value]
 
 
 class CoreStoreBase(LightningStore):

@@ -16,7 +16,8 @@ from .base import (
     UNSET,
     Unset,
 )
-from .core_base import CoreStoreBase, _page
+from .core_base import CoreStoreBase
+from .core_records import page_of
 from .errors import (
     InvalidArgumentTypeError,
 )
@@ -106,7 +107,7 @@ class ResourceAndWorkerOperations(CoreStoreBase):
         )
         async with self._storage.transaction(write=False) as tx:
             updates, total = await tx.query_resources(query)
-        return _page([update.model_copy(deep=True) for update in updates], total, query)
+        return page_of([update.model_copy(deep=True) for update in updates], total, query)
 
     # ------------------------------------------------------------------------------------------------------ workers
     async def query_workers(
@@ -135,7 +136,7 @@ class ResourceAndWorkerOperations(CoreStoreBase):
         await self._scan_health()
         async with self._storage.transaction(write=False) as tx:
             workers, total = await tx.query_workers(query)
-        return _page([worker.model_copy() for worker in workers], total, query)
+        return page_of([worker.model_copy() for worker in workers], total, query)
 
     async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
         worker_id = check_id(worker_id, "worker_id")

@@ -22,7 +22,8 @@ from .base import (
     Unset,
 )
 from .changes import Changes
-from .core_base import CoreStoreBase, _attempted, _next_attempt, _page, _with_attempt
+from .core_base import CoreStoreBase
+from .core_records import attempted, next_attempt, page_of, with_attempt
 from .errors import (
     InvalidArgumentTypeError,
     RolloutNotFoundError,
@@ -80,12 +81,12 @@ class RolloutOperations(CoreStoreBase):
                 config=checked_config,
                 metadata=checked_metadata,
             )
-            attempt = _next_attempt(rollout.rollout_id, None, now, worker_id)
+            attempt = next_attempt(rollout.rollout_id, None, now, worker_id)
             changes.new_rollouts.append(rollout)
             changes.new_attempts.append(attempt)
             changes.sync_worker(attempt)
             await changes.flush(tx)
-        return _attempted(rollout, attempt)
+        return attempted(rollout, attempt)
 
     async def enqueue_rollout(
         self,
@@ -159,11 +160,11 @@ class RolloutOperations(CoreStoreBase):
             for stored in claimed:
                 rollout = changes.rollout(stored)
                 previous = latest.get(rollout.rollout_id)
-                attempt = _next_attempt(rollout.rollout_id, previous, now, worker_id)
+                attempt = next_attempt(rollout.rollout_id, previous, now, worker_id)
                 rollout.status = "preparing"
                 changes.new_attempts.append(attempt)
                 changes.sync_worker(attempt)
-                result.append(_attempted(rollout, attempt))
+                result.append(attempted(rollout, attempt))
             if worker_id is not None and not claimed:
                 changes.touch_worker(worker_id)
             await changes.flush(tx, dequeued_by=worker_id)
@@ -217,13 +218,13 @@ class RolloutOperations(CoreStoreBase):
             if stored is None:
                 raise RolloutNotFoundError(rollout_id)
             previous = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
-            attempt = _next_attempt(rollout_id, previous, now, worker_id)
+            attempt = next_attempt(rollout_id, previous, now, worker_id)
             rollout = changes.rollout(stored)
             changes.set_rollout_status(rollout, "preparing")
             changes.new_attempts.append(attempt)
             changes.sync_worker(attempt)
             await changes.flush(tx)
-        return _attempted(rollout, attempt)
+        return attempted(rollout, attempt)
 
     async def query_rollouts(
         self,
@@ -258,8 +259,8 @@ class RolloutOperations(CoreStoreBase):
         async with self._storage.transaction(write=False) as tx:
             rollouts, total = await tx.query_rollouts(query)
             latest = await tx.get_latest_attempts([rollout.rollout_id for rollout in rollouts]) if rollouts else {}
-        items = [_with_attempt(rollout, latest.get(rollout.rollout_id)) for rollout in rollouts]
-        return _page(items, total, query)
+        items = [with_attempt(rollout, latest.get(rollout.rollout_id)) for rollout in rollouts]
+        return page_of(items, total, query)
 
     async def get_rollout_by_id(self, rollout_id: str) -> Optional[Rollout]:
         rollout_id = check_id(rollout_id, "rollout_id")
@@ -269,7 +270,7 @@ class RolloutOperations(CoreStoreBase):
             if rollout is None:
                 return None
             latest = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
-        return _with_attempt(rollout, latest)
+        return with_attempt(rollout, latest)
 
     async def update_rollout(
         self,
