@@ -68,12 +68,20 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 # ------------------------------------------------------------------------------------------------------ server
-def serve(backend_url: str, port: int, memory_limit: int, trace_memory: Optional[str] = None) -> None:
+def serve(
+    backend_url: str, port: int, memory_limit: int, trace_memory: Optional[str] = None, in_process: bool = False
+) -> None:
     """The server process: the backend behind a LightningStoreServer on 127.0.0.1:port."""
     if trace_memory:
         import _memtrace
 
         _memtrace.start(trace_memory)
+    if in_process:
+        # Durable backends keep idempotency records in their database; this keeps them in the server's memory
+        # instead (as before they moved), to measure what the in-process cache costs.
+        from agentlightning.store.http import shared_idempotency
+
+        shared_idempotency.shared_records_for = lambda *args, **kwargs: None  # type: ignore[assignment]
     from agentlightning.store import InMemoryLightningStore, store_from_url
     from agentlightning.store.http.server import LightningStoreServer
 
@@ -85,13 +93,15 @@ def serve(backend_url: str, port: int, memory_limit: int, trace_memory: Optional
 
 
 def start_server(
-    backend_url: str, memory_limit: int, trace_memory: Optional[str] = None
+    backend_url: str, memory_limit: int, trace_memory: Optional[str] = None, in_process: bool = False
 ) -> tuple[subprocess.Popen[bytes], str]:
     def command(port: int) -> list[str]:
         script = os.path.abspath(__file__)
         options = ["--port", str(port), "--memory-limit", str(memory_limit)]
         if trace_memory:
             options += ["--trace-memory", trace_memory]
+        if in_process:
+            options.append("--in-process-idempotency")
         return [sys.executable, script, "--serve", backend_url, *options]
 
     env = {key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"}
@@ -206,7 +216,7 @@ def run(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     """Soak one backend; the figures and the verdict."""
     workdir = tempfile.mkdtemp(prefix="agl-soak-")
     url_of_backend, schema = backend_url(backend, workdir)
-    server, url = start_server(url_of_backend, args.memory_limit, args.trace_memory)
+    server, url = start_server(url_of_backend, args.memory_limit, args.trace_memory, args.in_process_idempotency)
     context = multiprocessing.get_context("spawn")
     done = context.Value("q", 0)
     queue = context.Queue()
@@ -334,11 +344,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         metavar="DIR",
         help="the server reports its allocations (tracemalloc, gc) to DIR/memtrace.txt (slows it down)",
     )
+    parser.add_argument(
+        "--in-process-idempotency",
+        action="store_true",
+        help="durable backends: remember idempotency answers in the server process, not in the database",
+    )
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve, args.port, args.memory_limit, args.trace_memory)
+        serve(args.serve, args.port, args.memory_limit, args.trace_memory, args.in_process_idempotency)
         return 0
     backends = ["memory", "sqlite", "postgres"] if args.backend == "all" else [args.backend]
     one, five, fifteen = os.getloadavg()
