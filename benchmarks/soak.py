@@ -68,8 +68,20 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 # ------------------------------------------------------------------------------------------------------ server
-def serve(backend_url: str, port: int, memory_limit: int) -> None:
+def serve(
+    backend_url: str, port: int, memory_limit: int, trace_memory: Optional[str] = None, in_process: bool = False
+) -> None:
     """The server process: the backend behind a LightningStoreServer on 127.0.0.1:port."""
+    if trace_memory:
+        import _memtrace
+
+        _memtrace.start(trace_memory)
+    if in_process:
+        # Durable backends keep idempotency records in their database; this keeps them in the server's memory
+        # instead (as before they moved), to measure what the in-process cache costs.
+        from agentlightning.store.http import shared_idempotency
+
+        shared_idempotency.shared_records_for = lambda *args, **kwargs: None  # type: ignore[assignment]
     from agentlightning.store import InMemoryLightningStore, store_from_url
     from agentlightning.store.http.server import LightningStoreServer
 
@@ -80,19 +92,17 @@ def serve(backend_url: str, port: int, memory_limit: int) -> None:
     asyncio.run(LightningStoreServer(store, host="127.0.0.1", port=port).run_forever())
 
 
-def start_server(backend_url: str, memory_limit: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    backend_url: str, memory_limit: int, trace_memory: Optional[str] = None, in_process: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
     def command(port: int) -> list[str]:
         script = os.path.abspath(__file__)
-        return [
-            sys.executable,
-            script,
-            "--serve",
-            backend_url,
-            "--port",
-            str(port),
-            "--memory-limit",
-            str(memory_limit),
-        ]
+        options = ["--port", str(port), "--memory-limit", str(memory_limit)]
+        if trace_memory:
+            options += ["--trace-memory", trace_memory]
+        if in_process:
+            options.append("--in-process-idempotency")
+        return [sys.executable, script, "--serve", backend_url, *options]
 
     env = {key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"}
     process, port = servers.start_server(command, name=f"the store server for {backend_url}", timeout=60, env=env)
@@ -196,16 +206,17 @@ def backend_url(name: str, workdir: str) -> tuple[str, Optional[str]]:
 
 def drop_schema(schema: str) -> None:
     import psycopg
+    from psycopg import sql
 
     with psycopg.connect(POSTGRES_DSN, autocommit=True) as connection:
-        connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
 def run(backend: str, args: argparse.Namespace) -> dict[str, Any]:
     """Soak one backend; the figures and the verdict."""
     workdir = tempfile.mkdtemp(prefix="agl-soak-")
     url_of_backend, schema = backend_url(backend, workdir)
-    server, url = start_server(url_of_backend, args.memory_limit)
+    server, url = start_server(url_of_backend, args.memory_limit, args.trace_memory, args.in_process_idempotency)
     context = multiprocessing.get_context("spawn")
     done = context.Value("q", 0)
     queue = context.Queue()
@@ -327,11 +338,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--memory-record-kb", type=float, default=8.0, help="memory backend: RSS bound per rollout")
     parser.add_argument("--memory-limit", type=int, default=64 * 1024 * 1024, help="memory backend: span eviction")
     parser.add_argument("--json", action="store_true", help="print one JSON line per backend")
+    parser.add_argument(
+        "--trace-memory",
+        default=None,
+        metavar="DIR",
+        help="the server reports its allocations (tracemalloc, gc) to DIR/memtrace.txt (slows it down)",
+    )
+    parser.add_argument(
+        "--in-process-idempotency",
+        action="store_true",
+        help="durable backends: remember idempotency answers in the server process, not in the database",
+    )
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
-        serve(args.serve, args.port, args.memory_limit)
+        serve(args.serve, args.port, args.memory_limit, args.trace_memory, args.in_process_idempotency)
         return 0
     backends = ["memory", "sqlite", "postgres"] if args.backend == "all" else [args.backend]
     one, five, fifteen = os.getloadavg()

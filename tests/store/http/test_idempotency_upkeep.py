@@ -28,12 +28,12 @@ async def test_a_write_to_a_full_cache_drops_the_oldest_entry_without_walking_al
     cache = IdempotencyCache(max_entries=1000)
     cache._entries = CountingEntries()  # pyright: ignore[reportPrivateUsage]
     for index in range(1000):
-        assert await cache.begin(f"k{index}", ("POST", "/x", index)) is None
+        assert await cache.begin(f"k{index}", ("POST", "/x", str(index))) is None
         cache.finish(f"k{index}", response())
     CountingEntries.walked = 0
     for index in range(1000, 1100):
-        assert await cache.begin(f"k{index}", ("POST", "/x", index)) is None
+        assert await cache.begin(f"k{index}", ("POST", "/x", str(index))) is None
         cache.finish(f"k{index}", response())
     assert len(cache) == 1000
     assert CountingEntries.walked < 100 * 5  # a few entries per write, not the 1,000 in the cache
-    assert await cache.begin("k0", ("POST", "/x", 0)) is None  # the oldest went first
+    assert await cache.begin("k0", ("POST", "/x", "0")) is None  # the oldest went first
