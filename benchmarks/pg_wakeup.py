@@ -34,7 +34,7 @@ def _waiter_main(dsn: str, schema: str, listen: bool, conn: Any) -> None:
     """Process B: wait for each rollout id received on `conn`; send back when the wait returned."""
 
     async def main() -> None:
-        from agentlightning.store.postgres import PostgresLightningStore
+        from agentlightning.store.postgres.store import PostgresLightningStore
 
         store = PostgresLightningStore(dsn, schema=schema, pool_size=2, listen=listen)
         await store.open()
@@ -57,7 +57,7 @@ def _waiter_main(dsn: str, schema: str, listen: bool, conn: Any) -> None:
 
 
 async def _run(args: argparse.Namespace, schema: str) -> dict[str, Any]:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     context = multiprocessing.get_context("spawn")
     ours, theirs = context.Pipe()

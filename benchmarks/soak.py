@@ -79,11 +79,11 @@ def serve(
     if in_process:
         # Durable backends keep idempotency records in their database; this keeps them in the server's memory
         # instead (as before they moved), to measure what the in-process cache costs.
-        from agentlightning.store.http import shared_idempotency
+        from agentlightning.store.http.server import shared_idempotency
 
         shared_idempotency.shared_records_for = lambda *args, **kwargs: None  # type: ignore[assignment]
     from agentlightning.store import InMemoryLightningStore, store_from_url
-    from agentlightning.store.http.server import LightningStoreServer
+    from agentlightning.store.http.server.server import LightningStoreServer
 
     if backend_url == "memory://":
         store: Any = InMemoryLightningStore(eviction_memory_threshold=memory_limit)
@@ -111,7 +111,7 @@ def start_server(
 
 # ------------------------------------------------------------------------------------------------------ clients
 async def _rollouts(url: str, writer: Any, count: int, spans: int, worker: str, done: Any, concurrency: int) -> None:
-    from agentlightning.store.http.client import LightningStoreClient
+    from agentlightning.store.http.client.client import LightningStoreClient
 
     client = LightningStoreClient(url)
     try:

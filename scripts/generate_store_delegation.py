@@ -148,7 +148,7 @@ def _render_method(source: str, method: ast.AsyncFunctionDef) -> str:
     else:
         body = "".join(f"        {parameter},\n" for parameter in parameters)
         head = f"    async def {method.name}(\n{body}    ) -> {returns}:"
-    call = f"        return await self._forward(\"{method.name}\", {arguments})"
+    call = f'        return await self._forward("{method.name}", {arguments})'
     if len(call) > 120:
         items = "".join(f'                "{name}": {name},\n' for name in names)
         call = f'        return await self._forward(\n            "{method.name}",\n            {{\n{items}            }},\n        )'
@@ -202,7 +202,9 @@ def main() -> int:
     if options.check:
         current = TARGET.read_text() if TARGET.exists() else ""
         if current != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run python scripts/generate_store_delegation.py", file=sys.stderr)
+            print(
+                f"{TARGET.relative_to(ROOT)} is stale: run python scripts/generate_store_delegation.py", file=sys.stderr
+            )
             return 1
         return 0
     TARGET.write_text(text)

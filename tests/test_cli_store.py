@@ -102,7 +102,7 @@ def test_agl_store_rejects_an_unknown_backend() -> None:
 
 
 def test_the_worker_app_factory_reads_its_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentlightning.store.http.app import create_app_from_env
+    from agentlightning.store.http.server.app import create_app_from_env
 
     monkeypatch.setenv("AGL_STORE_BACKEND", "memory://")
     monkeypatch.setenv("AGL_STORE_API_KEY", "worker-key")
@@ -116,7 +116,7 @@ def test_the_worker_app_factory_reads_its_settings_from_the_environment(monkeypa
 
 
 def test_the_worker_app_factory_needs_a_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentlightning.store.http.app import create_app_from_env
+    from agentlightning.store.http.server.app import create_app_from_env
 
     monkeypatch.delenv("AGL_STORE_BACKEND", raising=False)
     with pytest.raises(RuntimeError, match="AGL_STORE_BACKEND"):

@@ -55,7 +55,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         from agentlightning.dashboard.serve import dashboard_server_for, is_remote_store_url
-        from agentlightning.store.http.server import is_loopback
+        from agentlightning.store.http.server.server import is_loopback
     except ImportError as exc:
         return _fail(f"the dashboard needs the server extra: pip install 'agentlightning[server]' ({exc})", 1)
 

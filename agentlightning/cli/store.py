@@ -58,8 +58,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return _fail("--workers must be at least 1")
     try:
         from agentlightning.store.client_server import LightningStoreServer
-        from agentlightning.store.http.handlers import ServerLimits
-        from agentlightning.store.http.server import is_loopback
+        from agentlightning.store.http.server.handlers import ServerLimits
+        from agentlightning.store.http.server.server import is_loopback
         from agentlightning.store.url import store_from_url
     except ImportError as exc:
         return _fail(f"the store server needs the server extra: pip install 'agentlightning[server]' ({exc})", 1)
@@ -158,7 +158,7 @@ def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: i
     )
     print(f"Dashboard: http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
     uvicorn.run(
-        "agentlightning.store.http.app:create_app_from_env",
+        "agentlightning.store.http.server.app:create_app_from_env",
         factory=True,
         host=args.host,
         port=args.port,

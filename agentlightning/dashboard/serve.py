@@ -68,7 +68,7 @@ def dashboard_server_for(store_url: str, *, api_key: Optional[str] = None) -> Da
         from .proxy import create_proxy_app
 
         return DashboardServer(app=create_proxy_app(store_url))
-    from agentlightning.store.http.app import ServerSettings, create_app
+    from agentlightning.store.http.server.app import ServerSettings, create_app
     from agentlightning.store.url import store_from_url
 
     store = store_from_url(store_url)

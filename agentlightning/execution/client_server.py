@@ -191,7 +191,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
         )
 
     def _server(self, store: LightningStore) -> Any:
-        from agentlightning.store.http.server import LightningStoreServer
+        from agentlightning.store.http.server.server import LightningStoreServer
 
         return LightningStoreServer(store, host=self.server_host, port=self.server_port)
 
@@ -218,7 +218,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
         """Run one runner in this process (managed: against a client of the server it creates and closes)."""
         client: Optional[LightningStore] = None
         if self.managed_store:
-            from agentlightning.store.http.client import LightningStoreClient
+            from agentlightning.store.http.client.client import LightningStoreClient
 
             client = store = LightningStoreClient(self.endpoint)
         try:

@@ -117,7 +117,7 @@ class ChildStore:
         """The store, and whether the child owns it (and must close it)."""
         if self.url is not None:
             if self.url.startswith(("http://", "https://")):
-                from agentlightning.store.http.client import LightningStoreClient
+                from agentlightning.store.http.client.client import LightningStoreClient
 
                 return LightningStoreClient(self.url, api_key=self.api_key), True
             from agentlightning.store.url import store_from_url

@@ -54,7 +54,7 @@ class RunnerActor:
         import pickle
 
         from agentlightning.logging import setup
-        from agentlightning.store.http.client import LightningStoreClient
+        from agentlightning.store.http.client.client import LightningStoreClient
 
         if not logging.getLogger("agentlightning").handlers:
             setup(log_level, color=False)
@@ -130,7 +130,7 @@ class RayExecutionStrategy(ExecutionStrategy):
         ray = _import_ray()
         from ray.cloudpickle.cloudpickle_fast import dumps  # pickles objects of the main script by value
 
-        from agentlightning.store.http.server import LightningStoreServer
+        from agentlightning.store.http.server.server import LightningStoreServer
 
         try:
             payload = dumps(runner)

@@ -31,7 +31,7 @@ def check_exposure(bind_host: str, api_key: Optional[str], insecure: bool) -> No
     Raises:
         ValueError: naming the address and the ways out.
     """
-    from agentlightning.store.http.server import is_loopback
+    from agentlightning.store.http.server.server import is_loopback
 
     if not is_loopback(bind_host) and not api_key and not insecure:
         raise ValueError(

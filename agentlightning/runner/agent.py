@@ -69,7 +69,7 @@ def _is_set(event: Optional[ExecutionEvent]) -> bool:
 
 def _is_remote(store: Any) -> bool:
     """True for a client of a store server (each call is a request); in-process stores prefer batch calls."""
-    module = sys.modules.get("agentlightning.store.http.client")
+    module = sys.modules.get("agentlightning.store.http.client.client")
     return module is not None and isinstance(store, module.LightningStoreClient)
 
 

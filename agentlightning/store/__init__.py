@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import LightningStore, LightningStoreCapabilities, LightningStoreStatistics
-from .errors import (
+from agentlightning.store.base import LightningStore, LightningStoreCapabilities, LightningStoreStatistics
+from agentlightning.store.errors import (
     AttemptNotFoundError,
     InvalidArgumentError,
     NoAttemptsError,
@@ -16,9 +16,9 @@ from .errors import (
     StoreError,
     StoreOpenError,
 )
-from .memory import InMemoryLightningStore
-from .threading import LightningStoreThreaded
-from .url import store_from_url
+from agentlightning.store.memory.store import InMemoryLightningStore
+from agentlightning.store.threading import LightningStoreThreaded
+from agentlightning.store.url import store_from_url
 
 __all__ = [
     "AttemptNotFoundError",
@@ -41,21 +41,21 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .client_server import LightningStoreClient, LightningStoreServer
-    from .postgres import PostgresLightningStore
-    from .retention import RetentionPolicy
-    from .sqlite import SqliteLightningStore
+    from agentlightning.store.client_server import LightningStoreClient, LightningStoreServer
+    from agentlightning.store.postgres.store import PostgresLightningStore
+    from agentlightning.store.sql.retention import RetentionPolicy
+    from agentlightning.store.sqlite.store import SqliteLightningStore
 
 __all__ += ["PostgresLightningStore", "RetentionPolicy", "SqliteLightningStore"]
 
 # Backends with heavy dependencies (fastapi/uvicorn/aiohttp, sqlite3, psycopg) are imported on first use,
 # keeping `import agentlightning` fast.
 _LAZY_EXPORTS = {
-    "LightningStoreClient": "agentlightning.store.http.client",  # not the server module: a client never needs it
-    "LightningStoreServer": "agentlightning.store.http.server",
-    "SqliteLightningStore": "agentlightning.store.sqlite",
-    "PostgresLightningStore": "agentlightning.store.postgres",
-    "RetentionPolicy": "agentlightning.store.retention",
+    "LightningStoreClient": "agentlightning.store.http.client.client",  # not the server module: a client never needs it
+    "LightningStoreServer": "agentlightning.store.http.server.server",
+    "SqliteLightningStore": "agentlightning.store.sqlite.store",
+    "PostgresLightningStore": "agentlightning.store.postgres.store",
+    "RetentionPolicy": "agentlightning.store.sql.retention",
 }
 
 
@@ -66,3 +66,8 @@ def __getattr__(name: str) -> Any:
     from importlib import import_module
 
     return getattr(import_module(module), name)
+
+
+from agentlightning.store import _moved  # noqa: E402
+
+_moved.install()  # the flat layout's module paths (agentlightning.store.sql_transaction, ...) keep importing

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentlightning.types import Span
-
-from .http.client import LightningStoreClient
-from .http.errors import RequestTooLargeError, StoreConnectionError, StoreHTTPError, StoreUnauthorizedError
-from .http.models import (
+from agentlightning.store.http.client.client import LightningStoreClient
+from agentlightning.store.http.client.retry import RetryPolicy
+from agentlightning.store.http.errors import (
+    RequestTooLargeError,
+    StoreConnectionError,
+    StoreHTTPError,
+    StoreUnauthorizedError,
+)
+from agentlightning.store.http.models import (
     AddResourcesRequest,
     PydanticUnset,
     QueryRolloutsRequest,
@@ -18,10 +22,10 @@ from .http.models import (
     UpdateRolloutRequest,
     WaitForRolloutsRequest,
 )
-from .http.retry import RetryPolicy
+from agentlightning.types import Span
 
 if TYPE_CHECKING:
-    from .http.server import LightningStoreServer
+    from agentlightning.store.http.server.server import LightningStoreServer
 
 __all__ = [
     "AddResourcesRequest",
@@ -48,7 +52,7 @@ def store_from_url(url: str) -> LightningStoreClient:
     """`http://host:port` or `https://host:port` opens a client of the store server there."""
     from urllib.parse import urlsplit
 
-    from .errors import InvalidArgumentError
+    from agentlightning.store.errors import InvalidArgumentError
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -59,7 +63,7 @@ def store_from_url(url: str) -> LightningStoreClient:
 def __getattr__(name: str) -> Any:
     # The server (starlette, fastapi) is imported on first use: a process that only runs a client never pays for it.
     if name == "LightningStoreServer":
-        from .http.server import LightningStoreServer
+        from agentlightning.store.http.server.server import LightningStoreServer
 
         return LightningStoreServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ import inspect
 from functools import cache
 from typing import Any
 
-from .base import LightningStore
+from agentlightning.store.base import LightningStore
 
 __all__ = ["call_store", "given_arguments"]
 

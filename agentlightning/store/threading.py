@@ -14,13 +14,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Optional
 
+from agentlightning.store.base import LightningStore, LightningStoreCapabilities
+from agentlightning.store.core.locks import AsyncCrossLoopLock
+from agentlightning.store.core.validation import check_timeout
+from agentlightning.store.delegating import DelegatingStore
+from agentlightning.store.forwarding import call_store
 from agentlightning.types import Rollout
-
-from .base import LightningStore, LightningStoreCapabilities
-from .delegating import DelegatingStore
-from .forwarding import call_store
-from .locks import AsyncCrossLoopLock
-from .validation import check_timeout
 
 __all__ = ["LightningStoreThreaded"]
 

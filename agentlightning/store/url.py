@@ -9,16 +9,16 @@ from __future__ import annotations
 from importlib import import_module
 from urllib.parse import urlsplit
 
-from .base import LightningStore
-from .errors import InvalidArgumentError
+from agentlightning.store.base import LightningStore
+from agentlightning.store.errors import InvalidArgumentError
 
 __all__ = ["SCHEME_MODULES", "store_from_url"]
 
 SCHEME_MODULES: dict[str, str] = {
-    "memory": "agentlightning.store.memory",
-    "sqlite": "agentlightning.store.sqlite",
-    "postgresql": "agentlightning.store.postgres",
-    "postgres": "agentlightning.store.postgres",
+    "memory": "agentlightning.store.memory.store",
+    "sqlite": "agentlightning.store.sqlite.store",
+    "postgresql": "agentlightning.store.postgres.store",
+    "postgres": "agentlightning.store.postgres.store",
     "http": "agentlightning.store.client_server",
     "https": "agentlightning.store.client_server",
 }

@@ -2,17 +2,16 @@
 
 `propagate_status`/`healthcheck` are the 0.2 callback-style helpers; `rollout_status_from_attempt` and
 `scan_unhealthy_rollouts` are the 0.3 forms that return decisions instead of calling back. All of them apply the
-rules in `agentlightning.store.lifecycle`.
+rules in `agentlightning.store.core.lifecycle`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from agentlightning.store.core import clock
+from agentlightning.store.core.lifecycle import derive_rollout_status, unhealthy_attempt_status
 from agentlightning.types import Attempt, AttemptedRollout, AttemptStatus, Rollout, RolloutConfig, RolloutStatus
-
-from . import clock
-from .lifecycle import derive_rollout_status, unhealthy_attempt_status
 
 __all__ = [
     "LATENCY_BUCKETS",

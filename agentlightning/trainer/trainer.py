@@ -230,7 +230,7 @@ class Trainer:
             return store_from_url(spec)
 
         def default() -> LightningStore:
-            from agentlightning.store.memory import InMemoryLightningStore
+            from agentlightning.store.memory.store import InMemoryLightningStore
 
             return InMemoryLightningStore()
 

@@ -14,7 +14,7 @@ import pytest
 from agentlightning.adapter import LlmProxyTraceToTriplet, TraceToMessages
 from agentlightning.algorithm.verl.daemon import AgentModeDaemon, native, samples_from_columns
 from agentlightning.llm_proxy import LLMProxy
-from agentlightning.store.memory import InMemoryLightningStore
+from agentlightning.store.memory.store import InMemoryLightningStore
 from agentlightning.types import ProxyLLM, Span
 
 np = pytest.importorskip("numpy")

@@ -12,7 +12,7 @@ from agentlightning.algorithm.verl.dataset import LoadedDataset, collate_samples
 from agentlightning.algorithm.verl.entrypoint import check_store_reachable, proxy_settings
 from agentlightning.algorithm.verl.interface import require_verl
 from agentlightning.llm_proxy import LLMProxy
-from agentlightning.store.memory import InMemoryLightningStore
+from agentlightning.store.memory.store import InMemoryLightningStore
 
 verl_installed = True
 try:

@@ -27,7 +27,7 @@ import torch
 from agentlightning.adapter import LlmProxyTraceToTriplet
 from agentlightning.algorithm.verl.daemon import AgentModeDaemon
 from agentlightning.llm_proxy import LLMProxy
-from agentlightning.store.memory import InMemoryLightningStore
+from agentlightning.store.memory.store import InMemoryLightningStore
 
 from .test_verl_daemon import proxy_call, reward_span, scripted_runner
 

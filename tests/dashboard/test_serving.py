@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from agentlightning.dashboard.assets import ASSET_PREFIX, STATIC_DIR, load_assets
 from agentlightning.store import InMemoryLightningStore
-from agentlightning.store.http.app import ServerSettings, create_app
+from agentlightning.store.http.server.app import ServerSettings, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 JS_FILES = sorted(STATIC_DIR.rglob("*.js"))

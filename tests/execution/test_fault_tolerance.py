@@ -19,8 +19,8 @@ import pytest
 import agentlightning as agl
 from agentlightning.runner import LitAgentRunner
 from agentlightning.store.base import LightningStore
-from agentlightning.store.http.client import LightningStoreClient
-from agentlightning.store.http.retry import RetryPolicy
+from agentlightning.store.http.client.client import LightningStoreClient
+from agentlightning.store.http.client.retry import RetryPolicy
 from agentlightning.types import RolloutConfig
 
 from ..runner.agents import PidAgent

@@ -95,8 +95,8 @@ def test_a_proxy_whose_store_server_refuses_its_key_says_so_and_does_not_retry(
 ) -> None:
     """Real processes where the behaviour lives: a store server that requires a key, a proxy whose client has
     the wrong one. The proxy answers the agent, logs the refusal once at ERROR and counts it; nothing piles up."""
-    from agentlightning.store.http.client import LightningStoreClient
-    from agentlightning.store.http.server import LightningStoreServer
+    from agentlightning.store.http.client.client import LightningStoreClient
+    from agentlightning.store.http.server.server import LightningStoreServer
 
     from .conftest import MESSAGES, client_for, start_proxy
     from .fake_upstream import FakeUpstream

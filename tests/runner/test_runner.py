@@ -283,8 +283,8 @@ async def test_an_agent_printing_megabytes_is_cut_and_the_rollout_succeeds(
 
 
 async def test_a_store_that_is_unreachable_at_start_fails_after_connect_timeout() -> None:
-    from agentlightning.store.http.client import LightningStoreClient
-    from agentlightning.store.http.retry import RetryPolicy
+    from agentlightning.store.http.client.client import LightningStoreClient
+    from agentlightning.store.http.client.retry import RetryPolicy
 
     client = LightningStoreClient("http://127.0.0.1:9", retry_policy=RetryPolicy(max_retries=0))
     runner = _runner(connect_timeout=0.5)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from agentlightning.store import InMemoryLightningStore, LightningStore, LightningStoreCapabilities
-from agentlightning.store.sqlite import SqliteLightningStore
+from agentlightning.store.sqlite.store import SqliteLightningStore
 from agentlightning.store.threading import LightningStoreThreaded
 
 from .http_backend import http_backend
@@ -48,7 +48,7 @@ async def make_sqlite_store() -> LightningStore:
 
 async def make_postgres_store() -> LightningStore:
     dsn = require_postgres()
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     class _TemporaryPostgresStore(PostgresLightningStore):
         """A store in a fresh schema that is dropped on close."""

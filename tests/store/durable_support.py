@@ -31,11 +31,11 @@ class DurableDatabase:
 
     def open(self, **options: Any) -> LightningStore:
         if self.backend == "sqlite":
-            from agentlightning.store.sqlite import SqliteLightningStore
+            from agentlightning.store.sqlite.store import SqliteLightningStore
 
             store: LightningStore = SqliteLightningStore(self.path, **options)
         else:
-            from agentlightning.store.postgres import PostgresLightningStore
+            from agentlightning.store.postgres.store import PostgresLightningStore
 
             store = PostgresLightningStore(self.dsn, schema=self.schema, pool_size=4, **options)
         self.stores.append(store)

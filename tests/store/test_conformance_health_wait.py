@@ -1,6 +1,6 @@
 """Store contract: health rules (timeouts, unresponsiveness) and waiting for rollouts (every backend).
 
-The health rules run on a fake clock (`agentlightning.store.clock.use_clock`) that the tests move forward
+The health rules run on a fake clock (`agentlightning.store.core.clock.use_clock`) that the tests move forward
 explicitly, so they do not depend on how fast a loaded machine runs them; the stores served over HTTP in these tests
 live in this process and read the same clock. The waiting tests use short real timeouts; their upper bounds on
 elapsed time only guard against hangs and are deliberately generous.
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from agentlightning.store import InvalidArgumentError, LightningStore
-from agentlightning.store.clock import use_clock
+from agentlightning.store.core.clock import use_clock
 from agentlightning.types import RolloutConfig
 
 from .helpers import make_span

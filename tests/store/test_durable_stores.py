@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from agentlightning.store import InvalidArgumentError, LightningStore
-from agentlightning.store.clock import use_clock
+from agentlightning.store.core.clock import use_clock
 from agentlightning.store.errors import StoreClosedError
 from agentlightning.types import LLM, EnqueueRolloutRequest, RolloutConfig, Span
 

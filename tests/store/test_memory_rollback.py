@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agentlightning.store import InMemoryLightningStore
-from agentlightning.store.memory_storage import InMemoryStorage, _MemoryTransaction
+from agentlightning.store.memory.storage import InMemoryStorage, _MemoryTransaction
 from agentlightning.types import LLM, EnqueueRolloutRequest, RolloutConfig
 
 from .helpers import make_readable_span, make_span

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from agentlightning.store import InMemoryLightningStore, SpansEvictedError, store_from_url
 from agentlightning.store import memory as memory_module
 from agentlightning.store.errors import InvalidArgumentError
-from agentlightning.store.memory import estimate_model_size, estimate_span_size
+from agentlightning.store.memory.store import estimate_model_size, estimate_span_size
 from agentlightning.types import Span
 
 from .helpers import make_rich_span, make_span

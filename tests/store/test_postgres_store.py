@@ -31,7 +31,7 @@ def schema(dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 async def opened(dsn: str, schema: str) -> AsyncIterator[object]:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = PostgresLightningStore(dsn, schema=schema)
     yield store
@@ -45,7 +45,7 @@ def _execute(dsn: str, statement: str) -> list[tuple[object, ...]]:
 
 
 async def test_an_unreachable_server_is_named_in_the_error_without_the_password() -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = PostgresLightningStore("postgresql://postgres:s3cret@127.0.0.1:1/test", connect_timeout=2)
     with pytest.raises(StoreOpenError, match=r"127\.0\.0\.1:1\b") as info:
@@ -55,7 +55,7 @@ async def test_an_unreachable_server_is_named_in_the_error_without_the_password(
 
 
 async def test_an_unknown_database_is_reported_at_open(dsn: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = PostgresLightningStore(dsn.rsplit("/", 1)[0] + "/agl_no_such_database")
     with pytest.raises(StoreOpenError, match="agl_no_such_database"):
@@ -64,7 +64,7 @@ async def test_an_unknown_database_is_reported_at_open(dsn: str) -> None:
 
 
 def test_a_malformed_dsn_is_rejected_at_construction() -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     with pytest.raises(InvalidArgumentError, match="Invalid PostgreSQL DSN"):
         PostgresLightningStore("host=127.0.0.1 port")
@@ -72,7 +72,7 @@ def test_a_malformed_dsn_is_rejected_at_construction() -> None:
 
 @pytest.mark.parametrize("name", ["Upper", "1digit", "semi;colon", "", "x" * 64])
 def test_schema_names_must_be_plain_identifiers(name: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     with pytest.raises(InvalidArgumentError, match="schema name"):
         PostgresLightningStore("postgresql://127.0.0.1/test", schema=name)
@@ -81,13 +81,13 @@ def test_schema_names_must_be_plain_identifiers(name: str) -> None:
 async def test_the_first_use_creates_the_schema_with_its_version(opened: object, dsn: str, schema: str) -> None:
     await opened.enqueue_rollout("task")  # type: ignore[attr-defined]
     rows = _execute(dsn, f"SELECT key, value FROM {schema}.agl_meta ORDER BY key")
-    from agentlightning.store import postgres_schema
+    from agentlightning.store.postgres import schema as postgres_schema
 
     assert rows == [("application", "agentlightning"), ("schema_version", str(len(postgres_schema.MIGRATIONS)))]
 
 
 async def test_stores_in_different_schemas_do_not_see_each_other(dsn: str, schema: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     other_schema = fresh_schema_name()
     first = PostgresLightningStore(dsn, schema=schema)
@@ -103,7 +103,7 @@ async def test_stores_in_different_schemas_do_not_see_each_other(dsn: str, schem
 
 
 async def test_a_schema_from_a_newer_version_is_refused(opened: object, dsn: str, schema: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     await opened.open()  # type: ignore[attr-defined]
     _execute(dsn, f"UPDATE {schema}.agl_meta SET value = '42' WHERE key = 'schema_version'")
@@ -114,7 +114,7 @@ async def test_a_schema_from_a_newer_version_is_refused(opened: object, dsn: str
 
 
 async def test_another_applications_schema_is_left_untouched(dsn: str, schema: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     _execute(dsn, f"CREATE SCHEMA {schema}")
     _execute(dsn, f"CREATE TABLE {schema}.notes (text TEXT)")
@@ -129,8 +129,8 @@ async def test_another_applications_schema_is_left_untouched(dsn: str, schema: s
 async def test_a_failing_migration_changes_nothing(
     opened: object, dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentlightning.store import postgres_schema
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres import schema as postgres_schema
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     await opened.open()  # type: ignore[attr-defined]
     broken = [*postgres_schema.MIGRATIONS, ["CREATE TABLE annotations (note TEXT)", "THIS IS NOT SQL"]]
@@ -162,7 +162,7 @@ def test_postgres_scheme_alias_is_accepted() -> None:
 
 
 async def test_waiting_too_long_for_a_pooled_connection_raises_store_busy(dsn: str, schema: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = PostgresLightningStore(dsn, schema=schema, pool_size=1, acquire_timeout=0.2)
     try:
@@ -176,7 +176,7 @@ async def test_waiting_too_long_for_a_pooled_connection_raises_store_busy(dsn: s
 
 
 async def test_the_pool_never_opens_more_connections_than_its_size(dsn: str, schema: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = PostgresLightningStore(dsn, schema=schema, pool_size=3)
     try:
@@ -188,7 +188,7 @@ async def test_the_pool_never_opens_more_connections_than_its_size(dsn: str, sch
 
 
 async def test_session_options_in_the_dsn_are_kept(dsn: str, schema: str) -> None:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = PostgresLightningStore(f"{dsn}?options=-c%20statement_timeout%3D12345", schema=schema)
     try:

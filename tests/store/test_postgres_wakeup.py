@@ -46,7 +46,7 @@ def schema(dsn: str) -> Iterator[str]:
 @pytest.fixture
 async def stores(dsn: str, schema: str) -> AsyncIterator[Any]:
     """`make(**options)` opens a store on the shared schema; all are closed at the end."""
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     opened: list[PostgresLightningStore] = []
 
@@ -89,7 +89,7 @@ async def test_a_rollout_finished_in_another_process_wakes_a_waiter(dsn: str, sc
     waiting = asyncio.create_task(waiter_store.wait_for_rollouts(rollout_ids=[rollout.rollout_id], timeout=120))
     script = (
         "import asyncio, sys\n"
-        "from agentlightning.store.postgres import PostgresLightningStore\n"
+        "from agentlightning.store.postgres.store import PostgresLightningStore\n"
         "async def main():\n"
         "    store = PostgresLightningStore(sys.argv[1], schema=sys.argv[2], pool_size=1, listen=False)\n"
         "    await store.update_attempt(sys.argv[3], sys.argv[4], status='failed')\n"
@@ -129,7 +129,7 @@ async def test_waiters_poll_while_the_notification_connection_is_down(
         raise psycopg.OperationalError("refused by the test")
 
     monkeypatch.setattr(storage.listener, "_connect", refuse)
-    caplog.set_level(logging.WARNING, logger="agentlightning.store.postgres_listen")
+    caplog.set_level(logging.WARNING, logger="agentlightning.store.postgres.listen")
     await asyncio.to_thread(_terminate, dsn, storage.listener.backend_pid)
     while waiter_store.listening:
         await asyncio.sleep(0.01)
@@ -150,7 +150,7 @@ async def test_the_listener_reconnects_after_its_connection_is_killed(
     writer = await stores()
     await _listening(waiter_store)
     listener = waiter_store._postgres.listener
-    caplog.set_level(logging.WARNING, logger="agentlightning.store.postgres_listen")
+    caplog.set_level(logging.WARNING, logger="agentlightning.store.postgres.listen")
     first_pid = listener.backend_pid
     await asyncio.to_thread(_terminate, dsn, first_pid)
     while listener.connections < 2:
@@ -168,7 +168,7 @@ async def test_the_listener_reconnects_after_its_connection_is_killed(
 
 
 async def test_a_rolled_back_change_sends_no_notification(dsn: str, schema: str, stores: Any) -> None:
-    from agentlightning.store.postgres_listen import finished_payload
+    from agentlightning.store.postgres.listen import finished_payload
 
     store = await stores()
     storage = store._postgres
@@ -185,7 +185,7 @@ async def test_a_rolled_back_change_sends_no_notification(dsn: str, schema: str,
 
 
 def test_long_lists_of_finished_rollouts_become_a_reread_everything_notification() -> None:
-    from agentlightning.store.postgres_listen import MAX_PAYLOAD_BYTES, finished_payload
+    from agentlightning.store.postgres.listen import MAX_PAYLOAD_BYTES, finished_payload
 
     payload = finished_payload("t", [f"ro-{index:06d}" for index in range(2000)])
     assert len(payload.encode()) <= MAX_PAYLOAD_BYTES
@@ -194,7 +194,7 @@ def test_long_lists_of_finished_rollouts_become_a_reread_everything_notification
 
 def test_the_listen_url_option_turns_notifications_off() -> None:
     from agentlightning.store import InvalidArgumentError, store_from_url
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = store_from_url("postgresql://127.0.0.1/test?listen=false&poll_interval_seconds=0.1")
     assert isinstance(store, PostgresLightningStore)

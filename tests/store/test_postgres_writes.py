@@ -30,7 +30,7 @@ def schema(dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 async def store(dsn: str, schema: str) -> AsyncIterator[Any]:
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     opened = PostgresLightningStore(dsn, schema=schema, pool_size=2)
     await opened.open()
@@ -109,7 +109,7 @@ async def test_a_non_durable_statement_turns_synchronous_commit_off_for_itself_o
 
 async def test_libpq_options_in_a_store_url_reach_the_session(dsn: str, schema: str) -> None:
     from agentlightning.store import store_from_url
-    from agentlightning.store.postgres import PostgresLightningStore
+    from agentlightning.store.postgres.store import PostgresLightningStore
 
     store = store_from_url(f"{dsn}?schema={schema}&options=-c%20synchronous_commit%3Doff")
     assert isinstance(store, PostgresLightningStore)

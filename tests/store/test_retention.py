@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agentlightning.store import InvalidArgumentError, LightningStore, SpansEvictedError
-from agentlightning.store.retention import RetentionPolicy
+from agentlightning.store.sql.retention import RetentionPolicy
 
 from .durable_support import DurableDatabase
 from .helpers import make_span

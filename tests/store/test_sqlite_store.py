@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentlightning.store import InvalidArgumentError, SchemaVersionError, StoreOpenError, sqlite_schema, store_from_url
-from agentlightning.store.sqlite import SqliteLightningStore, parse_sqlite_url
+from agentlightning.store.sqlite.store import SqliteLightningStore, parse_sqlite_url
 
 
 def _tables(path: Path) -> set[str]:

@@ -8,7 +8,7 @@ from unittest.mock import patch
 
 import pytest
 
-from agentlightning.store import lifecycle
+from agentlightning.store.core import lifecycle
 from agentlightning.store.utils import (
     healthcheck,
     propagate_status,

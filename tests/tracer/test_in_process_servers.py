@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 
 from agentlightning.store import InMemoryLightningStore
-from agentlightning.store.http.client import LightningStoreClient
-from agentlightning.store.http.server import LightningStoreServer
+from agentlightning.store.http.client.client import LightningStoreClient
+from agentlightning.store.http.server.server import LightningStoreServer
 from agentlightning.tracer.otel import OtelTracer
 from agentlightning.utils.uvicorn_thread import UvicornThread
 

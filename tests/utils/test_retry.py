@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from agentlightning.store.http.retry import FixedDelays as StoreFixedDelays
-from agentlightning.store.http.retry import RetryPolicy as StoreRetryPolicy
+from agentlightning.store.http.client.retry import FixedDelays as StoreFixedDelays
+from agentlightning.store.http.client.retry import RetryPolicy as StoreRetryPolicy
 from agentlightning.utils.retry import (
     FOREVER,
     FixedDelays,

@@ -22,8 +22,8 @@ __all__ = ["check_store_reachable", "proxy_settings", "run_ppo"]
 
 def check_store_reachable(store: LightningStore) -> None:
     """Raise ValueError unless copies of `store` reach the same data over HTTP (required inside Ray actors)."""
-    from agentlightning.store.http.client import LightningStoreClient
-    from agentlightning.store.http.server import LightningStoreServer
+    from agentlightning.store.http.client.client import LightningStoreClient
+    from agentlightning.store.http.server.server import LightningStoreServer
 
     if not isinstance(store, (LightningStoreServer, LightningStoreClient)):
         raise ValueError(

@@ -143,7 +143,7 @@ def _known_error_type(name: str) -> Optional[type[BaseException]]:
     candidate = getattr(store_errors, name, None)
     if isinstance(candidate, type) and issubclass(candidate, StoreError):
         return candidate
-    from . import errors as http_errors
+    from agentlightning.store.http import errors as http_errors
 
     candidate = getattr(http_errors, name, None)
     if isinstance(candidate, type) and issubclass(candidate, StoreError):

@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, RootModel, TypeAdapter
 
-from .models import ErrorResponse, HealthResponse
-from .operations import API_PREFIX, OPERATIONS, Operation
+from agentlightning.store.http.models import ErrorResponse, HealthResponse
+from agentlightning.store.http.operations import API_PREFIX, OPERATIONS, Operation
 
 __all__ = ["DEFAULT_PATH", "build_openapi", "main", "render_openapi"]
 

@@ -19,16 +19,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, TypeAdapter, create_model
 
-from agentlightning.types import (
-    Attempt,
-    AttemptedRollout,
-    ResourcesUpdate,
-    Rollout,
-    Span,
-    Worker,
-)
-
-from .models import (
+from agentlightning.store.http.models import (
     AddSpansRequest,
     AttemptsPage,
     DequeueRolloutsRequest,
@@ -56,6 +47,14 @@ from .models import (
     WaitForRolloutsRequest,
     WorkersPage,
     _Request,
+)
+from agentlightning.types import (
+    Attempt,
+    AttemptedRollout,
+    ResourcesUpdate,
+    Rollout,
+    Span,
+    Worker,
 )
 
 __all__ = [

@@ -152,8 +152,8 @@ def test_an_unsupported_encoding_gets_415(server: LightningStoreServer) -> None:
 
 def test_a_stalled_sender_gets_408_while_others_are_served() -> None:
     from agentlightning.store import InMemoryLightningStore
-    from agentlightning.store.http.app import ServerSettings
-    from agentlightning.store.http.handlers import ServerLimits
+    from agentlightning.store.http.server.app import ServerSettings
+    from agentlightning.store.http.server.handlers import ServerLimits
 
     settings = ServerSettings(limits=ServerLimits(body_timeout_seconds=0.5))
     server = start_server(InMemoryLightningStore(), settings=settings)

@@ -8,7 +8,7 @@ import pytest
 
 from agentlightning.store import InMemoryLightningStore
 from agentlightning.store.client_server import LightningStoreServer
-from agentlightning.store.http.claims import ClaimLedger
+from agentlightning.store.http.server.claims import ClaimLedger
 
 from .conftest import call, start_server, stop_server
 

@@ -14,8 +14,8 @@ import pytest
 from agentlightning.store import InMemoryLightningStore, RolloutNotFoundError
 from agentlightning.store.base import UNSET
 from agentlightning.store.client_server import LightningStoreClient, LightningStoreServer, store_from_url
-from agentlightning.store.http.app import ServerSettings
-from agentlightning.store.http.handlers import ServerLimits
+from agentlightning.store.http.server.app import ServerSettings
+from agentlightning.store.http.server.handlers import ServerLimits
 from agentlightning.store.url import store_from_url as open_store
 from agentlightning.types import LLM, PaginatedResult, Rollout
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlightning.store.http.idempotency import CachedResponse, IdempotencyCache, IdempotencyConflict
+from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyCache, IdempotencyConflict
 
 
 class Clock:

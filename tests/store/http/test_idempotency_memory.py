@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import tracemalloc
 
-from agentlightning.store.http.idempotency import ENTRY_OVERHEAD_BYTES, CachedResponse, IdempotencyCache
+from agentlightning.store.http.server.idempotency import ENTRY_OVERHEAD_BYTES, CachedResponse, IdempotencyCache
 
 ANSWERS = 2000
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from agentlightning.store.http.idempotency import CachedResponse, IdempotencyCache
+from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyCache
 
 
 class CountingEntries(OrderedDict):  # type: ignore[type-arg]

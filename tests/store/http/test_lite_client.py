@@ -1,4 +1,4 @@
-"""The store client's HTTP/1.1 connection handling (`store/http/lite.py`) and what a fresh process pays for it."""
+"""The store client's HTTP/1.1 connection handling (`store/http/client/lite.py`) and what a fresh process pays for it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from agentlightning.store.http.lite import LiteProtocolError, LiteSession
+from agentlightning.store.http.client.lite import LiteProtocolError, LiteSession
 
 from .conftest import start_server, stop_server
 
@@ -144,7 +144,7 @@ def test_a_fresh_process_talks_to_the_store_without_importing_aiohttp_or_the_ser
 
 
 def test_many_short_lived_event_loops_each_close_their_connection() -> None:
-    from agentlightning.store.http.client import LightningStoreClient
+    from agentlightning.store.http.client.client import LightningStoreClient
 
     server = start_server()
     try:

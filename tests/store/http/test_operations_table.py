@@ -9,7 +9,6 @@ from pathlib import Path
 
 from agentlightning.store import InMemoryLightningStore, LightningStore
 from agentlightning.store.client_server import LightningStoreClient, LightningStoreServer
-from agentlightning.store.http.app import create_app
 from agentlightning.store.http.operations import (
     API_PREFIX,
     CLIENT_DERIVED_METHODS,
@@ -17,6 +16,7 @@ from agentlightning.store.http.operations import (
     OPERATIONS,
     OPERATIONS_BY_NAME,
 )
+from agentlightning.store.http.server.app import create_app
 
 ROOT = Path(__file__).resolve().parents[3]
 

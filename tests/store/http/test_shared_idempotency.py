@@ -13,8 +13,8 @@ import pytest
 
 from agentlightning.store import LightningStore
 from agentlightning.store.client_server import LightningStoreServer
-from agentlightning.store.http.shared_idempotency import SharedIdempotencyRecords
-from agentlightning.store.sqlite import SqliteLightningStore
+from agentlightning.store.http.server.shared_idempotency import SharedIdempotencyRecords
+from agentlightning.store.sqlite.store import SqliteLightningStore
 
 from ..postgres_support import drop_schema, fresh_schema_name, require_postgres
 from .conftest import call, start_server_async
@@ -30,7 +30,7 @@ async def two_servers(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIte
         path = os.path.join(str(tmp_path), "shared.db")
         stores = [SqliteLightningStore(path), SqliteLightningStore(path)]
     else:
-        from agentlightning.store.postgres import PostgresLightningStore
+        from agentlightning.store.postgres.store import PostgresLightningStore
 
         dsn = require_postgres()
         schema = fresh_schema_name()
@@ -101,7 +101,7 @@ class Clock:
 
 
 async def test_records_expire_after_their_ttl_and_a_dead_request_is_taken_over(tmp_path: Any) -> None:
-    from agentlightning.store.http.idempotency import CachedResponse
+    from agentlightning.store.http.server.idempotency import CachedResponse
 
     store = SqliteLightningStore(os.path.join(str(tmp_path), "records.db"))
     await store.get_latest_resources()  # opens the database

@@ -1,0 +1,265 @@
+"""Attempt and span operations of `CoreLightningStore`: attempt updates with status propagation, span ingest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+
+from agentlightning.store.base import (
+    UNSET,
+    Unset,
+)
+from agentlightning.store.core import clock
+from agentlightning.store.core.changes import Changes
+from agentlightning.store.core.lifecycle import record_heartbeat, rollout_status_after_span
+from agentlightning.store.core.query import (
+    ATTEMPT_FIELDS,
+    SPAN_FIELDS,
+    build_query,
+)
+from agentlightning.store.core.records import page_of
+from agentlightning.store.core.shared import CoreStoreBase
+from agentlightning.store.core.validation import (
+    check_attempt_status,
+    check_id,
+    check_metadata,
+    check_optional_id,
+    check_span,
+    check_span_ids,
+    check_timestamp,
+)
+from agentlightning.store.errors import (
+    AttemptNotFoundError,
+    InvalidArgumentTypeError,
+    NoAttemptsError,
+    RolloutNotFoundError,
+)
+from agentlightning.types import (
+    Attempt,
+    Span,
+)
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+
+class AttemptAndSpanOperations(CoreStoreBase):
+    """Query and update attempts; ingest spans (heartbeats, status promotion); span queries."""
+
+    # ----------------------------------------------------------------------------------------------------- attempts
+    async def query_attempts(
+        self,
+        rollout_id: str,
+        *,
+        sort_by: Optional[str] = "sequence_id",
+        sort_order: Literal["asc", "desc"] = "asc",
+        limit: int = -1,
+        offset: int = 0,
+    ) -> Sequence[Attempt]:
+        rollout_id = check_id(rollout_id, "rollout_id")
+        query = build_query(
+            "attempts", ATTEMPT_FIELDS, sort_by=sort_by, sort_order=sort_order, limit=limit, offset=offset
+        )
+        await self._scan_health()
+        async with self._storage.transaction(write=False) as tx:
+            attempts, total = await tx.query_attempts(rollout_id, query)
+        return page_of([attempt.model_copy() for attempt in attempts], total, query)
+
+    async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
+        rollout_id = check_id(rollout_id, "rollout_id")
+        await self._scan_health()
+        async with self._storage.transaction(write=False) as tx:
+            attempt = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
+        return attempt.model_copy() if attempt is not None else None
+
+    async def update_attempt(
+        self,
+        rollout_id: str,
+        attempt_id: Union[str, Literal["latest"]],
+        status: Union[str, Unset] = UNSET,
+        worker_id: Union[str, Unset] = UNSET,
+        last_heartbeat_time: Union[float, Unset] = UNSET,
+        metadata: Union[Optional[dict[str, Any]], Unset] = UNSET,
+    ) -> Attempt:
+        rollout_id = check_id(rollout_id, "rollout_id")
+        attempt_id = check_id(attempt_id, "attempt_id")
+        if not isinstance(status, Unset):
+            check_attempt_status(status)
+        if not isinstance(worker_id, Unset) and worker_id is not None and not isinstance(worker_id, str):
+            raise InvalidArgumentTypeError(f"worker_id must be a string, got {worker_id!r}")
+        heartbeat = (
+            None
+            if isinstance(last_heartbeat_time, Unset)
+            else check_timestamp(last_heartbeat_time, "last_heartbeat_time")
+        )
+        new_metadata = None if isinstance(metadata, Unset) else check_metadata(metadata)
+        await self._scan_health()
+        changes = Changes(clock.now())
+        async with self._storage.transaction() as tx:
+            stored_rollout = (await tx.get_rollouts([rollout_id])).get(rollout_id)
+            if stored_rollout is None:
+                raise RolloutNotFoundError(rollout_id)
+            latest = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
+            if latest is None:
+                raise NoAttemptsError(rollout_id)
+            if attempt_id in ("latest", latest.attempt_id):
+                stored_attempt = latest
+            else:
+                stored_attempt = (await tx.get_attempts([(rollout_id, attempt_id)])).get((rollout_id, attempt_id))
+                if stored_attempt is None:
+                    raise AttemptNotFoundError(rollout_id, attempt_id)
+            is_latest = stored_attempt.attempt_id == latest.attempt_id
+            rollout = changes.rollout(stored_rollout)
+            attempt = changes.attempt(stored_attempt)
+            if not isinstance(worker_id, Unset) and worker_id != attempt.worker_id:
+                if attempt.worker_id:
+                    changes.release_worker_of(attempt.worker_id, attempt)
+                attempt.worker_id = worker_id
+                changes.sync_worker(attempt)
+            if heartbeat is not None:
+                attempt.last_heartbeat_time = heartbeat
+            if not isinstance(metadata, Unset):
+                attempt.metadata = new_metadata
+            if not isinstance(status, Unset):
+                changes.set_attempt_status(rollout, attempt, status, is_latest=is_latest)
+            elif heartbeat is not None and attempt.status == "preparing":
+                # An explicit heartbeat shows the attempt is alive: it is running.
+                changes.set_attempt_status(rollout, attempt, "running", is_latest=is_latest)
+            await changes.flush(tx)
+        self._notifier.notify(changes.finished)
+        return attempt.model_copy()
+
+    # -------------------------------------------------------------------------------------------------------- spans
+    async def add_span(self, span: Span) -> Optional[Span]:
+        added = await self._ingest_spans([check_span(span)])
+        return added[0] if added else None
+
+    async def add_many_spans(self, spans: Sequence[Span]) -> Sequence[Span]:
+        if isinstance(spans, (str, bytes)) or not isinstance(spans, Sequence):
+            raise InvalidArgumentTypeError(f"spans must be a list of Span, got {type(spans).__name__}")
+        return await self._ingest_spans([check_span(span) for span in spans])
+
+    async def add_otel_span(
+        self,
+        rollout_id: str,
+        attempt_id: str,
+        readable_span: ReadableSpan,
+        sequence_id: Optional[int] = None,
+    ) -> Optional[Span]:
+        rollout_id = check_id(rollout_id, "rollout_id")
+        attempt_id = check_id(attempt_id, "attempt_id")
+        if sequence_id is None:
+            sequence_id = await self.get_next_span_sequence_id(rollout_id, attempt_id)
+        elif isinstance(sequence_id, bool) or not isinstance(sequence_id, int):
+            raise InvalidArgumentTypeError(f"sequence_id must be an integer, got {sequence_id!r}")
+        span = Span.from_opentelemetry(
+            readable_span, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=sequence_id
+        )
+        return await self.add_span(span)
+
+    async def _ingest_spans(self, spans: list[Span]) -> list[Span]:
+        """Validate the whole batch, store the new spans, record heartbeats and promote statuses."""
+        for span in spans:
+            check_span_ids(span)
+        if not spans:
+            return []
+        now = clock.now()
+        changes = Changes(now)
+        rollout_ids = list(dict.fromkeys(span.rollout_id for span in spans))
+        keys = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in spans))
+        async with self._storage.transaction() as tx:
+            rollouts = await tx.get_rollouts(rollout_ids)
+            for rollout_id in rollout_ids:
+                if rollout_id not in rollouts:
+                    raise RolloutNotFoundError(rollout_id)
+            attempts = await tx.get_attempts(keys)
+            for key in keys:
+                if key not in attempts:
+                    raise AttemptNotFoundError(*key)
+            floors: dict[str, int] = {}
+            for span in spans:
+                if span.sequence_id > floors.get(span.rollout_id, 0):
+                    floors[span.rollout_id] = span.sequence_id
+            if floors:
+                await tx.raise_span_sequence_floor(floors)
+            inserted = await tx.insert_spans(spans)
+            if inserted:
+                touched = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in inserted))
+                latest = await tx.get_latest_attempts(list(dict.fromkeys(key[0] for key in touched)))
+                for key in touched:
+                    attempt = changes.attempt(attempts[key])
+                    if record_heartbeat(attempt, now):
+                        changes.sync_worker(attempt)
+                    latest_attempt = latest.get(key[0])
+                    if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
+                        promoted = rollout_status_after_span(rollouts[key[0]])
+                        if promoted is not None:
+                            changes.set_rollout_status(changes.rollout(rollouts[key[0]]), promoted)
+                await changes.flush(tx)
+        return inserted
+
+    async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
+        return (await self.get_many_span_sequence_ids([(rollout_id, attempt_id)]))[0]
+
+    async def get_many_span_sequence_ids(self, rollout_attempt_ids: Sequence[tuple[str, str]]) -> Sequence[int]:
+        pairs = [(check_id(pair[0], "rollout_id"), check_id(pair[1], "attempt_id")) for pair in rollout_attempt_ids]
+        if not pairs:
+            return []
+        rollout_ids = [rollout_id for rollout_id, _ in pairs]
+        async with self._storage.transaction() as tx:
+            known = await tx.get_rollouts(list(dict.fromkeys(rollout_ids)))
+            for rollout_id in rollout_ids:
+                if rollout_id not in known:
+                    raise RolloutNotFoundError(rollout_id)
+            return await tx.next_span_sequence_ids(rollout_ids)
+
+    async def query_spans(
+        self,
+        rollout_id: str,
+        attempt_id: Union[str, Literal["latest"], None] = None,
+        *,
+        trace_id: Optional[str] = None,
+        trace_id_contains: Optional[str] = None,
+        span_id: Optional[str] = None,
+        span_id_contains: Optional[str] = None,
+        parent_id: Optional[str] = None,
+        parent_id_contains: Optional[str] = None,
+        name: Optional[str] = None,
+        name_contains: Optional[str] = None,
+        filter_logic: Literal["and", "or"] = "and",
+        limit: int = -1,
+        offset: int = 0,
+        sort_by: Optional[str] = "sequence_id",
+        sort_order: Literal["asc", "desc"] = "asc",
+    ) -> Sequence[Span]:
+        rollout_id = check_id(rollout_id, "rollout_id")
+        attempt_id = check_optional_id(attempt_id, "attempt_id")
+        exact = {"trace_id": trace_id, "span_id": span_id, "parent_id": parent_id, "name": name}
+        for field, value in exact.items():
+            if value is not None:
+                check_id(value, field)
+        query = build_query(
+            "spans",
+            SPAN_FIELDS,
+            exact=exact,
+            contains={
+                "trace_id": trace_id_contains,
+                "span_id": span_id_contains,
+                "parent_id": parent_id_contains,
+                "name": name_contains,
+            },
+            filter_logic=filter_logic,
+            sort_by=sort_by,
+            sort_order=sort_order,
+            limit=limit,
+            offset=offset,
+        )
+        await self._scan_health()
+        async with self._storage.transaction(write=False) as tx:
+            if attempt_id == "latest":
+                latest = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
+                if latest is None:
+                    return page_of([], 0, query)
+                attempt_id = latest.attempt_id
+            spans, total = await tx.query_spans(rollout_id, attempt_id, query)
+        return page_of(spans, total, query)

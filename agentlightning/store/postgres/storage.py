@@ -1,0 +1,444 @@
+"""PostgreSQL persistence for `PostgresLightningStore`: one transaction per store operation over a shared pool.
+
+Many processes (trainers, runners, several store servers) may share one database: dequeues lock queue entries and
+rollouts with FOR UPDATE SKIP LOCKED, so each rollout goes to exactly one caller; health scans lock their candidates
+the same way and re-read them inside the transaction, so two scanners never handle the same rollout twice. See
+`sql_transaction` for the locking order that keeps writers free of deadlocks.
+
+The health hint: `health_scan_due` must answer without a query, so each process keeps the earliest deadline it knows
+(from its own writes, from its last scan, which reads the global minimum, and from other processes' notifications:
+see `postgres_listen`). While the notification connection is down, it also rescans at least every
+`health_refresh_seconds` to notice deadlines set by other processes, and waiters poll every `poll_interval` seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Optional
+
+import psycopg
+from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+
+from agentlightning.store.base import LightningStoreCapabilities
+from agentlightning.store.errors import StoreError, StoreOpenError
+from agentlightning.store.postgres.listen import PostgresListener, deadline_payload, finished_payload
+from agentlightning.store.postgres.pool import ConnectionPool
+from agentlightning.store.postgres.schema import migrate
+from agentlightning.store.sql.dialect import POSTGRESQL
+from agentlightning.store.sql.retention import RetentionPolicy
+from agentlightning.store.sql.rows import SPAN_COLUMNS, Row, SpanKey
+from agentlightning.store.sql.storage import SqlStorage
+from agentlightning.store.sql.transaction import SqlExecutor, SqlTransaction
+
+logger = logging.getLogger(__name__)
+
+#: The `application_name` of the connections that LISTEN for other processes' changes.
+LISTEN_APPLICATION_NAME = "agentlightning-listen"
+
+_STATEMENTS: dict[str, str] = {}
+
+
+def _pg_sql(statement: str) -> str:
+    """`?` placeholders as psycopg's binary `%b` ones (cached: the set of statements is small and fixed).
+
+    Binary parameters skip text escaping, which dominates the client's work for JSON documents and arrays."""
+    converted = _STATEMENTS.get(statement)
+    if converted is None:
+        if len(_STATEMENTS) > 2000:
+            _STATEMENTS.clear()
+        converted = _STATEMENTS[statement] = statement.replace("?", "%b")
+    return converted
+
+
+_SPAN_COLUMN_TYPES = ("text", "text", "bigint", "text", "text", "text", "text", "float8", "float8", "text")
+_INSERT_SPANS = (
+    f"WITH inserted AS (INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"?::{kind}[]" for kind in _SPAN_COLUMN_TYPES)
+    + ") ON CONFLICT (rollout_id, span_id, attempt_id) DO NOTHING "
+    "RETURNING rollout_id, attempt_id, span_id, octet_length(data) AS size), "
+    "counted AS (INSERT INTO span_counters (rollout_id, span_count, span_bytes) "
+    "SELECT rollout_id, COUNT(*), SUM(size) FROM inserted GROUP BY rollout_id ORDER BY rollout_id "
+    "ON CONFLICT (rollout_id) DO UPDATE SET span_count = span_counters.span_count + excluded.span_count, "
+    "span_bytes = span_counters.span_bytes + excluded.span_bytes) "
+    "SELECT rollout_id, attempt_id, span_id FROM inserted"
+)
+_RAISE_FLOORS = (
+    "INSERT INTO span_counters (rollout_id, next_value) SELECT * FROM unnest(?::text[], ?::bigint[]) "
+    "ON CONFLICT (rollout_id) DO UPDATE SET next_value = GREATEST(span_counters.next_value, excluded.next_value) "
+    "RETURNING rollout_id, evicted"
+)
+
+
+class PostgresExecutor(SqlExecutor):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.cursor = conn.cursor()
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            await self.cursor.executemany(_pg_sql(sql), rows)  # type: ignore[arg-type]
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+        return await self.cursor.fetchall()
+
+
+_CLIENT_STATEMENTS: dict[str, str] = {}
+
+
+def _client_sql(statement: str) -> str:
+    """`?` placeholders as psycopg's client-side `%s` ones (cached like `_pg_sql`)."""
+    converted = _CLIENT_STATEMENTS.get(statement)
+    if converted is None:
+        if len(_CLIENT_STATEMENTS) > 2000:
+            _CLIENT_STATEMENTS.clear()
+        converted = _CLIENT_STATEMENTS[statement] = statement.replace("?", "%s")
+    return converted
+
+
+class BatchingExecutor(SqlExecutor):
+    """Runs a write transaction in few round trips, on a connection in autocommit mode.
+
+    Statements whose results nobody reads (writes, locks, notifications) are queued, with the BEGIN that opens the
+    transaction, and sent together with the next statement whose rows are needed, or with the COMMIT, as one
+    simple-protocol query (parameters bound client-side by psycopg): a call costs one round trip per read plus one
+    for the commit. An error in any statement aborts the rest and the transaction, and surfaces at that send."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.cursor = AsyncClientCursor(conn)
+        self.pending: list[str] = ["BEGIN"]
+
+    def _render(self, sql: str, params: Sequence[Any]) -> str:
+        return self.cursor.mogrify(_client_sql(sql), params)  # type: ignore[arg-type]
+
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self.pending.append(self._render(sql, params))
+
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.pending.extend(self._render(sql, row) for row in rows)
+
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        self.pending.append(self._render(sql, params))
+        await self._send()
+        return await self.cursor.fetchall()
+
+    async def commit(self) -> None:
+        if self.pending == ["BEGIN"]:  # nothing was sent: there is no transaction to commit
+            self.pending = []
+            return
+        self.pending.append("COMMIT")
+        await self._send()
+
+    async def _send(self) -> None:
+        batch, self.pending = self.pending, []
+        await self.cursor.execute(";\n".join(batch))  # type: ignore[arg-type]
+        while self.cursor.nextset():  # the results of the last statement
+            pass
+
+
+class PostgresTransaction(SqlTransaction):
+    next_resources_rank_sql = "nextval('resources_latest_seq')"
+
+    def __init__(self, db: SqlExecutor, *, write: bool, lock_namespace: str) -> None:
+        super().__init__(db, POSTGRESQL, write=write)
+        self.lock_namespace = lock_namespace
+        self.evicted_flags: dict[str, bool] = {}
+        self.scanned = False
+
+    async def lock_keys(self, kind: str, keys: Sequence[str]) -> None:  # type: ignore[override]
+        for key in sorted(set(keys)):
+            await self.db.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{self.lock_namespace}:{kind}:{key}",)
+            )
+
+    async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
+        """One statement that also learns which rollouts' spans retention removed (used by `evicted_among`)."""
+        ids = sorted(floors)
+        rows = await self.db.fetchall(_RAISE_FLOORS, [ids, [floors[rollout_id] for rollout_id in ids]])
+        self.evicted_flags.update({rollout_id: bool(evicted) for rollout_id, evicted in rows})
+
+    async def evicted_among(self, rollout_ids: Sequence[str]) -> set[str]:
+        flags = self.evicted_flags
+        if all(rollout_id in flags for rollout_id in rollout_ids):
+            return {rollout_id for rollout_id in rollout_ids if flags[rollout_id]}
+        return await super().evicted_among(rollout_ids)
+
+    async def store_new_spans(self, rows: Sequence[Row]) -> set[SpanKey]:
+        """Insert, skip known keys and update the counters in one statement over column arrays."""
+        columns = [list(column) for column in zip(*rows, strict=True)]
+        inserted = await self.db.fetchall(_INSERT_SPANS, columns)
+        self.spans_inserted += len(inserted)
+        return {(rollout_id, attempt_id, span_id) for rollout_id, attempt_id, span_id in inserted}
+
+    async def claim_queued(self, limit: int) -> list:  # type: ignore[override]
+        claimed = []
+        while len(claimed) < limit:
+            rows = await self.db.fetchall(
+                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status FROM rollout_queue q "
+                "JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.seq LIMIT ? "
+                "FOR UPDATE OF q, r SKIP LOCKED",
+                (limit - len(claimed),),
+            )
+            if not rows:
+                break
+            await self.db.execute("DELETE FROM rollout_queue WHERE seq = ANY(?)", ([row[0] for row in rows],))
+            eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
+            claimed.extend(self._decode_rollout_rows(eligible, queued=False).values())
+        return claimed
+
+    async def health_candidates(self, now: float) -> list:  # type: ignore[override]
+        self.scanned = True
+        return await super().health_candidates(now)
+
+
+class PostgresStorage(SqlStorage):
+    shared_across_processes = True
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        location: str,
+        schema: str,
+        pool_size: int,
+        connect_timeout: float,
+        acquire_timeout: float,
+        retention: Optional[RetentionPolicy],
+        health_refresh_seconds: float,
+        listen: bool = True,
+        poll_interval: float = 0.5,
+    ) -> None:
+        super().__init__(retention)
+        self.conninfo = conninfo
+        self.location = location
+        self.schema = schema
+        self.connect_timeout = connect_timeout
+        self.health_refresh_seconds = health_refresh_seconds
+        self.poll_interval = poll_interval
+        self.pool = ConnectionPool(self._connect, max_size=pool_size, acquire_timeout=acquire_timeout)
+        self.schema_ready = False
+        self._hint_lock = threading.Lock()
+        self._hint = -math.inf
+        self._hint_checked = -math.inf
+        self._deadlines_heard = 0
+        self._subscribers: list[tuple[Callable[[Optional[list[str]]], None], Callable[[bool], None]]] = []
+        self.listener = PostgresListener(
+            self._listen_connect,
+            schema,
+            on_finished=self._heard_finished,
+            on_deadline=self._heard_deadline,
+            on_reset=self._listener_reset,
+            location=location,
+        )
+        self._listen = listen
+
+    @property
+    def capabilities(self) -> LightningStoreCapabilities:
+        return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=False)
+
+    async def _connect(self) -> AsyncConnection:
+        try:
+            conn = await AsyncConnection.connect(
+                self.conninfo,
+                autocommit=False,
+                connect_timeout=max(2, math.ceil(self.connect_timeout)),
+                options=self._session_options(),
+                application_name="agentlightning",
+            )
+        except psycopg.Error as exc:
+            raise StoreOpenError(f"Cannot connect to the PostgreSQL store {self.location}: {exc}") from exc
+        if not self.schema_ready:
+            try:
+                await migrate(conn, self.schema, self.location)
+            except psycopg.Error as exc:
+                await conn.close()
+                raise StoreOpenError(f"Cannot prepare the PostgreSQL store {self.location}: {exc}") from exc
+            except BaseException:
+                await conn.close()
+                raise
+            self.schema_ready = True
+        return conn
+
+    async def _listen_connect(self) -> AsyncConnection:
+        return await AsyncConnection.connect(
+            self.conninfo,
+            autocommit=True,
+            connect_timeout=max(2, math.ceil(self.connect_timeout)),
+            application_name=LISTEN_APPLICATION_NAME,
+        )
+
+    def _session_options(self) -> str:
+        """The DSN's own `options` (e.g. `-c synchronous_commit=off`) plus the store's search_path."""
+        own = conninfo_to_dict(self.conninfo).get("options") or ""
+        return f"{own} -c search_path={self.schema}".strip()
+
+    async def open(self) -> None:
+        """Connect and create or upgrade the schema now (otherwise this happens on first use)."""
+        if self._listen:
+            self.listener.ensure_running()
+        conn = await self.pool.acquire()
+        self.pool.release(conn, reusable=True)
+
+    # ------------------------------------------------------------------------------------------------ transactions
+    @asynccontextmanager
+    async def sql_transaction(self, *, write: bool = True) -> AsyncIterator[PostgresTransaction]:
+        """One database transaction on a pooled connection, committed when the block exits normally.
+
+        The notifications of what it changed (finished rollouts, earlier health deadlines) are sent inside it, so
+        they are delivered on commit only."""
+        if self._listen:
+            self.listener.ensure_running()
+        conn = await self.pool.acquire()
+        reusable = False
+        batch = BatchingExecutor(conn) if write else None
+        executor: SqlExecutor = batch if batch is not None else PostgresExecutor(conn)
+        tx = PostgresTransaction(executor, write=write, lock_namespace=self.schema)
+        next_deadline: Optional[float] = None
+        heard_before = self._deadlines_heard
+        try:
+            try:
+                # Reads run in autocommit mode (no BEGIN and COMMIT round trips): each statement sees what was
+                # committed when it started, exactly as inside a READ COMMITTED transaction. Writes send their own
+                # BEGIN and COMMIT (see BatchingExecutor).
+                await conn.set_autocommit(True)
+                yield tx
+                if write:
+                    await tx.finalize()
+                    if tx.scanned:
+                        rows = await tx.db.fetchall("SELECT MIN(health_deadline) FROM rollouts")
+                        next_deadline = rows[0][0] if rows[0][0] is not None else math.inf
+                    for payload in self._announcements(tx):
+                        await tx.db.execute("SELECT pg_notify(?, ?)", (self.schema, payload))
+                    assert batch is not None
+                    await batch.commit()
+                await conn.set_autocommit(False)
+                reusable = True
+            except BaseException:
+                reusable = await _rollback(conn)
+                raise
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
+        finally:
+            self.pool.release(conn, reusable=reusable)
+        with self._hint_lock:
+            if next_deadline is not None:
+                # A deadline heard during the scan may be missing from its MIN: keep the lower hint then.
+                heard = self._deadlines_heard != heard_before
+                self._hint = min(next_deadline, self._hint) if heard else next_deadline
+                self._hint_checked = time.monotonic()
+            if tx.new_deadlines:
+                self._hint = min(self._hint, min(tx.new_deadlines))
+        await self.after_commit(tx)
+
+    async def run_statement(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
+        """One statement in autocommit mode: a single round trip instead of BEGIN, statement, COMMIT. Not `durable`:
+        in a transaction with synchronous_commit off, whose commit does not wait for the disk."""
+        if not durable:
+            async with self.sql_transaction(write=True) as tx:
+                await tx.db.execute("SET LOCAL synchronous_commit = off")
+                return await tx.db.fetchall(sql, params)
+        conn = await self.pool.acquire()
+        reusable = False
+        try:
+            await conn.set_autocommit(True)
+            cursor = conn.cursor()
+            await cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+            rows = await cursor.fetchall() if cursor.description is not None else []
+            await conn.set_autocommit(False)
+            reusable = True
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
+        except BaseException:
+            reusable = await _rollback(conn)
+            raise
+        finally:
+            self.pool.release(conn, reusable=reusable)
+        return rows
+
+    def _announcements(self, tx: PostgresTransaction) -> list[str]:
+        token = self.listener.token
+        payloads: list[str] = []
+        if tx.finished:
+            payloads.append(finished_payload(token, list(dict.fromkeys(tx.finished))))
+        if tx.earlier_deadlines:
+            payloads.append(deadline_payload(token, min(tx.earlier_deadlines)))
+        return payloads
+
+    # ------------------------------------------------------------------------------------------------ announcements
+    @property
+    def announces_changes(self) -> bool:
+        return self._listen and self.listener.live
+
+    @property
+    def tracks_health_deadlines(self) -> bool:  # type: ignore[override]
+        return self.announces_changes
+
+    def subscribe(
+        self,
+        on_finished: Callable[[Optional[list[str]]], None],
+        on_wake: Callable[[bool], None],
+    ) -> None:
+        self._subscribers.append((on_finished, on_wake))
+
+    def _heard_finished(self, rollout_ids: Optional[list[str]]) -> None:
+        for on_finished, _ in self._subscribers:
+            on_finished(rollout_ids)
+
+    def _heard_deadline(self, deadline: float) -> None:
+        with self._hint_lock:
+            self._deadlines_heard += 1
+            earlier = deadline < self._hint
+            if earlier:
+                self._hint = deadline
+        if earlier:  # waiters sleeping until a later deadline must scan sooner
+            for _, on_wake in self._subscribers:
+                on_wake(False)
+
+    def _listener_reset(self, up: bool) -> None:
+        """The LISTEN connection went up or down: rescan health and re-read what waiters wait for."""
+        with self._hint_lock:
+            self._deadlines_heard += 1
+            self._hint = -math.inf
+        for _, on_wake in self._subscribers:
+            on_wake(True)
+
+    # ------------------------------------------------------------------------------------------------------ health
+    def health_scan_due(self, now: float) -> bool:
+        if now >= self._hint:
+            return True
+        if self.announces_changes:
+            return False
+        return time.monotonic() - self._hint_checked >= self.health_refresh_seconds
+
+    def next_health_deadline(self) -> Optional[float]:
+        hint = self._hint
+        return hint if self.announces_changes and hint != math.inf else None
+
+    def backend_statistics(self) -> dict[str, object]:
+        return {"connections": self.pool.size}
+
+    async def close(self) -> None:
+        await self.listener.stop()
+        await self.pool.close()
+
+
+async def _rollback(conn: AsyncConnection) -> bool:
+    """Roll back after a failure; True when the connection is clean enough to reuse."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        await conn.rollback()
+        if conn.autocommit:
+            await conn.set_autocommit(False)
+    except BaseException:
+        return False
+    return conn.info.transaction_status == TransactionStatus.IDLE
