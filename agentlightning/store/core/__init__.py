@@ -1,4 +1,5 @@
-"""The store written once over a storage interface: rollouts, attempts, resources, lifecycle rules, change sets, queries, validation and notifications."""
+"""The store written once over a storage interface: rollouts, attempts, resources, lifecycle rules, change sets,
+queries, validation and notifications."""
 
 from agentlightning.store.core.store import (
     CoreLightningStore,

@@ -1,1 +1,2 @@
-"""What the SQLite and PostgreSQL stores share: the durable store base, transactions, dialects, codecs and span retention."""
+"""What the SQLite and PostgreSQL stores share: the durable store base, transactions, dialects, codecs and span
+retention."""

@@ -1,4 +1,5 @@
-"""The store client side of HTTP: `LightningStoreClient`, its transport, sessions, retry policy and keep-alive HTTP/1.1 client.
+"""The store client side of HTTP: `LightningStoreClient`, its transport, sessions, retry policy and keep-alive HTTP/1.1
+client.
 
 The public names are imported on first use (the heavy dependencies stay unloaded until then)."""
 

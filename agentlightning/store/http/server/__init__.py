@@ -1,4 +1,5 @@
-"""The store server side of HTTP: `LightningStoreServer`, the ASGI app, routing, handlers, middleware, bodies, idempotency, claims recovery, metrics and OTLP ingest.
+"""The store server side of HTTP: `LightningStoreServer`, the ASGI app, routing, handlers, middleware, bodies,
+idempotency, claims recovery, metrics and OTLP ingest.
 
 The public names are imported on first use (the heavy dependencies stay unloaded until then)."""
 
