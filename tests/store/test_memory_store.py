@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentlightning.store import InMemoryLightningStore, SpansEvictedError, store_from_url
-from agentlightning.store import memory as memory_module
+from agentlightning.store.memory import store as memory_module
 from agentlightning.store.errors import InvalidArgumentError
 from agentlightning.store.memory.store import estimate_model_size, estimate_span_size
 from agentlightning.types import Span
