@@ -68,6 +68,13 @@ MAX_COMPLETION_TOKENS = 12  # what the agent asks for (examples/arithmetic_rl/ag
 GROUP_SIZE = 8
 TASKS_PER_STEP = 2
 LORA_RANK = 16
+# Nothing is downloaded and nothing is reported: the Hugging Face libraries stay offline, telemetry off.
+OFFLINE = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+}
 
 
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
@@ -336,6 +343,8 @@ def _version(package: str) -> Optional[str]:
 # ------------------------------------------------------------------------------------------------ orchestration
 def run_worker(args: argparse.Namespace) -> None:
     """Run one side in this process and write its figures (with this process tree's peak RSS) to --result-file."""
+    for name, value in OFFLINE.items():  # also when a worker is started by hand
+        os.environ.setdefault(name, value)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with RssSampler() as sampler:
@@ -356,7 +365,7 @@ def run_side(side: str, args: argparse.Namespace) -> dict[str, Any]:
         load_before = os.getloadavg()
         print(f"$ {' '.join(command)}  # load average {_load(load_before)}", flush=True)
         started = time.monotonic()
-        subprocess.run(command, check=True, cwd=ROOT)
+        subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, **OFFLINE})
         figures = json.loads(result_file.read_text())
     figures["wall_seconds"] = round(time.monotonic() - started, 1)
     figures["load_average"] = {"before": load_before, "after": os.getloadavg()}
