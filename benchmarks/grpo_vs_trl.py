@@ -411,7 +411,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     sides = SIDES if args.side == "both" else (args.side,)
     results = {side: run_side(side, args) for side in sides}
     summary = {
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(
+            [".venv/bin/python benchmarks/grpo_vs_trl.py", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "settings": {
             "model": "SmolLM2-135M-Instruct",
             "minutes": args.minutes,
