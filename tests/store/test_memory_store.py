@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from agentlightning.store import InMemoryLightningStore, SpansEvictedError, store_from_url
-from agentlightning.store.memory import store as memory_module
 from agentlightning.store.errors import InvalidArgumentError
+from agentlightning.store.memory import store as memory_module
 from agentlightning.store.memory.store import estimate_model_size, estimate_span_size
 from agentlightning.types import Span
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -259,3 +260,14 @@ def _count_requests(
 async def _answer(send: Any, status: int) -> None:
     await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": b'{"detail": "injected", "error_type": "Injected"}'})
+
+
+def test_a_half_imported_aiohttp_in_another_thread_does_not_break_error_classification(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import ModuleType
+
+    from agentlightning.store.http.client.transport import _connection_errors  # pyright: ignore[reportPrivateUsage]
+
+    monkeypatch.setitem(sys.modules, "aiohttp", ModuleType("aiohttp"))  # what another thread's import exposes
+    assert _connection_errors() == (OSError, asyncio.TimeoutError)

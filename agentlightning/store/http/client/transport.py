@@ -222,8 +222,12 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
     aiohttp's connection errors when aiohttp is in use (it is imported only for https:// servers)."""
     errors: tuple[type[BaseException], ...] = (OSError, asyncio.TimeoutError)
     aiohttp = sys.modules.get("aiohttp")
-    if aiohttp is not None:
-        errors += (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError)
+    # Another thread (a heartbeat, an instrumented agent) may be importing aiohttp right now: a partially
+    # initialised module has no error classes yet, and no request of ours can be using it then.
+    connection_error = getattr(aiohttp, "ClientConnectionError", None)
+    payload_error = getattr(aiohttp, "ClientPayloadError", None)
+    if connection_error is not None and payload_error is not None:
+        errors += (connection_error, payload_error)
     return errors
 
 
