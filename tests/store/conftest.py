@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -8,6 +8,7 @@ from agentlightning.store import LightningStore
 
 from .backends import BACKEND_MARKS, STORE_BACKENDS
 from .durable_support import DurableDatabase
+from .postgres_support import drop_schema, fresh_schema_name, require_postgres
 
 
 @pytest.fixture(
@@ -30,3 +31,17 @@ async def durable(request: pytest.FixtureRequest) -> AsyncIterator[DurableDataba
         yield database
     finally:
         await database.cleanup()
+
+
+@pytest.fixture
+def dsn() -> str:
+    """The PostgreSQL DSN of the test server (skips when there is none)."""
+    return require_postgres()
+
+
+@pytest.fixture
+def schema(dsn: str) -> Iterator[str]:
+    """A fresh PostgreSQL schema name for one test, dropped afterwards."""
+    name = fresh_schema_name()
+    yield name
+    drop_schema(name)

@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from agentlightning.store import InvalidArgumentError, SchemaVersionError, StoreOpenError, store_from_url
 from agentlightning.store.errors import StoreBusyError
 
-from .postgres_support import drop_schema, fresh_schema_name, require_postgres
+from .postgres_support import drop_schema, fresh_schema_name
 
 pytestmark = pytest.mark.postgres
 
 psycopg = pytest.importorskip("psycopg")
-
-
-@pytest.fixture
-def dsn() -> str:
-    return require_postgres()
-
-
-@pytest.fixture
-def schema(dsn: str) -> Iterator[str]:
-    name = fresh_schema_name()
-    yield name
-    drop_schema(name)
 
 
 @pytest.fixture

@@ -11,14 +11,12 @@ import asyncio
 import logging
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from agentlightning.types import RolloutConfig
-
-from .postgres_support import drop_schema, fresh_schema_name, require_postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -29,18 +27,6 @@ NEVER = 600.0
 
 WAIT = 30.0
 """How long a test waits for a wake-up before failing."""
-
-
-@pytest.fixture
-def dsn() -> str:
-    return require_postgres()
-
-
-@pytest.fixture
-def schema(dsn: str) -> Iterator[str]:
-    name = fresh_schema_name()
-    yield name
-    drop_schema(name)
 
 
 @pytest.fixture

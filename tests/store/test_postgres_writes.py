@@ -4,28 +4,14 @@ tells whether a call rewrote it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from .postgres_support import drop_schema, fresh_schema_name, require_postgres
-
 pytestmark = pytest.mark.postgres
 
 psycopg = pytest.importorskip("psycopg")
-
-
-@pytest.fixture
-def dsn() -> str:
-    return require_postgres()
-
-
-@pytest.fixture
-def schema(dsn: str) -> Iterator[str]:
-    name = fresh_schema_name()
-    yield name
-    drop_schema(name)
 
 
 @pytest.fixture
