@@ -63,16 +63,6 @@ def _names_used(methods: list[ast.AsyncFunctionDef]) -> set[str]:
     return used
 
 
-def _string_annotation_names(methods: list[ast.AsyncFunctionDef]) -> set[str]:
-    """Names inside quoted annotations (none today; kept so a quoted forward reference still gets its import)."""
-    names: set[str] = set()
-    for method in methods:
-        for node in ast.walk(method.args):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
-                names.add(node.value)
-    return names
-
-
 def _imports(tree: ast.Module, used: set[str]) -> tuple[list[str], list[str]]:
     """(runtime import lines, TYPE_CHECKING import lines) for the names the signatures use, as base.py has them."""
     runtime: dict[str, list[str]] = {}
@@ -159,7 +149,7 @@ def render() -> str:
     source = BASE.read_text()
     tree = ast.parse(source)
     methods = _contract_methods(tree)
-    used = _names_used(methods) | _string_annotation_names(methods)
+    used = _names_used(methods)
     runtime, type_only = _imports(tree, used)
     parts = [HEADER, "\n".join(runtime) + "\n"]
     if type_only:

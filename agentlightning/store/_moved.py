@@ -62,15 +62,15 @@ MOVED_MODULES: dict[str, str] = {
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Resolves an old module path to the module at its new place (the same object, under both names)."""
 
+    def __init__(self) -> None:
+        self._own_specs: dict[str, Optional[ModuleSpec]] = {}
+
     def find_spec(
         self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
     ) -> Optional[ModuleSpec]:
         if fullname not in MOVED_MODULES:
             return None
         return importlib.util.spec_from_loader(fullname, self)
-
-    def __init__(self) -> None:
-        self._own_specs: dict[str, Optional[ModuleSpec]] = {}
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
         module = importlib.import_module(MOVED_MODULES[spec.name])
