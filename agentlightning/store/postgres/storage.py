@@ -283,10 +283,15 @@ class PostgresStorage(SqlStorage):
 
     async def open(self) -> None:
         """Connect and create or upgrade the schema now (otherwise this happens on first use)."""
-        if self._listen:
-            self.listener.ensure_running()
         conn = await self.pool.acquire()
         self.pool.release(conn, reusable=True)
+        self._start_listening()
+
+    def _start_listening(self) -> None:
+        """Listen once the database was reached: a store that cannot open fails with its own one error, and waiters
+        poll (then re-read everything) until the LISTEN connection is up."""
+        if self._listen:
+            self.listener.ensure_running()
 
     # ------------------------------------------------------------------------------------------------ transactions
     @asynccontextmanager
@@ -295,9 +300,8 @@ class PostgresStorage(SqlStorage):
 
         The notifications of what it changed (finished rollouts, earlier health deadlines) are sent inside it, so
         they are delivered on commit only."""
-        if self._listen:
-            self.listener.ensure_running()
         conn = await self.pool.acquire()
+        self._start_listening()
         reusable = False
         batch = BatchingExecutor(conn) if write else None
         executor: SqlExecutor = batch if batch is not None else PostgresExecutor(conn)
