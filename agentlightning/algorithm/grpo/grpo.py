@@ -6,6 +6,10 @@ reward and its LLM calls with the exact token ids (never re-tokenized); normalis
 update the policy with the clipped policy-gradient loss; swap the new weights into the inference server in place;
 publish the next resources version. Checkpoints are written every `checkpoint_every` steps, at the end and on
 Ctrl-C; a run started again with the same `output_dir` continues from the last one.
+
+This module drives the run; its parts: `schedule` (the tasks of each step, when to stop), `dispatch` (rollouts
+through the store), `rollouts` (reading them), `samples` (advantages to samples), `update` (the policy step on its
+own thread), `serving` (weights to the inference server), `evaluation` (greedy evaluation reports) and `checkpoint`.
 """
 
 from __future__ import annotations
@@ -13,25 +17,24 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import math
-import random
 import statistics
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
-from agentlightning.types import Dataset, EnqueueRolloutRequest, Rollout, RolloutMode
+from agentlightning.types import Dataset, Rollout, RolloutMode
 
 from ..base import Algorithm
-from .advantages import group_advantages
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
+from .dispatch import cancel_stale_rollouts, run_rollouts
+from .evaluation import EvaluationReport, evaluation_report
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
+from .samples import build_samples
+from .schedule import deadline, max_steps, task_indices
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -46,31 +49,7 @@ __all__ = ["GRPO", "EvaluationReport"]
 logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[str, dict[str, Any]], None]
-_WAIT_SLICE = 2.0
 _NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update"})
-
-
-@dataclass
-class EvaluationReport:
-    """Greedy evaluation of one weights version: mean reward and, per task, the reward and the answer text."""
-
-    label: str
-    step: int
-    mean_reward: Optional[float]
-    items: list[dict[str, Any]] = field(default_factory=list)
-    failed: int = 0
-    without_reward: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "label": self.label,
-            "step": self.step,
-            "mean_reward": self.mean_reward,
-            "n": len(self.items),
-            "failed": self.failed,
-            "without_reward": self.without_reward,
-            "items": self.items,
-        }
 
 
 class GRPO(Algorithm):
@@ -247,19 +226,6 @@ class GRPO(Algorithm):
         logger.info("GRPO resumed from %s (step %d)", latest, self.step)
         self._emit("resumed", step=self.step, path=str(latest))
 
-    async def _cancel_stale_rollouts(self) -> None:
-        """Cancel GRPO rollouts an earlier (killed) run left queued or running: their model endpoint is gone."""
-        store = self.get_store()
-        stale = await store.query_rollouts(status_in=["queuing", "requeuing", "preparing", "running"])
-        ids = [r.rollout_id for r in stale if isinstance((r.metadata or {}).get("grpo"), dict)]
-        for rollout_id in ids:
-            try:
-                await store.update_rollout(rollout_id, status="cancelled")
-            except Exception as exc:
-                logger.warning("Could not cancel stale rollout %s: %r", rollout_id, exc)
-        if ids:
-            logger.info("GRPO cancelled %d rollouts left unfinished by an earlier run", len(ids))
-
     # ---------------------------------------------------------------------------------------------- running
     async def run(
         self, train_dataset: Optional[Dataset[Any]] = None, val_dataset: Optional[Dataset[Any]] = None
@@ -271,7 +237,7 @@ class GRPO(Algorithm):
         self._build()
         try:
             self._try_resume()
-            await self._cancel_stale_rollouts()
+            await cancel_stale_rollouts(self.get_store())
             self._start_proxy()
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
                 await self.evaluate(val_dataset, label="before")
@@ -310,38 +276,17 @@ class GRPO(Algorithm):
             return False
         return True
 
-    def _deadline(self, started: float) -> Optional[float]:
-        return started + self.config.max_minutes * 60.0 if self.config.max_minutes is not None else None
-
-    def _task_indices(self, n: int, step: int) -> list[int]:
-        """The tasks of `step`: a seeded shuffle of the dataset per epoch, taken in order (reproducible on resume)."""
-        per_step = self.config.tasks_per_step
-        chosen: list[int] = []
-        for cursor in range(step * per_step, (step + 1) * per_step):
-            epoch, position = divmod(cursor, n)
-            order = list(range(n))
-            random.Random(self.config.seed * 1_000_003 + epoch).shuffle(order)
-            chosen.append(order[position])
-        return chosen
-
-    def _max_steps(self, n: int) -> Optional[int]:
-        if self.config.max_steps is not None:
-            return self.config.max_steps
-        if self.config.max_minutes is not None:
-            return None
-        return math.ceil(n * self.config.epochs / self.config.tasks_per_step)
-
     async def _train(self, dataset: Dataset[Any]) -> None:
         n = len(dataset)
-        max_steps = self._max_steps(n)
-        deadline = self._deadline(time.monotonic())
-        while max_steps is None or self.step < max_steps:
-            if deadline is not None and time.monotonic() >= deadline:
+        last_step = max_steps(self.config, n)
+        stop_at = deadline(self.config, time.monotonic())
+        while last_step is None or self.step < last_step:
+            if stop_at is not None and time.monotonic() >= stop_at:
                 logger.info(
                     "GRPO: the time budget (%.1f min) is used up after step %d", self.config.max_minutes, self.step
                 )
                 break
-            await self._train_step(dataset, self._task_indices(n, self.step))
+            await self._train_step(dataset, task_indices(self.config, n, self.step))
             if self.step % self.config.checkpoint_every == 0:
                 self._checkpoint()
 
@@ -349,43 +294,21 @@ class GRPO(Algorithm):
         self, tasks: Sequence[Any], mode: RolloutMode, resources_id: str, repeat: int, meta: dict[str, Any]
     ) -> tuple[list[Rollout], list[int]]:
         """Enqueue `repeat` rollouts per task; return the finished rollouts and each one's task index."""
-        store = self.get_store()
-        requests = [
-            EnqueueRolloutRequest(
-                input=task, mode=mode, resources_id=resources_id, metadata={"grpo": {**meta, "group": index}}
-            )
-            for index, task in enumerate(tasks)
-            for _ in range(repeat)
-        ]
-        enqueued = await store.enqueue_many_rollouts(requests)
-        group_of = {rollout.rollout_id: index // repeat for index, rollout in enumerate(enqueued)}
-        pending = set(group_of)
-        finished: list[Rollout] = []
-        deadline = time.monotonic() + self.config.rollout_timeout
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            done = await store.wait_for_rollouts(rollout_ids=list(pending), timeout=min(remaining, _WAIT_SLICE))
-            for rollout in done:
-                if rollout.rollout_id in pending:
-                    pending.discard(rollout.rollout_id)
-                    finished.append(rollout)
-            self._emit("rollouts", step=self.step + 1, mode=mode, done=len(finished), total=len(enqueued))
-        if pending:
-            logger.warning(
-                "GRPO: %d of %d rollouts did not finish within rollout_timeout=%.0f s; cancelled and left out",
-                len(pending),
-                len(enqueued),
-                self.config.rollout_timeout,
-            )
-            self.skips.rollouts_unfinished += len(pending)
-            for rollout_id in pending:
-                try:
-                    await store.update_rollout(rollout_id, status="cancelled")
-                except Exception as exc:
-                    logger.warning("Could not cancel rollout %s: %r", rollout_id, exc)
-        return finished, [group_of[r.rollout_id] for r in finished]
+
+        def progress(done: int, total: int) -> None:
+            self._emit("rollouts", step=self.step + 1, mode=mode, done=done, total=total)
+
+        return await run_rollouts(
+            self.get_store(),
+            tasks,
+            mode=mode,
+            resources_id=resources_id,
+            repeat=repeat,
+            meta=meta,
+            timeout=self.config.rollout_timeout,
+            skips=self.skips,
+            on_progress=progress,
+        )
 
     async def _train_step(self, dataset: Dataset[Any], indices: list[int]) -> None:
         assert self.policy is not None and self._serving is not None
@@ -461,35 +384,7 @@ class GRPO(Algorithm):
     def _samples(
         self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
     ) -> tuple[list[Sample], list[float]]:
-        by_group: dict[Any, list[tuple[Any, float]]] = defaultdict(list)
-        rewards: list[float] = []
-        for position, (item, group) in enumerate(zip(data, groups, strict=True)):
-            if item.reward is not None:
-                by_group[group].append((position, item.reward))
-                if math.isfinite(item.reward):
-                    rewards.append(item.reward)
-        result = group_advantages(by_group, scale=self.config.scale_rewards, min_std=self.config.min_reward_std)
-        skips.groups_zero_variance += result.groups_zero_variance
-        skips.groups_too_small += result.groups_too_small
-        samples: list[Sample] = []
-        limit = self.config.max_response_tokens
-        for position, advantage in result.advantages.items():
-            item = data[position]  # type: ignore[index]
-            for call in item.calls:
-                response = [int(t) for t in call.response["token_ids"]]
-                if len(response) > limit:
-                    skips.responses_truncated += 1
-                    response = response[:limit]
-                samples.append(
-                    Sample(
-                        prompt_ids=[int(t) for t in call.prompt["token_ids"]],
-                        response_ids=response,
-                        advantage=advantage,
-                        rollout_id=item.rollout.rollout_id,
-                        group=str(indices[groups[position]]),  # type: ignore[index]
-                    )
-                )
-        return samples, rewards
+        return build_samples(data, groups, indices, skips, self.config)
 
     # ------------------------------------------------------------------------------------------- evaluation
     async def evaluate(self, dataset: Dataset[Any], *, label: str) -> EvaluationReport:
@@ -504,30 +399,14 @@ class GRPO(Algorithm):
         await self._flush_proxy()
         data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
-        items: list[dict[str, Any]] = []
-        for item, position in sorted(zip(data, positions, strict=True), key=lambda pair: pair[1]):
-            answer = None
-            if item.calls and tokenizer is not None:
-                answer = tokenizer.decode(item.calls[-1].response["token_ids"], skip_special_tokens=True)
-            items.append(
-                {"task": tasks[position], "reward": item.reward, "answer": answer, "status": item.rollout.status}
-            )
-        rewards = [i["reward"] for i in items if isinstance(i["reward"], (int, float)) and math.isfinite(i["reward"])]
-        report = EvaluationReport(
-            label=label,
-            step=self.step,
-            mean_reward=statistics.fmean(rewards) if rewards else None,
-            items=items,
-            failed=sum(1 for i in items if i["status"] != "succeeded"),
-            without_reward=sum(1 for i in items if i["reward"] is None),
-        )
+        report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
         logger.info(
             "GRPO evaluation %r at step %d: mean reward %s over %d tasks",
             label,
             self.step,
             report.mean_reward,
-            len(items),
+            len(report.items),
         )
         self._emit("evaluation", **report.to_dict())
         return report

@@ -1,0 +1,65 @@
+"""Greedy evaluation results: `EvaluationReport` (what checkpoints and summaries record) and how one is built."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .rollouts import RolloutData
+
+__all__ = ["EvaluationReport", "evaluation_report"]
+
+
+@dataclass
+class EvaluationReport:
+    """Greedy evaluation of one weights version: mean reward and, per task, the reward and the answer text."""
+
+    label: str
+    step: int
+    mean_reward: Optional[float]
+    items: list[dict[str, Any]] = field(default_factory=list)
+    failed: int = 0
+    without_reward: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "step": self.step,
+            "mean_reward": self.mean_reward,
+            "n": len(self.items),
+            "failed": self.failed,
+            "without_reward": self.without_reward,
+            "items": self.items,
+        }
+
+
+def evaluation_report(
+    label: str,
+    step: int,
+    tasks: Sequence[Any],
+    data: Sequence[RolloutData],
+    positions: Sequence[int],
+    tokenizer: Any,
+) -> EvaluationReport:
+    """The report of one evaluation: `data[i]` is the rollout of `tasks[positions[i]]`; items follow the task order.
+
+    A task's answer is the decoded response of its rollout's last LLM call (None without calls or `tokenizer`).
+    """
+    items: list[dict[str, Any]] = []
+    for item, position in sorted(zip(data, positions, strict=True), key=lambda pair: pair[1]):
+        answer = None
+        if item.calls and tokenizer is not None:
+            answer = tokenizer.decode(item.calls[-1].response["token_ids"], skip_special_tokens=True)
+        items.append({"task": tasks[position], "reward": item.reward, "answer": answer, "status": item.rollout.status})
+    rewards = [i["reward"] for i in items if isinstance(i["reward"], (int, float)) and math.isfinite(i["reward"])]
+    return EvaluationReport(
+        label=label,
+        step=step,
+        mean_reward=statistics.fmean(rewards) if rewards else None,
+        items=items,
+        failed=sum(1 for i in items if i["status"] != "succeeded"),
+        without_reward=sum(1 for i in items if i["reward"] is None),
+    )
