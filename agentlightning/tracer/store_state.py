@@ -1,9 +1,10 @@
-"""What the span writer knows about one store, and what it does when a write to that store fails.
+"""What the span writer knows about its stores, and what it does when a write to one of them fails.
 
 `StoreState` holds a store's spans that wait for a retry (held during an outage's backoff, or split off after a
-server error). `handle_failure` applies the error policy of docs/capture.md to a failed request: it updates the
-state and the counters and returns the spans that are finished (given up or dropped); the writer settles those.
-Every wait comes from the writer's `RetryPolicy` (`agentlightning.utils.retry`). Called with the writer's lock held.
+server error); `StoreStates` keeps them by store and turns due retries and new batches into one request per store.
+`handle_failure` applies the error policy of docs/capture.md to a failed request: it updates the state and the
+counters and returns the spans that are finished (given up or dropped); the writer settles those. Every wait comes
+from the writer's `RetryPolicy` (`agentlightning.utils.retry`). Called with the writer's lock held.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from agentlightning.utils.retry import RetryPolicy
 
 from .batch import ErrorKind, PendingSpan, SpanWriterStats, classify_error, span_name
 
-__all__ = ["Finished", "RetryGroup", "StoreState", "WriteFailure", "drop_for_auth", "handle_failure"]
+__all__ = [
+    "Finished",
+    "Job",
+    "RetryGroup",
+    "StoreState",
+    "StoreStates",
+    "WriteFailure",
+    "drop_for_auth",
+    "handle_failure",
+]
 
 logger = logging.getLogger("agentlightning.tracer.writer")
 
@@ -76,6 +86,65 @@ class StoreState:
         self.held.clear()
         self.retry.clear()
         return items
+
+
+Job = tuple[StoreState, list[PendingSpan]]
+"""One request to send: a store and the spans for it."""
+
+
+class StoreStates:
+    """The writer's `StoreState`s by store identity: a store is known while spans for it are pending (or while it
+    refused the credentials, so its later spans are dropped at once)."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[int, StoreState] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def for_store(self, store: Any) -> StoreState:
+        """The state of `store`, created on its first span."""
+        state = self._by_key.get(id(store))
+        if state is None:
+            state = self._by_key[id(store)] = StoreState(store)
+        return state
+
+    def release(self, store_key: int) -> None:
+        """One span for the store is done; forget the store once nothing is pending or waiting for it."""
+        state = self._by_key.get(store_key)
+        if state is not None:
+            state.pending -= 1
+            if state.pending <= 0 and state.auth_error is None and not state.waiting:
+                del self._by_key[store_key]
+
+    def due(self, now: float, max_batch: int) -> list[Job]:
+        """Held spans of stores whose backoff has passed, and retry groups that are due."""
+        jobs: list[Job] = []
+        for state in list(self._by_key.values()):
+            jobs.extend((state, items) for items in state.due(now, max_batch))
+        return jobs
+
+    def route(self, batch: list[PendingSpan], now: float) -> list[Job]:
+        """One request per store; spans of a store in backoff wait with its held spans."""
+        by_store: dict[int, list[PendingSpan]] = {}
+        for item in batch:
+            by_store.setdefault(item.store_key, []).append(item)
+        jobs: list[Job] = []
+        for key, items in by_store.items():
+            state = self._by_key[key]
+            if state.next_try > now:
+                state.held.extend(items)
+            else:
+                jobs.append((state, items))
+        return jobs
+
+    def waiting(self) -> bool:
+        """Spans of some store wait for a retry."""
+        return any(state.waiting for state in self._by_key.values())
+
+    def next_due(self) -> Optional[float]:
+        """When the earliest waiting span of any store becomes due (None when none waits)."""
+        return min((due for state in self._by_key.values() if (due := state.next_due()) is not None), default=None)
 
 
 @dataclass

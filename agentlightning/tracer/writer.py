@@ -26,9 +26,10 @@ with ids fixed when the call arrived). Policy (documented in docs/capture.md):
 - `flush(group)` waits until every span submitted under `group` was stored, rejected, or given up (or the timeout
   passes).
 
-Its parts: `batch` (the span record, counters, error kinds, one store request), `store_state` (per-store waits and
-the error policy above), `spill` (the overflow file), `flush_groups` (flush accounting and waiters). Every backoff
-comes from one `agentlightning.utils.retry.RetryPolicy`.
+This module owns the writer thread, the lock and the outcome of every span. Its parts: `batch` (the span record,
+counters, error kinds, one store request), `span_queue` (where spans wait and when a batch is due), `store_state`
+(per-store waits and the error policy above), `spill` (the overflow file), `flush_groups` (flush accounting and
+waiters). Every backoff comes from one `agentlightning.utils.retry.RetryPolicy`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ import logging
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Optional, Union
 
@@ -48,8 +48,9 @@ from agentlightning.utils.retry import RetryPolicy
 
 from .batch import BatchStorer, PendingSpan, SpanConverter, SpanWriterStats, span_name
 from .flush_groups import ALL, FlushGroups, Waiter
-from .spill import SpilledSpans, SpillFile, SpillFull
-from .store_state import StoreState, WriteFailure, drop_for_auth, handle_failure
+from .span_queue import SpanQueue
+from .spill import SpilledSpans, SpillFile
+from .store_state import Job, StoreState, StoreStates, WriteFailure, drop_for_auth, handle_failure
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -102,7 +103,6 @@ class SpanWriter:
         if max_retries < 0 or max_wait_for_room < 0:
             raise ValueError("max_retries and max_wait_for_room must not be negative")
         self._converter = converter
-        self._max_buffered = max_buffered_spans
         self._max_batch = max_batch_size
         self._flush_interval = flush_interval
         self._backoff = RetryPolicy(
@@ -110,17 +110,19 @@ class SpanWriter:
         )
         self._max_wait_for_room = max_wait_for_room
         self._cond = threading.Condition()
-        self._incoming: deque[PendingSpan] = deque()  # submitted, not converted yet (producers append)
-        self._ready: deque[PendingSpan] = deque()  # converted, waiting for a batch (writer thread only, under the lock)
-        self._ready_since: Optional[float] = None
-        self._in_memory = 0  # spans in memory anywhere (incoming, ready, held, retry groups, in flight)
-        self._spill = SpilledSpans(SpillFile(spill_dir, max_bytes=max_spill_bytes))
-        self._stores: dict[int, StoreState] = {}
+        self._stats = SpanWriterStats()
+        self._queue = SpanQueue(
+            SpilledSpans(SpillFile(spill_dir, max_bytes=max_spill_bytes)),
+            converter,
+            self._stats,
+            max_buffered=max_buffered_spans,
+            max_batch=max_batch_size,
+            flush_interval=flush_interval,
+        )
+        self._stores = StoreStates()
         self._groups = FlushGroups()
-        self._urgent = False
         self._flush_requests = 0
         self._closing = False
-        self._stats = SpanWriterStats()
         self._storer = BatchStorer(converter, finish=self._finish)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -144,8 +146,7 @@ class SpanWriter:
         A `Span` keeps its own sequence id when it has one (> 0); OpenTelemetry spans get one from the store.
         `urgent` spans (rewards) wake the writer at once. `on_written` is called with the stored Span.
         """
-        store_key = id(store)
-        item = PendingSpan(store_key, rollout_id, attempt_id, group, urgent, on_written=on_written)
+        item = PendingSpan(id(store), rollout_id, attempt_id, group, urgent, on_written=on_written)
         if isinstance(span, Span):
             item.span = span
             item.needs_sequence = span.sequence_id <= 0
@@ -161,9 +162,7 @@ class SpanWriter:
                 )
                 self._stats.dropped += 1
                 return
-            state = self._stores.get(store_key)
-            if state is None:
-                state = self._stores[store_key] = StoreState(store)
+            state = self._stores.for_store(store)
             if state.auth_error is not None:
                 state.auth_drops += 1
                 self._stats.dropped += 1
@@ -172,57 +171,41 @@ class SpanWriter:
                 return
             state.pending += 1
             self._groups.add(group)
-            if self._in_memory < self._max_buffered and self._spill.count == 0:
-                self._incoming.append(item)
-                self._in_memory += 1
+            if self._queue.has_room():
+                self._queue.push(item)
             elif not self._spill_item(item):
                 return
             if urgent:
-                self._urgent = True
-            if urgent or len(self._incoming) >= self._max_batch or self._flush_interval == 0:
+                self._queue.urgent = True
+            if urgent or self._queue.wants_writer() or self._flush_interval == 0:
                 # Otherwise the writer wakes on its own (flush interval, flush request): waking it for every span
                 # costs more context switches than the conversion it would overlap with the agent's I/O.
                 self._cond.notify_all()
 
     def _spill_item(self, item: PendingSpan) -> bool:
         """Put `item` in the spill file (called with the lock held). False when it had to be dropped."""
-        try:
-            span = item.span
-            if span is None:
-                assert item.readable is not None and self._converter is not None
-                span = self._converter(item.readable, item.rollout_id, item.attempt_id, 0)
-            self._spill.put(item, span)
-            self._stats.spilled += 1
-            if self._stats.spilled == 1 or self._stats.spilled % 1000 == 0:
-                logger.warning(
-                    "Span buffer is full (%d spans in memory); %d spans spilled to %s so far",
-                    self._max_buffered,
-                    self._stats.spilled,
-                    self._spill.file.directory or "the temporary directory",
-                )
+        reason = self._queue.spill_item(item)
+        if reason is None:
             return True
-        except Exception as exc:  # cap reached, disk full, unserialisable attribute, ...
-            reason = str(exc) if isinstance(exc, SpillFull) else f"spilling failed: {exc!r}"
-            if item.urgent and self._wait_for_room():
-                self._incoming.append(item)
-                self._in_memory += 1
-                return True
-            self._stats.dropped += 1
-            if self._stats.dropped == 1 or self._stats.dropped % 1000 == 0:
-                logger.error(
-                    "Span buffer is full and %s: span %r of rollout %s dropped (%d spans dropped so far)",
-                    reason,
-                    span_name(item),
-                    item.rollout_id,
-                    self._stats.dropped,
-                )
-            self._release(item)
-            return False
+        if item.urgent and self._wait_for_room():
+            self._queue.push(item)
+            return True
+        self._stats.dropped += 1
+        if self._stats.dropped == 1 or self._stats.dropped % 1000 == 0:
+            logger.error(
+                "Span buffer is full and %s: span %r of rollout %s dropped (%d spans dropped so far)",
+                reason,
+                span_name(item),
+                item.rollout_id,
+                self._stats.dropped,
+            )
+        self._release(item)
+        return False
 
     def _wait_for_room(self) -> bool:
         """Wait (lock held, at most `max_wait_for_room` s) until the memory queue has room for a reward span."""
         deadline = time.monotonic() + self._max_wait_for_room
-        while self._in_memory >= self._max_buffered and self._thread.is_alive():
+        while self._queue.full and self._thread.is_alive():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
@@ -288,7 +271,7 @@ class SpanWriter:
             logger.error("Span writer closed with %d spans not stored (store unavailable)", left)
         with self._cond:
             if not self._thread.is_alive():
-                self._spill.file.close()
+                self._queue.spill.file.close()
         return flushed
 
     @property
@@ -302,8 +285,8 @@ class SpanWriter:
             snapshot = SpanWriterStats(**values)
             snapshot.pending = self._groups.outstanding()
             snapshot.pending_by_group = self._groups.snapshot()
-            snapshot.queued = self._in_memory
-            snapshot.spill_bytes = self._spill.file.bytes
+            snapshot.queued = self._queue.in_memory
+            snapshot.spill_bytes = self._queue.spill.file.bytes
             snapshot.stores = len(self._stores)
             return snapshot
 
@@ -323,7 +306,7 @@ class SpanWriter:
             finally:
                 loop.close()
 
-    def _run_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[tuple[StoreState, list[PendingSpan]]]) -> None:
+    def _run_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[Job]) -> None:
         for state, items in jobs:
             try:
                 self._write(loop, state, items)
@@ -332,76 +315,34 @@ class SpanWriter:
                 for item in items:
                     self._finish(item, None, dropped=True)
 
-    def _next_jobs(self) -> Optional[list[tuple[StoreState, list[PendingSpan]]]]:
+    def _next_jobs(self) -> Optional[list[Job]]:
         """Convert what arrived and return the next requests once some are due (None when closed and drained)."""
         while True:
             with self._cond:
-                fresh = list(self._incoming)
-                self._incoming.clear()
+                fresh = self._queue.take_incoming()
             self._convert(fresh)
             with self._cond:
-                self._ready.extend(item for item in fresh if not item.done)
-                self._refill_from_spill()
+                self._queue.add_ready(fresh)
                 now = time.monotonic()
-                jobs = self._due_retries(now)
-                if self._ready:
-                    if self._ready_since is None:
-                        self._ready_since = now
-                    due = (
-                        len(self._ready) >= self._max_batch
-                        or self._urgent
-                        or self._flush_requests > 0
-                        or self._closing
-                        or now - self._ready_since >= self._flush_interval
-                    )
-                    if due:
-                        batch = [self._ready.popleft() for _ in range(min(self._max_batch, len(self._ready)))]
-                        self._ready_since = now if self._ready else None
-                        if not self._ready and not self._incoming:
-                            self._urgent = False
-                        jobs.extend(self._batch_jobs(batch, now))
-                        self._cond.notify_all()  # producers waiting for room
+                jobs = self._stores.due(now, self._max_batch)
+                batch = self._queue.next_batch(now, hurry=self._flush_requests > 0 or self._closing)
+                if batch:
+                    jobs.extend(self._stores.route(batch, now))
+                    self._cond.notify_all()  # producers waiting for room
                 if jobs:
                     return jobs
-                if self._incoming:
+                if self._queue.incoming:
                     continue
-                if self._closing and not self._ready and not self._spill.count and not self._waiting_items():
+                if self._closing and self._queue.drained() and not self._stores.waiting():
                     return None
                 self._cond.wait(self._wait_time(now))
 
-    def _due_retries(self, now: float) -> list[tuple[StoreState, list[PendingSpan]]]:
-        """Held spans of stores whose backoff has passed, and retry groups that are due (lock held)."""
-        jobs: list[tuple[StoreState, list[PendingSpan]]] = []
-        for state in list(self._stores.values()):
-            jobs.extend((state, items) for items in state.due(now, self._max_batch))
-        return jobs
-
-    def _batch_jobs(self, batch: list[PendingSpan], now: float) -> list[tuple[StoreState, list[PendingSpan]]]:
-        """One request per store; spans of a store in backoff wait with its held spans (lock held)."""
-        by_store: dict[int, list[PendingSpan]] = {}
-        for item in batch:
-            by_store.setdefault(item.store_key, []).append(item)
-        jobs = []
-        for key, items in by_store.items():
-            state = self._stores[key]
-            if state.next_try > now:
-                state.held.extend(items)
-            else:
-                jobs.append((state, items))
-        return jobs
-
-    def _waiting_items(self) -> bool:
-        return any(state.waiting for state in self._stores.values())
-
     def _wait_time(self, now: float) -> float:
         """How long the writer may sleep before something becomes due (lock held)."""
-        wait = self._flush_interval if self._flush_interval > 0 else 1.0
-        if self._ready and self._ready_since is not None:
-            wait = max(0.0, min(wait, self._flush_interval - (now - self._ready_since)))
-        for state in self._stores.values():
-            due = state.next_due()
-            if due is not None:
-                wait = min(wait, due - now)
+        wait = self._queue.wait_time(now)
+        due = self._stores.next_due()
+        if due is not None:
+            wait = min(wait, due - now)
         return max(wait, 0.001)
 
     def _convert(self, items: list[PendingSpan]) -> None:
@@ -419,11 +360,6 @@ class SpanWriter:
                     "Could not convert span %r of rollout %s; it is not stored", span_name(item), item.rollout_id
                 )
                 self._finish(item, None, dropped=True)
-
-    def _refill_from_spill(self) -> None:
-        while self._spill.count and self._in_memory < self._max_buffered:
-            self._in_memory += 1
-            self._ready.append(self._spill.take())
 
     # ------------------------------------------------------------------------------------------------ writing
     def _write(self, loop: asyncio.AbstractEventLoop, state: StoreState, items: list[PendingSpan]) -> None:
@@ -495,16 +431,12 @@ class SpanWriter:
                 self._stats.duplicates += 1
             else:
                 self._stats.written += 1
-            self._in_memory -= 1
+            self._queue.finished()
             self._release(item)
 
     def _release(self, item: PendingSpan) -> None:
         """One span is done (lock held): settle its group, forget its store once nothing is pending for it."""
-        state = self._stores.get(item.store_key)
-        if state is not None:
-            state.pending -= 1
-            if state.pending <= 0 and state.auth_error is None and not state.waiting:
-                del self._stores[item.store_key]
+        self._stores.release(item.store_key)
         self._groups.settle(item.group)
         self._cond.notify_all()
 
