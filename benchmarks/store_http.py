@@ -4,7 +4,9 @@ N client processes each loop: enqueue -> dequeue -> 4 spans -> update_attempt(su
 (started here in its own process, or an existing one with --url). Reports rollouts/s, and per-request p50/p99 as
 measured by the clients (perf_counter around each call) and by the server (each answer's `Server-Timing: app;dur=`
 header: receipt of the request to the start of its answer, read per request by the client). Both are measured per
-request, so the server's figure of a request can never exceed the client's.
+request, so the server's figure of a request can never exceed the client's. Also reports the CPU time per rollout
+of the server (with its worker processes), of the PostgreSQL processes on the machine, and of the clients: unlike
+rollouts/s, these hardly depend on what else the machine runs.
 
     .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20
     .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20 --spans batch
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -52,6 +55,8 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
         return result
 
     rollouts = 0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime
     began = time.monotonic()
     deadline = began + seconds
     while time.monotonic() < deadline:
@@ -78,8 +83,15 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
         await timed(client.update_attempt(claimed.rollout_id, claimed.attempt.attempt_id, status="succeeded"))
         rollouts += 1
     duration = time.monotonic() - began
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     await client.close()
-    return {"rollouts": rollouts, "client_ms": client_ms, "server_ms": server_ms, "duration": duration}
+    return {
+        "rollouts": rollouts,
+        "client_ms": client_ms,
+        "server_ms": server_ms,
+        "duration": duration,
+        "cpu_seconds": usage.ru_utime + usage.ru_stime - cpu_before,
+    }
 
 
 def _record_server_timing(client: Any, sink: list[float]) -> None:
@@ -181,8 +193,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         for process in processes:
             process.start()
         time.sleep(2.0)  # let every client import before the clock starts
+        server_cpu_before = _tree_cpu_seconds(server.pid) if server is not None else None
+        database_cpu_before = _database_cpu_seconds()
         start.set()
         results = [queue.get(timeout=args.seconds + 120) for _ in processes]
+        server_cpu = _tree_cpu_seconds(server.pid) - server_cpu_before if server is not None else None
+        database_cpu = _database_cpu_seconds() - database_cpu_before
         elapsed = max(result["duration"] for result in results)
         for process in processes:
             process.join(30)
@@ -207,8 +223,50 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"server latency ms (Server-Timing of {len(server_ms)} requests): "
         f"p50 {_percentile(server_ms, 0.5):.2f}  p99 {_percentile(server_ms, 0.99):.2f}"
     )
+    client_cpu = sum(result["cpu_seconds"] for result in results)
+    parts = [("server", server_cpu), ("PostgreSQL", database_cpu if database_cpu else None), ("clients", client_cpu)]
+    shown = [(name, seconds) for name, seconds in parts if seconds is not None]
+    per_rollout = "  ".join(f"{name} {1000 * seconds / max(rollouts, 1):.2f}" for name, seconds in shown)
+    total = sum(seconds for _, seconds in shown)
+    print(f"CPU ms per rollout: {per_rollout}  total {1000 * total / max(rollouts, 1):.2f}")
     print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     return 0
+
+
+def _proc_stat(pid: int) -> tuple[str, int, float]:
+    """(command name, parent pid, user+system CPU seconds) of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as file:
+        text = file.read()
+    name = text[text.index("(") + 1 : text.rindex(")")]
+    fields = text[text.rindex(")") + 2 :].split()
+    return name, int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _all_processes() -> dict[int, tuple[str, int, float]]:
+    stats: dict[int, tuple[str, int, float]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stats[int(entry)] = _proc_stat(int(entry))
+            except (OSError, ValueError):
+                continue
+    return stats
+
+
+def _tree_cpu_seconds(root: int) -> float:
+    """CPU seconds used so far by a process and its descendants (the server and its `--workers`)."""
+    stats = _all_processes()
+    tree, total = {root}, 0.0
+    for pid in sorted(stats):  # children have higher pids than their parents here
+        if pid == root or stats[pid][1] in tree:
+            tree.add(pid)
+            total += stats[pid][2]
+    return total
+
+
+def _database_cpu_seconds() -> float:
+    """CPU seconds used so far by the PostgreSQL processes on this machine (0 when none run)."""
+    return sum(cpu for name, _, cpu in _all_processes().values() if name.startswith("postgres"))
 
 
 def _per_task(args: argparse.Namespace, url: str) -> int:

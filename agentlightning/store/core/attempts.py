@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Union
 
 from agentlightning.store.base import (
     UNSET,
@@ -11,6 +11,7 @@ from agentlightning.store.base import (
 )
 from agentlightning.store.core import clock
 from agentlightning.store.core.changes import Changes
+from agentlightning.store.core.grouping import Outcome
 from agentlightning.store.core.lifecycle import record_heartbeat, rollout_status_after_span
 from agentlightning.store.core.query import (
     ATTEMPT_FIELDS,
@@ -36,6 +37,7 @@ from agentlightning.store.errors import (
 )
 from agentlightning.types import (
     Attempt,
+    Rollout,
     Span,
 )
 
@@ -94,40 +96,52 @@ class AttemptAndSpanOperations(CoreStoreBase):
         )
         new_metadata = None if isinstance(metadata, Unset) else check_metadata(metadata)
         await self._scan_health()
+        update = AttemptUpdate(
+            rollout_id, attempt_id, status, worker_id, heartbeat, not isinstance(metadata, Unset), new_metadata
+        )
+        if self._update_groups is not None:
+            return await self._update_groups(update)
+        return _unwrap((await self._apply_attempt_updates([update]))[0])
+
+    async def _apply_attempt_updates(self, updates: list[AttemptUpdate]) -> list[Outcome[Attempt]]:
+        """Apply updates in order in one transaction, as if one ran after the other: each outcome is the attempt as
+        its update left it, or the not-found error of that update alone (which then changes nothing)."""
         changes = Changes(clock.now())
+        outcomes: list[Outcome[Attempt]] = []
         async with self._storage.transaction() as tx:
-            stored_rollout = (await tx.get_rollouts([rollout_id])).get(rollout_id)
-            if stored_rollout is None:
-                raise RolloutNotFoundError(rollout_id)
-            latest = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
-            if latest is None:
-                raise NoAttemptsError(rollout_id)
-            if attempt_id in ("latest", latest.attempt_id):
-                stored_attempt = latest
-            else:
-                stored_attempt = (await tx.get_attempts([(rollout_id, attempt_id)])).get((rollout_id, attempt_id))
-                if stored_attempt is None:
-                    raise AttemptNotFoundError(rollout_id, attempt_id)
-            is_latest = stored_attempt.attempt_id == latest.attempt_id
-            rollout = changes.rollout(stored_rollout)
-            attempt = changes.attempt(stored_attempt)
-            if not isinstance(worker_id, Unset) and worker_id != attempt.worker_id:
-                if attempt.worker_id:
-                    changes.release_worker_of(attempt.worker_id, attempt)
-                attempt.worker_id = worker_id
-                changes.sync_worker(attempt)
-            if heartbeat is not None:
-                attempt.last_heartbeat_time = heartbeat
-            if not isinstance(metadata, Unset):
-                attempt.metadata = new_metadata
-            if not isinstance(status, Unset):
-                changes.set_attempt_status(rollout, attempt, status, is_latest=is_latest)
-            elif heartbeat is not None and attempt.status == "preparing":
-                # An explicit heartbeat shows the attempt is alive: it is running.
-                changes.set_attempt_status(rollout, attempt, "running", is_latest=is_latest)
+            rollout_ids = list(dict.fromkeys(update.rollout_id for update in updates))
+            rollouts, latest = await tx.get_rollouts_and_latest(rollout_ids)
+            older = list(
+                dict.fromkeys(
+                    (update.rollout_id, update.attempt_id)
+                    for update in updates
+                    if update.rollout_id in latest
+                    and update.attempt_id not in ("latest", latest[update.rollout_id].attempt_id)
+                )
+            )
+            attempts = await tx.get_attempts(older) if older else {}
+            for update in updates:
+                stored_rollout = rollouts.get(update.rollout_id)
+                if stored_rollout is None:
+                    outcomes.append(RolloutNotFoundError(update.rollout_id))
+                    continue
+                latest_attempt = latest.get(update.rollout_id)
+                if latest_attempt is None:
+                    outcomes.append(NoAttemptsError(update.rollout_id))
+                    continue
+                if update.attempt_id in ("latest", latest_attempt.attempt_id):
+                    stored_attempt = latest_attempt
+                else:
+                    found = attempts.get((update.rollout_id, update.attempt_id))
+                    if found is None:
+                        outcomes.append(AttemptNotFoundError(update.rollout_id, update.attempt_id))
+                        continue
+                    stored_attempt = found
+                attempt = _apply_update(changes, update, stored_rollout, stored_attempt, latest_attempt)
+                outcomes.append(attempt.model_copy())
             await changes.flush(tx)
         self._notifier.notify(changes.finished)
-        return attempt.model_copy()
+        return outcomes
 
     # -------------------------------------------------------------------------------------------------------- spans
     async def add_span(self, span: Span) -> Optional[Span]:
@@ -158,21 +172,54 @@ class AttemptAndSpanOperations(CoreStoreBase):
         return await self.add_span(span)
 
     async def _ingest_spans(self, spans: list[Span]) -> list[Span]:
-        """Validate the whole batch, store the new spans, record heartbeats and promote statuses."""
+        """Validate the whole batch, then store it (grouped with concurrent calls where the storage groups)."""
         for span in spans:
             check_span_ids(span)
         if not spans:
             return []
+        if self._span_groups is not None:
+            return await self._span_groups(spans)
+        return await self._store_spans(spans)
+
+    async def _store_span_groups(self, groups: list[list[Span]]) -> list[Outcome[list[Span]]]:
+        """The span batches of concurrent calls in one transaction; each gets the spans of its own batch that were
+        new. The first occurrence of a key wins, as if the batches had run one after the other."""
+        inserted = await self._store_spans([span for spans in groups for span in spans])
+        if len(groups) == 1:
+            return [inserted]
+        new = {id(span) for span in inserted}
+        outcomes: list[Outcome[list[Span]]] = []
+        for spans in groups:
+            mine = []
+            for span in spans:
+                if id(span) in new:
+                    new.discard(id(span))  # an object given twice was new the first time only
+                    mine.append(span)
+            outcomes.append(mine)
+        return outcomes
+
+    async def _store_spans(self, spans: list[Span]) -> list[Span]:
+        """Store the new spans, record heartbeats and promote statuses, in one transaction."""
         now = clock.now()
         changes = Changes(now)
         rollout_ids = list(dict.fromkeys(span.rollout_id for span in spans))
         keys = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in spans))
         async with self._storage.transaction() as tx:
-            rollouts = await tx.get_rollouts(rollout_ids)
+            # The rollouts are locked: their latest attempts cannot change until the commit.
+            rollouts, latest = await tx.get_rollouts_and_latest(rollout_ids)
             for rollout_id in rollout_ids:
                 if rollout_id not in rollouts:
                     raise RolloutNotFoundError(rollout_id)
-            attempts = await tx.get_attempts(keys)
+            attempts: dict[tuple[str, str], Attempt] = {}
+            older: list[tuple[str, str]] = []
+            for key in keys:
+                latest_attempt = latest.get(key[0])
+                if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
+                    attempts[key] = latest_attempt
+                else:
+                    older.append(key)
+            if older:
+                attempts.update(await tx.get_attempts(older))
             for key in keys:
                 if key not in attempts:
                     raise AttemptNotFoundError(*key)
@@ -185,7 +232,6 @@ class AttemptAndSpanOperations(CoreStoreBase):
             inserted = await tx.insert_spans(spans)
             if inserted:
                 touched = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in inserted))
-                latest = await tx.get_latest_attempts(list(dict.fromkeys(key[0] for key in touched)))
                 for key in touched:
                     attempt = changes.attempt(attempts[key])
                     if record_heartbeat(attempt, now):
@@ -263,3 +309,46 @@ class AttemptAndSpanOperations(CoreStoreBase):
                 attempt_id = latest.attempt_id
             spans, total = await tx.query_spans(rollout_id, attempt_id, query)
         return page_of(spans, total, query)
+
+
+class AttemptUpdate(NamedTuple):
+    """One validated `update_attempt` call."""
+
+    rollout_id: str
+    attempt_id: str
+    status: Union[str, Unset]
+    worker_id: Union[str, Unset, None]
+    heartbeat: Optional[float]
+    sets_metadata: bool
+    metadata: Optional[dict[str, Any]]
+
+
+def _apply_update(
+    changes: Changes, update: AttemptUpdate, stored_rollout: Rollout, stored_attempt: Attempt, latest: Attempt
+) -> Attempt:
+    """Apply one update to the (copied) attempt and let its rollout and worker follow."""
+    is_latest = stored_attempt.attempt_id == latest.attempt_id
+    rollout = changes.rollout(stored_rollout)
+    attempt = changes.attempt(stored_attempt)
+    worker_id = update.worker_id
+    if not isinstance(worker_id, Unset) and worker_id != attempt.worker_id:
+        if attempt.worker_id:
+            changes.release_worker_of(attempt.worker_id, attempt)
+        attempt.worker_id = worker_id
+        changes.sync_worker(attempt)
+    if update.heartbeat is not None:
+        attempt.last_heartbeat_time = update.heartbeat
+    if update.sets_metadata:
+        attempt.metadata = update.metadata
+    if not isinstance(update.status, Unset):
+        changes.set_attempt_status(rollout, attempt, update.status, is_latest=is_latest)
+    elif update.heartbeat is not None and attempt.status == "preparing":
+        # An explicit heartbeat shows the attempt is alive: it is running.
+        changes.set_attempt_status(rollout, attempt, "running", is_latest=is_latest)
+    return attempt
+
+
+def _unwrap(outcome: Outcome[Attempt]) -> Attempt:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome

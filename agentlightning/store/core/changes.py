@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Collection
+from typing import Optional, Union
 
 from agentlightning.store.core.lifecycle import (
     derive_rollout_status,
@@ -82,7 +83,8 @@ class Changes:
         """The attempt moved to another worker: the old one is released if it was running that attempt."""
         self.worker_releases[worker_id] = attempt.attempt_id
 
-    async def flush(self, tx: StorageTransaction, *, dequeued_by: Optional[str] = None) -> None:
+    async def flush(self, tx: StorageTransaction, *, dequeued_by: Union[str, Collection[str], None] = None) -> None:
+        """Write everything; `dequeued_by`: the worker(s) whose dequeue this was (their last dequeue time is set)."""
         if self.new_rollouts:
             await tx.insert_rollouts(self.new_rollouts, enqueue=False)
         if self.new_attempts:
@@ -92,7 +94,8 @@ class Changes:
         if self.attempts:
             await tx.update_attempts(list(self.attempts.values()))
         await self._flush_queue(tx)
-        await self._flush_workers(tx, dequeued_by)
+        dequeuers = {dequeued_by} if isinstance(dequeued_by, str) else set(dequeued_by or ())
+        await self._flush_workers(tx, dequeuers)
 
     async def _flush_queue(self, tx: StorageTransaction) -> None:
         if not self.queue_actions:
@@ -109,10 +112,8 @@ class Changes:
         if pushes:
             await tx.enqueue(pushes)
 
-    async def _flush_workers(self, tx: StorageTransaction, dequeued_by: Optional[str]) -> None:
-        ids = set(self.worker_syncs) | set(self.worker_releases)
-        if dequeued_by is not None:
-            ids.add(dequeued_by)
+    async def _flush_workers(self, tx: StorageTransaction, dequeued_by: set[str]) -> None:
+        ids = set(self.worker_syncs) | set(self.worker_releases) | dequeued_by
         if not ids:
             return
         existing = await tx.get_workers(sorted(ids))
@@ -123,7 +124,7 @@ class Changes:
             released_attempt = self.worker_releases.get(worker_id)
             if released_attempt is not None and worker.current_attempt_id == released_attempt:
                 release_worker(worker, self.now)
-            if worker_id == dequeued_by:
+            if worker_id in dequeued_by:
                 worker.last_dequeue_time = self.now
             attempt = self.worker_syncs.get(worker_id)
             if attempt is not None:

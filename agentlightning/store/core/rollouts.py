@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal, Optional, Union, cast
@@ -13,6 +14,7 @@ from agentlightning.store.base import (
 )
 from agentlightning.store.core import clock
 from agentlightning.store.core.changes import Changes
+from agentlightning.store.core.grouping import Outcome
 from agentlightning.store.core.ids import generate_rollout_id
 from agentlightning.store.core.lifecycle import ROLLOUT_STATUSES
 from agentlightning.store.core.query import (
@@ -47,6 +49,9 @@ from agentlightning.types import (
     RolloutMode,
     TaskInput,
 )
+
+#: A validated enqueue request: input, mode, resources_id, config, metadata.
+_CheckedRequest = tuple[TaskInput, Optional[str], Optional[str], RolloutConfig, dict[str, Any]]
 
 
 class RolloutOperations(CoreStoreBase):
@@ -119,6 +124,21 @@ class RolloutOperations(CoreStoreBase):
         await self._scan_health()
         if not checked:
             return []
+        if self._enqueue_groups is not None:
+            return await self._enqueue_groups(checked)
+        return await self._insert_queued(checked)
+
+    async def _enqueue_group(self, groups: list[list[_CheckedRequest]]) -> list[Outcome[list[Rollout]]]:
+        """The enqueues of concurrent calls in one transaction."""
+        rollouts = await self._insert_queued([request for requests in groups for request in requests])
+        outcomes: list[Outcome[list[Rollout]]] = []
+        start = 0
+        for requests in groups:
+            outcomes.append(rollouts[start : start + len(requests)])
+            start += len(requests)
+        return outcomes
+
+    async def _insert_queued(self, checked: list[_CheckedRequest]) -> list[Rollout]:
         now = clock.now()
         async with self._storage.transaction() as tx:
             latest_id = await self._latest_resources_id(tx, None)
@@ -150,24 +170,37 @@ class RolloutOperations(CoreStoreBase):
         await self._scan_health()
         if limit <= 0:
             return []
+        if self._dequeue_groups is not None:
+            return await self._dequeue_groups((limit, worker_id))
+        return (await self._claim_for([(limit, worker_id)]))[0]
+
+    async def _dequeue_group(self, requests: list[tuple[int, Optional[str]]]) -> list[Outcome[list[AttemptedRollout]]]:
+        """The dequeues of concurrent calls in one transaction."""
+        return list(await self._claim_for(requests))
+
+    async def _claim_for(self, requests: list[tuple[int, Optional[str]]]) -> list[list[AttemptedRollout]]:
+        """Claim queued rollouts for each (limit, worker_id) request in turn: the first requests are served first,
+        as if they had run one after the other."""
         now = clock.now()
         changes = Changes(now)
-        result: list[AttemptedRollout] = []
+        results: list[list[AttemptedRollout]] = [[] for _ in requests]
         async with self._storage.transaction() as tx:
-            claimed = await tx.claim_queued(limit)
+            claimed = await tx.claim_queued(sum(limit for limit, _ in requests))
             latest = await tx.get_latest_attempts([rollout.rollout_id for rollout in claimed]) if claimed else {}
-            for stored in claimed:
-                rollout = changes.rollout(stored)
-                previous = latest.get(rollout.rollout_id)
-                attempt = next_attempt(rollout.rollout_id, previous, now, worker_id)
-                rollout.status = "preparing"
-                changes.new_attempts.append(attempt)
-                changes.sync_worker(attempt)
-                result.append(attempted(rollout, attempt))
-            if worker_id is not None and not claimed:
-                changes.touch_worker(worker_id)
-            await changes.flush(tx, dequeued_by=worker_id)
-        return result
+            queue = iter(claimed)
+            for result, (limit, worker_id) in zip(results, requests, strict=True):
+                for stored in itertools.islice(queue, limit):
+                    rollout = changes.rollout(stored)
+                    previous = latest.get(rollout.rollout_id)
+                    attempt = next_attempt(rollout.rollout_id, previous, now, worker_id)
+                    rollout.status = "preparing"
+                    changes.new_attempts.append(attempt)
+                    changes.sync_worker(attempt)
+                    result.append(attempted(rollout, attempt))
+                if worker_id is not None and not result:
+                    changes.touch_worker(worker_id)
+            await changes.flush(tx, dequeued_by=[worker_id for _, worker_id in requests if worker_id is not None])
+        return results
 
     async def requeue_unacknowledged_claim(self, rollout_id: str, attempt_id: str) -> bool:
         """Put a claimed rollout back in the queue when nobody acknowledged the claim, atomically.

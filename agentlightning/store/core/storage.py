@@ -72,6 +72,14 @@ class StorageTransaction(ABC):
     async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         """The attempt with the highest sequence id of each rollout that has one."""
 
+    async def get_rollouts_and_latest(
+        self, rollout_ids: Sequence[str]
+    ) -> tuple[dict[str, Rollout], dict[str, Attempt]]:
+        """`get_rollouts` and `get_latest_attempts` of the known ones (a database answers both in one read)."""
+        rollouts = await self.get_rollouts(rollout_ids)
+        latest = await self.get_latest_attempts(list(rollouts)) if rollouts else {}
+        return rollouts, latest
+
     @abstractmethod
     async def query_attempts(self, rollout_id: str, query: Query) -> tuple[list[Attempt], int]:
         """Attempts of one rollout (ascending sequence id unless sorted) and the total number of matches."""
@@ -141,6 +149,9 @@ class Storage(ABC):
     poll_interval: float = 0.5
     #: `next_health_deadline()` is exact; otherwise waiters rescan every `poll_interval` seconds.
     tracks_health_deadlines: bool = False
+    #: A transaction costs much more than the work of one span or claim (a database): concurrent span ingests,
+    #: enqueues and dequeues then share transactions (see `core/grouping.py`).
+    groups_concurrent_writes: bool = False
 
     @property
     def announces_changes(self) -> bool:

@@ -35,7 +35,7 @@ from agentlightning.store.sql.dialect import POSTGRESQL
 from agentlightning.store.sql.retention import RetentionPolicy
 from agentlightning.store.sql.rows import SPAN_COLUMNS, Row, SpanKey
 from agentlightning.store.sql.storage import SqlStorage
-from agentlightning.store.sql.transaction import SqlExecutor, SqlTransaction
+from agentlightning.store.sql.transaction import LATEST_ATTEMPT_JOIN, SqlExecutor, SqlTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -183,16 +183,15 @@ class PostgresTransaction(SqlTransaction):
         claimed = []
         while len(claimed) < limit:
             rows = await self.db.fetchall(
-                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status FROM rollout_queue q "
-                "JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.seq LIMIT ? "
+                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status, a.data FROM rollout_queue q "
+                f"JOIN rollouts r ON r.rollout_id = q.rollout_id {LATEST_ATTEMPT_JOIN} ORDER BY q.seq LIMIT ? "
                 "FOR UPDATE OF q, r SKIP LOCKED",
                 (limit - len(claimed),),
             )
             if not rows:
                 break
             await self.db.execute("DELETE FROM rollout_queue WHERE seq = ANY(?)", ([row[0] for row in rows],))
-            eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
-            claimed.extend(self._decode_rollout_rows(eligible, queued=False).values())
+            claimed.extend(self.claimed_rows(rows))
         return claimed
 
     async def health_candidates(self, now: float) -> list:  # type: ignore[override]

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Optional
 
+from agentlightning.store.core.riders import Rider, RiderConflict, conflicting_rider, pending_riders
 from agentlightning.store.core.storage import Storage, StorageTransaction
 from agentlightning.store.sql.retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
 from agentlightning.store.sql.rows import Row
@@ -20,6 +21,8 @@ logger = logging.getLogger(__name__)
 class SqlStorage(Storage):
     """A Storage whose transactions are `SqlTransaction`s, with a span retention policy."""
 
+    groups_concurrent_writes = True
+
     def __init__(self, retention: Optional[RetentionPolicy]) -> None:
         self.retention = RetentionSchedule(retention)
         self.retention_runs = 0
@@ -30,7 +33,27 @@ class SqlStorage(Storage):
         """One database transaction, committed when the block exits normally."""
 
     def transaction(self, *, write: bool = True) -> AbstractAsyncContextManager[StorageTransaction]:
+        if write:
+            riders = pending_riders()
+            if riders:
+                return self._transaction_with_riders(riders)
         return self.sql_transaction(write=write)
+
+    @asynccontextmanager
+    async def _transaction_with_riders(self, riders: list[Rider]) -> AsyncIterator[StorageTransaction]:
+        """A write transaction that also writes the caller's riders (see `core/riders.py`)."""
+        try:
+            async with self.sql_transaction(write=True) as tx:
+                for rider in riders:
+                    await tx.db.execute(rider.sql, rider.params)
+                yield tx
+        except Exception as exc:
+            conflict = conflicting_rider(exc, riders)
+            if conflict is not None:
+                raise RiderConflict(conflict) from exc
+            raise
+        for rider in riders:
+            rider.committed = True
 
     async def run_statement(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
         """Run one statement (`?` placeholders) as a transaction of its own; returns its rows (empty if none).

@@ -46,6 +46,12 @@ from agentlightning.store.sql.rows import (
 )
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
 
+#: Joins each rollout `r` with its latest attempt `a` (NULLs when it has none).
+LATEST_ATTEMPT_JOIN = (
+    "LEFT JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = "
+    "(SELECT MAX(b.sequence_id) FROM attempts b WHERE b.rollout_id = r.rollout_id)"
+)
+
 
 class SqlExecutor(ABC):
     """Runs statements (with `?` placeholders) inside the current transaction."""
@@ -212,8 +218,8 @@ class SqlTransaction(StorageTransaction):
         claimed: list[Rollout] = []
         while len(claimed) < limit:
             rows = await self.db.fetchall(
-                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status FROM rollout_queue q "
-                "LEFT JOIN rollouts r ON r.rollout_id = q.rollout_id ORDER BY q.seq LIMIT ?",
+                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status, a.data FROM rollout_queue q "
+                f"LEFT JOIN rollouts r ON r.rollout_id = q.rollout_id {LATEST_ATTEMPT_JOIN} ORDER BY q.seq LIMIT ?",
                 (limit - len(claimed),),
             )
             if not rows:
@@ -221,9 +227,16 @@ class SqlTransaction(StorageTransaction):
             positions = [row[0] for row in rows]
             clause, params = self.dialect.in_list("seq", positions)
             await self.db.execute(f"DELETE FROM rollout_queue WHERE {clause}", params)
-            eligible = [row[1:4] for row in rows if row[4] in ("queuing", "requeuing")]
-            claimed.extend(self._decode_rollout_rows(eligible, queued=False).values())
+            claimed.extend(self.claimed_rows(rows))
         return claimed
+
+    def claimed_rows(self, rows: Sequence[Row]) -> list[Rollout]:
+        """Rows of (seq, rollout_id, health_deadline, data, status, latest attempt data): the rollouts still
+        waiting in the queue, their latest attempts remembered."""
+        eligible = [row for row in rows if row[4] in ("queuing", "requeuing")]
+        for row in eligible:
+            self.known_latest[row[1]] = decode_model(Attempt, row[5]) if row[5] is not None else None
+        return list(self._decode_rollout_rows((row[1:4] for row in eligible), queued=False).values())
 
     # ----------------------------------------------------------------------------------------------------- attempts
     async def insert_attempts(self, attempts: Sequence[Attempt]) -> None:
@@ -271,6 +284,10 @@ class SqlTransaction(StorageTransaction):
 
     async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         ids = sorted(set(rollout_ids))
+        known = self.known_latest
+        if self.write and all(rollout_id in known for rollout_id in ids):
+            # Read (or written) by this transaction, which holds the rollouts: nobody else added an attempt since.
+            return {rollout_id: attempt for rollout_id in ids if (attempt := known[rollout_id]) is not None}
         rows = await self._fetch_in(
             "SELECT a.rollout_id, a.data FROM attempts a WHERE a.{in} AND a.sequence_id = "
             "(SELECT MAX(b.sequence_id) FROM attempts b WHERE b.rollout_id = a.rollout_id)",
@@ -283,6 +300,28 @@ class SqlTransaction(StorageTransaction):
         for attempt in found.values():
             self.known_attempts[(attempt.rollout_id, attempt.attempt_id)] = attempt
         return found
+
+    async def get_rollouts_and_latest(
+        self, rollout_ids: Sequence[str]
+    ) -> tuple[dict[str, Rollout], dict[str, Attempt]]:
+        """Both in one read: each rollout row joined with its latest attempt (locking the rollout rows only)."""
+        ids = sorted(set(rollout_ids))
+        lock = self.dialect.lock_rows + " OF r" if self.write and self.dialect.lock_rows else ""
+        rows = await self._fetch_in(
+            f"SELECT r.rollout_id, r.health_deadline, r.data, a.data FROM rollouts r {LATEST_ATTEMPT_JOIN} "
+            f"WHERE r.{{in}} ORDER BY r.rollout_id{lock}",
+            "rollout_id",
+            ids,
+        )
+        rollouts = self._decode_rollout_rows(row[:3] for row in rows)
+        latest: dict[str, Attempt] = {}
+        for rollout_id, _, _, data in rows:
+            attempt = decode_model(Attempt, data) if data is not None else None
+            self.known_latest[rollout_id] = attempt
+            if attempt is not None:
+                latest[rollout_id] = attempt
+                self.known_attempts[(rollout_id, attempt.attempt_id)] = attempt
+        return rollouts, latest
 
     async def query_attempts(self, rollout_id: str, query: Query) -> tuple[list[Attempt], int]:
         rows, total = await self._page(

@@ -16,12 +16,14 @@ from pydantic_core import PydanticSerializationError, to_json
 from starlette.responses import Response
 
 from agentlightning.store.base import LightningStore
+from agentlightning.store.core.riders import RiderConflict, riding
 from agentlightning.store.http.errors import error_context, error_status, validation_error_to_store_error
 from agentlightning.store.http.models import PydanticUnset, SpanPayload
 from agentlightning.store.http.operations import Operation
 from agentlightning.store.http.server.bodies import BodyError, read_body
 from agentlightning.store.http.server.claims import ClaimLedger
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict, IdempotencyRecords
+from agentlightning.store.http.server.shared_idempotency import SharedIdempotencyRecords
 from agentlightning.types import PaginatedResult, Span
 
 __all__ = ["JSON", "OperationHandler", "ServerLimits", "ShutdownSignal", "error_body", "json_response"]
@@ -234,6 +236,23 @@ class OperationHandler:
     ) -> tuple[int, bytes, dict[str, str]]:
         cache = self.idempotency
         assert cache is not None
+        if isinstance(cache, SharedIdempotencyRecords):
+            # The common case, a fresh key: its record is written in the operation's own transaction.
+            rider = await cache.rider(key, fingerprint)
+            try:
+                with riding(rider):
+                    status, payload = await self._execute(args, receive)
+            except RiderConflict:
+                pass  # the key is in use and nothing was written: replay or wait below
+            except BaseException:
+                await asyncio.shield(cache.forget(key))
+                raise
+            else:
+                if status >= 500:
+                    await cache.forget(key)
+                else:
+                    await cache.complete(key, CachedResponse(status, payload), fingerprint)
+                return status, payload, {}
         try:
             cached = await cache.begin(key, fingerprint)
         except IdempotencyConflict as exc:
@@ -259,6 +278,8 @@ class OperationHandler:
             return op.status_code, to_json(result, inf_nan_mode="constants")
         except _ClientGone:
             return 499, b""
+        except RiderConflict:
+            raise  # the request's idempotency key is in use: `_execute_once` takes the slow path
         except PydanticSerializationError as exc:
             logger.error("Cannot serialise the result of %s: %s", op.name, exc)
             return 500, error_body(500, "SerializationError", f"The result of {op.name} is not JSON-serialisable")

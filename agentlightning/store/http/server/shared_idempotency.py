@@ -2,8 +2,12 @@
 
 Several server processes (`agl store --workers N`, or several servers on one PostgreSQL schema) share one table, so
 a retry that reaches another process than the first try replays the stored answer instead of applying the write
-again. A record is written in its own transaction before the request runs (in flight) and completed with the
-answer afterwards; a retry that finds a record in flight waits for its answer. A record in flight for longer than
+again. A request's record is written inside the transaction of its operation (a rider: see `core/riders.py`), so
+it costs no transaction of its own and exists exactly when the operation committed. The answer is written behind
+the response, with the answers of the other requests of the last few milliseconds in one transaction (a retry
+that comes first finds the record in flight and waits for it). When the key is in use already, the rider fails the operation
+before it writes anything, and the request takes the slow path (`begin`): replay the stored answer, or wait for it
+while the record is in flight. A record in flight for longer than
 `in_flight_seconds` belongs to a process that died: the retry takes it over and runs the request. Answers expire
 `ttl_seconds` after they were given.
 """
@@ -16,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
+from agentlightning.store.core.riders import Rider
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict
 
 __all__ = ["SharedIdempotencyRecords", "shared_records_for"]
@@ -24,6 +29,12 @@ logger = logging.getLogger(__name__)
 
 _WAIT_MIN = 0.005
 _WAIT_MAX = 0.2
+_IN_FLIGHT = "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
+# Also stores the answer of a request whose record did not commit with an operation (one that wrote nothing).
+_ANSWER = (
+    "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET status = excluded.status, body = excluded.body, created = excluded.created"
+)
 
 
 def shared_records_for(store: Any, *, ttl_seconds: float) -> Optional[SharedIdempotencyRecords]:
@@ -56,11 +67,18 @@ class SharedIdempotencyRecords:
         self._expire_every = expire_every_seconds
         self._clock = clock
         self._last_expiry = float("-inf")
+        self._answers = AnswerWriter(storage)
 
     async def count(self) -> int:
         async with self._storage.sql_transaction(write=False) as tx:
             rows = await tx.db.fetchall("SELECT COUNT(*) FROM idempotency")
         return int(rows[0][0])
+
+    async def rider(self, key: str, fingerprint: tuple[str, str, str]) -> Rider:
+        """The in-flight record of a request, to write with its operation; the operation fails with `RiderConflict`
+        (writing nothing) when the key is in use, and the request then goes through `begin`."""
+        await self._expire()
+        return Rider(_IN_FLIGHT, (key, "\n".join(fingerprint), self._clock()), conflict_table="idempotency")
 
     async def begin(self, key: str, fingerprint: tuple[str, str, str]) -> Optional[CachedResponse]:
         """The stored answer for a repeated key (waiting while another process runs it), or None when this request
@@ -70,14 +88,11 @@ class SharedIdempotencyRecords:
         delay = _WAIT_MIN
         while True:
             now = self._clock()
-            # A fresh key (the common case) costs one statement. Its commit need not wait for the disk: the record
-            # matters only once the request's own write commits, and that durable commit flushes the log up to
-            # itself, this record included (a crash before it loses both, and a retry then runs the request).
+            # The commit of a fresh record need not wait for the disk: it matters only once the request's own write
+            # commits, and that durable commit flushes the log up to itself, this record included (a crash before it
+            # loses both, and a retry then runs the request).
             inserted = await self._storage.run_statement(
-                "INSERT INTO idempotency (key, fingerprint, status, body, created) VALUES (?, ?, NULL, NULL, ?)"
-                " ON CONFLICT (key) DO NOTHING RETURNING key",
-                (key, mark, now),
-                durable=False,
+                _IN_FLIGHT + " ON CONFLICT (key) DO NOTHING RETURNING key", (key, mark, now), durable=False
             )
             if inserted:
                 return None
@@ -103,11 +118,16 @@ class SharedIdempotencyRecords:
             await asyncio.sleep(delay)  # another process runs the request: wait for its answer
             delay = min(delay * 2, _WAIT_MAX)
 
-    async def complete(self, key: str, response: CachedResponse) -> None:
-        await self._storage.run_statement(
-            "UPDATE idempotency SET status = ?, body = ?, created = ? WHERE key = ?",
-            (response.status, response.body, self._clock(), key),
-        )
+    async def complete(
+        self, key: str, response: CachedResponse, fingerprint: tuple[str, str, str] = ("", "", "")
+    ) -> None:
+        """Store the answer (with the record itself, for a request whose operation wrote nothing), soon: see
+        `AnswerWriter`."""
+        self._answers.add((key, "\n".join(fingerprint), response.status, response.body, self._clock()))
+
+    async def flush(self) -> None:
+        """Write the answers given so far now."""
+        await self._answers.flush()
 
     async def forget(self, key: str) -> None:
         await self._storage.run_statement("DELETE FROM idempotency WHERE key = ? AND status IS NULL", (key,))
@@ -121,3 +141,66 @@ class SharedIdempotencyRecords:
             await tx.db.execute(
                 "DELETE FROM idempotency WHERE created < ?", (now - max(self.ttl_seconds, self.in_flight_seconds),)
             )
+
+
+_Answer = tuple[str, str, int, bytes, float]
+
+
+class AnswerWriter:
+    """Writes answers behind the responses: those given within `linger_seconds` go in one transaction.
+
+    A write that fails is retried (with a warning) until it succeeds or the event loop ends; when the loop ends, what
+    is left is written first. At most `max_pending` answers wait: beyond that the oldest are dropped, with a warning
+    (their requests then look in flight to a retry, which waits and then runs them again)."""
+
+    def __init__(self, storage: Any, *, linger_seconds: float = 0.01, max_pending: int = 100_000) -> None:
+        self._storage = storage
+        self.linger_seconds = linger_seconds
+        self.max_pending = max_pending
+        self._pending: list[_Answer] = []
+        self._task: Optional[asyncio.Task[None]] = None
+        self.batches_written = 0
+
+    def add(self, answer: _Answer) -> None:
+        self._pending.append(answer)
+        if len(self._pending) > self.max_pending:
+            dropped = len(self._pending) - self.max_pending
+            del self._pending[:dropped]
+            logger.warning("Dropped %d idempotency answers that could not be written", dropped)
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self._write(batch)
+            except BaseException:
+                self._pending[:0] = batch
+                raise
+
+    async def _run(self) -> None:
+        delay = _WAIT_MAX
+        try:
+            while self._pending:
+                await asyncio.sleep(self.linger_seconds)
+                try:
+                    await self.flush()
+                    delay = _WAIT_MAX
+                except Exception as exc:
+                    logger.warning("Cannot write %d idempotency answers yet: %s", len(self._pending), exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        except asyncio.CancelledError:
+            if self._pending:  # the loop is ending: write what is left first
+                try:
+                    await self.flush()
+                except Exception as exc:
+                    logger.warning("Lost %d idempotency answers at shutdown: %s", len(self._pending), exc)
+            raise
+
+    async def _write(self, answers: list[_Answer]) -> None:
+        async with self._storage.sql_transaction(write=True) as tx:
+            await tx.db.executemany(_ANSWER, answers)
+        self.batches_written += 1

@@ -1,0 +1,172 @@
+"""Group commit: calls of one store operation that arrive together share one storage transaction.
+
+A database transaction has a fixed cost (round trips, statement parsing, a commit that waits for the disk) that
+dwarfs the work of one span or one claim. `GroupedCall` runs a call at once when nothing of its kind is in flight
+(an idle store adds no latency); calls arriving while a group is in flight wait and then run together as the next
+group, in arrival order. Under load the groups grow by themselves, so the per-call cost falls as the load rises.
+
+The function that runs a group returns one outcome per call: the call's result, or the exception its caller gets.
+It must give every call the result it would have had alone, run in arrival order (see the store operations that
+use it in `core/rollouts.py` and `core/attempts.py`). When it raises an error that shows its transaction wrote
+nothing (an unknown rollout, an invalid argument, a rider's key in use: `_RERUN_ALONE`), each call of the group runs
+again alone, so only the faulty call fails; any other error (a lost connection, which may have hit the commit) goes
+to every call of the group, as it would have to a single call. A caller's riders (`core/riders.py`) go with its call
+into the group's transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar, Union
+
+from agentlightning.store.core.riders import Rider, RiderConflict, current_riders, riders_of
+from agentlightning.store.errors import StoreBusyError
+
+ItemT = TypeVar("ItemT")
+ResultT = TypeVar("ResultT")
+
+#: What a group returns for each of its calls: the result, or the exception to raise in that call.
+Outcome = Union[ResultT, BaseException]
+
+_Entry = tuple[ItemT, "asyncio.Future[ResultT]", tuple[Rider, ...]]
+
+#: Errors raised before anything was written (validation, lookups, a busy lock, a rider's key in use).
+_RERUN_ALONE = (ValueError, TypeError, LookupError, RiderConflict, StoreBusyError)
+
+
+class _LoopState(Generic[ItemT, ResultT]):
+    """The calls waiting and the groups running on one event loop."""
+
+    def __init__(self) -> None:
+        self.waiting: deque[_Entry[ItemT, ResultT]] = deque()
+        self.running = 0
+        self.tasks: set[asyncio.Task[None]] = set()
+
+
+class GroupedCall(Generic[ItemT, ResultT]):
+    """Run concurrent calls of one operation in groups (see the module docstring).
+
+    Args:
+        run_group: runs the items of one group, in order, returning one outcome per item.
+        max_in_flight: groups that may run at the same time (per event loop).
+        max_group: the most items in one group.
+    """
+
+    def __init__(
+        self,
+        run_group: Callable[[list[ItemT]], Awaitable[Sequence[Outcome[ResultT]]]],
+        *,
+        max_in_flight: int = 1,
+        max_group: int = 64,
+    ) -> None:
+        if max_in_flight < 1 or max_group < 1:
+            raise ValueError("max_in_flight and max_group must be at least 1")
+        self._run_group = run_group
+        self.max_in_flight = max_in_flight
+        self.max_group = max_group
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState[ItemT, ResultT]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.groups_run = 0
+        self.calls_run = 0
+
+    async def __call__(self, item: ItemT) -> ResultT:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            state = self._states[loop] = _LoopState()
+        if state.running < self.max_in_flight and not state.waiting:
+            state.running += 1
+            try:
+                outcomes = await self._run_alone(item)  # in the caller's own context, riders included
+            finally:
+                state.running -= 1
+                self._start_waiting(loop, state)
+            return _unwrap(outcomes[0])
+        future: asyncio.Future[ResultT] = loop.create_future()
+        entry: _Entry[ItemT, ResultT] = (item, future, current_riders())
+        state.waiting.append(entry)
+        try:
+            return await future
+        finally:
+            if not future.done():  # cancelled while waiting: it never joins a group
+                try:
+                    state.waiting.remove(entry)
+                except ValueError:
+                    pass
+
+    async def _run(self, items: list[ItemT]) -> Sequence[Outcome[ResultT]]:
+        outcomes = await self._run_group(items)
+        if len(outcomes) != len(items):
+            raise RuntimeError(f"a group of {len(items)} calls returned {len(outcomes)} outcomes")
+        self.groups_run += 1
+        self.calls_run += len(items)
+        return outcomes
+
+    async def _run_alone(self, item: ItemT) -> Sequence[Outcome[ResultT]]:
+        try:
+            return await self._run([item])
+        except Exception as exc:
+            return [exc]
+
+    async def _run_entries(self, group: list[_Entry[ItemT, ResultT]]) -> Sequence[Outcome[ResultT]]:
+        """Run a group with its callers' riders; if it fails as a whole, each call alone with its own."""
+        if len(group) > 1:
+            try:
+                with riders_of([rider for _, _, riders in group for rider in riders]):
+                    return await self._run([item for item, _, _ in group])
+            except _RERUN_ALONE:
+                pass
+            except Exception as exc:
+                return [exc] * len(group)
+        outcomes: list[Outcome[ResultT]] = []
+        for item, _, riders in group:
+            with riders_of(riders):
+                outcomes.extend(await self._run_alone(item))
+        return outcomes
+
+    def _start_waiting(self, loop: asyncio.AbstractEventLoop, state: _LoopState[ItemT, ResultT]) -> None:
+        while state.waiting and state.running < self.max_in_flight:
+            group: list[_Entry[ItemT, ResultT]] = []
+            while state.waiting and len(group) < self.max_group:
+                entry = state.waiting.popleft()
+                if not entry[1].done():
+                    group.append(entry)
+            if not group:
+                continue
+            state.running += 1
+            task = loop.create_task(self._run_waiting(loop, state, group))
+            state.tasks.add(task)
+            task.add_done_callback(state.tasks.discard)
+
+    async def _run_waiting(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        state: _LoopState[ItemT, ResultT],
+        group: list[_Entry[ItemT, ResultT]],
+    ) -> None:
+        try:
+            outcomes = await self._run_entries(group)
+        except BaseException:  # cancelled: the loop is shutting down
+            for _, future, _ in group:
+                future.cancel()
+            raise
+        finally:
+            state.running -= 1
+            self._start_waiting(loop, state)
+        for (_, future, _), outcome in zip(group, outcomes, strict=True):
+            if future.done():  # its caller was cancelled meanwhile
+                continue
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+
+def _unwrap(outcome: Outcome[ResultT]) -> ResultT:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
