@@ -24,11 +24,12 @@ from typing import Any, Optional
 import psycopg
 from psycopg import AsyncClientCursor, AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import TransactionStatus
+from psycopg.pq import Escaping, TransactionStatus
 
 from agentlightning.store.base import LightningStoreCapabilities
 from agentlightning.store.errors import StoreError, StoreOpenError
 from agentlightning.store.postgres.listen import PostgresListener, deadline_payload, finished_payload
+from agentlightning.store.postgres.literals import LiteralWriter
 from agentlightning.store.postgres.pool import ConnectionPool
 from agentlightning.store.postgres.schema import migrate
 from agentlightning.store.sql.dialect import POSTGRESQL
@@ -116,9 +117,14 @@ class BatchingExecutor(SqlExecutor):
     def __init__(self, conn: AsyncConnection) -> None:
         self.cursor = AsyncClientCursor(conn)
         self.pending: list[str] = ["BEGIN"]
+        escaping = Escaping(conn.pgconn)
+        self.literals = LiteralWriter(escaping.escape_literal, escaping.escape_bytea)
 
     def _render(self, sql: str, params: Sequence[Any]) -> str:
-        return self.cursor.mogrify(_client_sql(sql), params)  # type: ignore[arg-type]
+        rendered = self.literals.render(sql, params) if params else sql
+        if rendered is None:  # a type of parameter `literals` leaves to psycopg
+            rendered = self.cursor.mogrify(_client_sql(sql), params)  # type: ignore[arg-type]
+        return rendered
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         self.pending.append(self._render(sql, params))

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, TypeVar
 from urllib.parse import urlsplit
 
 __all__ = ["LiteProtocolError", "LiteResponse", "LiteSession"]
@@ -227,14 +228,12 @@ class LiteSession:
             connection.writer.write(payload)
             try:
                 await connection.writer.drain()
-                status_line = await asyncio.wait_for(connection.reader.readline(), timeout)
+                status_line = await _within(connection.reader.readline(), timeout)
             except (ConnectionError, OSError) as exc:
                 raise _StaleConnection() from exc
             if not status_line:
                 raise _StaleConnection()
-            response, reusable = await asyncio.wait_for(
-                self._read_rest(connection.reader, status_line, method), timeout
-            )
+            response, reusable = await _within(self._read_rest(connection.reader, status_line, method), timeout)
             return response
         finally:
             if reusable and not self.closed:
@@ -297,6 +296,19 @@ def _detach(key: tuple[str, int], connection: _Connection) -> None:
     # wait here would leave a pending task behind when that loop stops.
     connection.close()
     _park(key, duplicate)
+
+
+T = TypeVar("T")
+
+if sys.version_info >= (3, 11):
+
+    async def _within(awaitable: Awaitable[T], timeout: float) -> T:
+        """`awaitable`, cancelled after `timeout` seconds (asyncio.TimeoutError): without the task `wait_for` makes."""
+        async with asyncio.timeout(timeout):
+            return await awaitable
+
+else:  # pragma: no cover - Python 3.10
+    _within = asyncio.wait_for
 
 
 class _StaleConnection(Exception):
