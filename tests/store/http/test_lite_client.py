@@ -205,3 +205,26 @@ def test_successive_event_loops_share_one_connection_and_leak_no_descriptor() ->
         server.shutdown()
         server.server_close()
     assert accepted == 1
+
+
+@pytest.mark.parametrize("stalls_in", ["status line", "headers"])
+async def test_an_answer_that_stalls_fails_after_the_read_timeout(
+    raw_server: Callable[[Handler], Awaitable[str]], stalls_in: str
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        if stalls_in == "headers":
+            writer.write(b"HTTP/1.1 200 OK\r\n")
+            await writer.drain()
+        await asyncio.sleep(5)
+        writer.close()
+
+    url = await raw_server(handler)
+    client = LiteSession({}, connect_timeout=5.0, read_timeout=0.2)
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.TimeoutError):
+            await client.send("GET", url + "/slow")
+        assert asyncio.get_running_loop().time() - started < 4
+    finally:
+        await client.close()

@@ -229,6 +229,8 @@ class LiteSession:
             try:
                 await connection.writer.drain()
                 status_line = await _within(connection.reader.readline(), timeout)
+            except asyncio.TimeoutError:
+                raise  # no answer in time (an OSError since Python 3.11): not a stale connection to retry on
             except (ConnectionError, OSError) as exc:
                 raise _StaleConnection() from exc
             if not status_line:
