@@ -121,3 +121,49 @@ async def test_records_expire_after_their_ttl_and_a_dead_request_is_taken_over(t
     assert await records.begin("other", fingerprint) is None
     assert await records.count() == 1  # only "other": the old answers expired
     await store.close()
+
+
+async def test_a_keyed_write_records_its_key_in_the_transaction_of_its_operation(
+    two_servers: list[LightningStoreServer],
+) -> None:
+    first, second = two_servers
+    records = first.app.state.idempotency
+    records._answers.linger_seconds = 30  # the answer stays unwritten: only the operation's commit wrote the record
+    answer = await asyncio.to_thread(
+        lambda: _post(first, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": "x"}]}, "key-rider")
+    )
+    assert answer.status == 201
+    async with records._storage.sql_transaction(write=False) as tx:
+        rows = await tx.db.fetchall("SELECT status FROM idempotency WHERE key = ?", ("key-rider",))
+    assert rows == [(None,)]  # in flight: a retry now waits for the answer instead of enqueuing again
+    retry = asyncio.create_task(
+        asyncio.to_thread(
+            lambda: _post(second, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": "x"}]}, "key-rider")
+        )
+    )
+    await asyncio.sleep(0.3)
+    assert not retry.done()
+    await records.flush()
+    replayed = await retry
+    assert replayed.status == 201 and replayed.body == answer.body
+    assert replayed.headers.get("idempotent-replayed") == "true"
+    total = await asyncio.to_thread(lambda: call(second, "GET", "/v1/agl/rollouts").json["total"])
+    assert total == 1
+
+
+async def test_a_keyed_write_whose_operation_fails_records_only_its_answer(
+    two_servers: list[LightningStoreServer],
+) -> None:
+    first, second = two_servers
+    body = {"status": "failed"}
+    path = "/v1/agl/rollouts/ro-unknown/attempts/latest"
+    answers = []
+    for server in (first, second):
+        answers.append(
+            await asyncio.to_thread(
+                lambda server=server: call(server, "POST", path, body, headers={"Idempotency-Key": "k-fail"})
+            )
+        )
+        await first.app.state.idempotency.flush()
+    assert [answer.status for answer in answers] == [404, 404]
+    assert answers[1].headers.get("idempotent-replayed") == "true"
