@@ -13,69 +13,46 @@ lock cycle can form.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Iterable, Sequence
+from typing import Optional
 
 from agentlightning.store.base import FINISHED_STATUSES, RUNNING_STATUSES
 from agentlightning.store.core.lifecycle import has_health_rules
 from agentlightning.store.core.query import Query
 from agentlightning.store.core.storage import StorageTransaction
-from agentlightning.store.errors import SpansEvictedError
 from agentlightning.store.sql.codec import decode_model, encode_model
-from agentlightning.store.sql.dialect import ORDER_COLUMN, SqlDialect, compile_query, total_from_page
+from agentlightning.store.sql.dialect import SqlDialect
 from agentlightning.store.sql.rows import (
     ATTEMPT_UPDATABLE,
     HEALTH_SCAN_BATCH,
     INSERT_ATTEMPT,
     INSERT_ROLLOUT,
-    INSERT_SPAN,
     QUEUED_STATUSES,
     ROLLOUT_UPDATABLE,
     UPSERT_WORKER,
     Row,
-    SpanKey,
     attempt_values,
     changed_fields,
     group_updates,
     rollout_health_deadline,
     rollout_row,
-    span_row,
     worker_row,
 )
-from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Span, Worker
+from agentlightning.store.sql.spans import SqlSpanOperations
+from agentlightning.store.sql.statements import LATEST_ATTEMPT_JOIN, SqlExecutor
+from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Worker
 
-#: Joins each rollout `r` with its latest attempt `a` (NULLs when it has none).
-LATEST_ATTEMPT_JOIN = (
-    "LEFT JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = "
-    "(SELECT MAX(b.sequence_id) FROM attempts b WHERE b.rollout_id = r.rollout_id)"
-)
+__all__ = ["LATEST_ATTEMPT_JOIN", "SqlExecutor", "SqlTransaction"]
 
 
-class SqlExecutor(ABC):
-    """Runs statements (with `?` placeholders) inside the current transaction."""
-
-    @abstractmethod
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None: ...
-
-    @abstractmethod
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
-
-    @abstractmethod
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
-
-
-class SqlTransaction(StorageTransaction):
+class SqlTransaction(SqlSpanOperations, StorageTransaction):
     """The StorageTransaction operations in portable SQL. Backends override the few dialect-specific steps."""
 
     #: SQL expression giving the next "latest" rank of a resources snapshot.
     next_resources_rank_sql = "(SELECT COALESCE(MAX(latest_seq), 0) + 1 FROM resources)"
 
     def __init__(self, db: SqlExecutor, dialect: SqlDialect, *, write: bool) -> None:
-        self.db = db
-        self.dialect = dialect
-        self.write = write
+        super().__init__(db, dialect, write=write)
         # What this transaction knows, to recompute health deadlines at commit without extra reads.
         self.known_rollouts: dict[str, Rollout] = {}
         self.stored_deadlines: dict[str, Optional[float]] = {}
@@ -93,48 +70,6 @@ class SqlTransaction(StorageTransaction):
         #: Rollouts this transaction moved to a finished status.
         self.finished: list[str] = []
         self.spans_inserted = 0
-
-    # --------------------------------------------------------------------------------------------------- helpers
-    async def _fetch_in(self, sql: str, column: str, values: Sequence[Any], params: Sequence[Any] = ()) -> list[Row]:
-        """Run `sql` whose `{in}` marker is replaced by `column IN values`; long lists are split."""
-        if not values:
-            return []
-        dialect = self.dialect
-        step = dialect.max_inline_values or len(values)
-        rows: list[Row] = []
-        for start in range(0, len(values), step):
-            clause, clause_params = dialect.in_list(column, values[start : start + step])
-            rows.extend(await self.db.fetchall(sql.replace("{in}", clause), [*clause_params, *params]))
-        return rows
-
-    async def _fetch_keys(
-        self, select: str, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]
-    ) -> list[Row]:
-        """Rows of `table` (aliased `t`) whose `columns` match one of `keys`, in chunks of 250 keys."""
-        rows: list[Row] = []
-        for start in range(0, len(keys), 250):
-            sql, params = self.dialect.select_by_keys(select, table, columns, keys[start : start + 250])
-            rows.extend(await self.db.fetchall(sql, params))
-        return rows
-
-    async def _page(
-        self,
-        table: str,
-        query: Query,
-        *,
-        scope: Sequence[tuple[str, Sequence[Any]]] = (),
-        default_sort: str = ORDER_COLUMN,
-    ) -> tuple[list[Row], int]:
-        compiled = compile_query(query, self.dialect, scope=scope, default_sort=default_sort)
-        rows = await self.db.fetchall(
-            f"SELECT data FROM {table} WHERE {compiled.where} ORDER BY {compiled.order_by}{compiled.window}",
-            [*compiled.params, *compiled.window_params],
-        )
-        total = total_from_page(query, len(rows))
-        if total is None:
-            counted = await self.db.fetchall(f"SELECT COUNT(*) FROM {table} WHERE {compiled.where}", compiled.params)
-            total = int(counted[0][0])
-        return rows, total
 
     async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
         """Serialise writers of entities that may not exist yet (no-op where transactions lock everything)."""
@@ -328,94 +263,6 @@ class SqlTransaction(StorageTransaction):
             "attempts", query, scope=[("rollout_id = ?", [rollout_id])], default_sort="sequence_id"
         )
         return [decode_model(Attempt, row[0]) for row in rows], total
-
-    # -------------------------------------------------------------------------------------------------------- spans
-    async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
-        unique: dict[SpanKey, Span] = {}
-        for span in spans:
-            unique.setdefault((span.rollout_id, span.attempt_id, span.span_id), span)
-        if not unique:
-            return []
-        evicted = await self.evicted_among(sorted({key[0] for key in unique}))
-        # Spans of rollouts whose trace retention removed are not stored but still count as heartbeats.
-        accepted = {key for key in unique if key[0] in evicted}
-        rows = [span_row(span) for key, span in unique.items() if key[0] not in evicted]
-        if rows:
-            accepted |= await self.store_new_spans(rows)
-        # In the caller's order: the first occurrence of each key that was not stored before.
-        inserted: list[Span] = []
-        for key, span in unique.items():
-            if key in accepted:
-                inserted.append(span)
-        return inserted
-
-    async def evicted_among(self, rollout_ids: Sequence[str]) -> set[str]:
-        """The rollouts among `rollout_ids` whose spans retention removed."""
-        rows = await self._fetch_in(
-            "SELECT rollout_id FROM span_counters WHERE {in} AND evicted = 1", "rollout_id", rollout_ids
-        )
-        return {row[0] for row in rows}
-
-    async def store_new_spans(self, rows: Sequence[Row]) -> set[SpanKey]:
-        """Insert the span rows whose key is not stored yet and count them; returns the keys inserted."""
-        existing = await self._fetch_keys(
-            "t.rollout_id, t.attempt_id, t.span_id",
-            "spans",
-            ("rollout_id", "attempt_id", "span_id"),
-            [(row[0], row[1], row[4]) for row in rows],
-        )
-        known = set(existing)
-        fresh = [row for row in rows if (row[0], row[1], row[4]) not in known]
-        if not fresh:
-            return set()
-        await self.db.executemany(INSERT_SPAN, fresh)
-        stats: dict[str, list[int]] = {}
-        for row in fresh:
-            counts = stats.setdefault(row[0], [0, 0])
-            counts[0] += 1
-            counts[1] += len(row[9].encode())
-        await self.db.executemany(
-            "INSERT INTO span_counters (rollout_id, span_count, span_bytes) VALUES (?, ?, ?) "
-            "ON CONFLICT (rollout_id) DO UPDATE SET span_count = span_counters.span_count + excluded.span_count, "
-            "span_bytes = span_counters.span_bytes + excluded.span_bytes",
-            [(rollout_id, count, size) for rollout_id, (count, size) in sorted(stats.items())],
-        )
-        self.spans_inserted += len(fresh)
-        return {(row[0], row[1], row[4]) for row in fresh}
-
-    async def query_spans(self, rollout_id: str, attempt_id: Optional[str], query: Query) -> tuple[list[Span], int]:
-        evicted = await self.db.fetchall("SELECT evicted FROM span_counters WHERE rollout_id = ?", (rollout_id,))
-        if evicted and evicted[0][0]:
-            raise SpansEvictedError(rollout_id)
-        scope: list[tuple[str, Sequence[Any]]] = [("rollout_id = ?", [rollout_id])]
-        if attempt_id is not None:
-            scope.append(("attempt_id = ?", [attempt_id]))
-        rows, total = await self._page("spans", query, scope=scope, default_sort="sequence_id")
-        return [decode_model(Span, row[0]) for row in rows], total
-
-    async def next_span_sequence_ids(self, rollout_ids: Sequence[str]) -> list[int]:
-        counts = Counter(rollout_ids)
-        await self.db.executemany(
-            "INSERT INTO span_counters (rollout_id, next_value) VALUES (?, ?) ON CONFLICT (rollout_id) "
-            "DO UPDATE SET next_value = span_counters.next_value + excluded.next_value",
-            sorted(counts.items()),
-        )
-        rows = await self._fetch_in(
-            "SELECT rollout_id, next_value FROM span_counters WHERE {in}", "rollout_id", sorted(counts)
-        )
-        cursor = {rollout_id: int(value) - counts[rollout_id] for rollout_id, value in rows}
-        allocated: list[int] = []
-        for rollout_id in rollout_ids:
-            cursor[rollout_id] += 1
-            allocated.append(cursor[rollout_id])
-        return allocated
-
-    async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
-        await self.db.executemany(
-            "INSERT INTO span_counters (rollout_id, next_value) VALUES (?, ?) ON CONFLICT (rollout_id) "
-            f"DO UPDATE SET next_value = {self.dialect.greatest}(span_counters.next_value, excluded.next_value)",
-            sorted(floors.items()),
-        )
 
     # ---------------------------------------------------------------------------------------------------- resources
     async def get_resources(self, resources_id: str) -> Optional[ResourcesUpdate]:

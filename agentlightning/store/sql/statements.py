@@ -1,0 +1,81 @@
+"""How the SQL transactions run statements: the executor interface and the read helpers shared by their parts."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from agentlightning.store.core.query import Query
+from agentlightning.store.sql.dialect import ORDER_COLUMN, SqlDialect, compile_query, total_from_page
+from agentlightning.store.sql.rows import Row
+
+#: Joins each rollout `r` with its latest attempt `a` (NULLs when it has none).
+LATEST_ATTEMPT_JOIN = (
+    "LEFT JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = "
+    "(SELECT MAX(b.sequence_id) FROM attempts b WHERE b.rollout_id = r.rollout_id)"
+)
+
+
+class SqlExecutor(ABC):
+    """Runs statements (with `?` placeholders) inside the current transaction."""
+
+    @abstractmethod
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None: ...
+
+    @abstractmethod
+    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    @abstractmethod
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+
+class SqlStatements:
+    """A transaction's executor and dialect, with the read helpers its operations share."""
+
+    def __init__(self, db: SqlExecutor, dialect: SqlDialect, *, write: bool) -> None:
+        self.db = db
+        self.dialect = dialect
+        self.write = write
+
+    # --------------------------------------------------------------------------------------------------- helpers
+    async def _fetch_in(self, sql: str, column: str, values: Sequence[Any], params: Sequence[Any] = ()) -> list[Row]:
+        """Run `sql` whose `{in}` marker is replaced by `column IN values`; long lists are split."""
+        if not values:
+            return []
+        dialect = self.dialect
+        step = dialect.max_inline_values or len(values)
+        rows: list[Row] = []
+        for start in range(0, len(values), step):
+            clause, clause_params = dialect.in_list(column, values[start : start + step])
+            rows.extend(await self.db.fetchall(sql.replace("{in}", clause), [*clause_params, *params]))
+        return rows
+
+    async def _fetch_keys(
+        self, select: str, table: str, columns: Sequence[str], keys: Sequence[Sequence[Any]]
+    ) -> list[Row]:
+        """Rows of `table` (aliased `t`) whose `columns` match one of `keys`, in chunks of 250 keys."""
+        rows: list[Row] = []
+        for start in range(0, len(keys), 250):
+            sql, params = self.dialect.select_by_keys(select, table, columns, keys[start : start + 250])
+            rows.extend(await self.db.fetchall(sql, params))
+        return rows
+
+    async def _page(
+        self,
+        table: str,
+        query: Query,
+        *,
+        scope: Sequence[tuple[str, Sequence[Any]]] = (),
+        default_sort: str = ORDER_COLUMN,
+    ) -> tuple[list[Row], int]:
+        compiled = compile_query(query, self.dialect, scope=scope, default_sort=default_sort)
+        rows = await self.db.fetchall(
+            f"SELECT data FROM {table} WHERE {compiled.where} ORDER BY {compiled.order_by}{compiled.window}",
+            [*compiled.params, *compiled.window_params],
+        )
+        total = total_from_page(query, len(rows))
+        if total is None:
+            counted = await self.db.fetchall(f"SELECT COUNT(*) FROM {table} WHERE {compiled.where}", compiled.params)
+            total = int(counted[0][0])
+        return rows, total
