@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any, Optional
 
+import psutil
+
 import agentlightning as agl
 from agentlightning.algorithm.base import Algorithm
 from agentlightning.types import EnqueueRolloutRequest
@@ -30,6 +32,20 @@ class NoOpAgent(agl.LitAgent[Any]):
         return 1.0
 
 
+def _cpu_seconds() -> tuple[float, dict[int, float]]:
+    """CPU seconds (user + system) used so far by this process (all threads) and by each child process."""
+    me = psutil.Process()
+    times = me.cpu_times()
+    children: dict[int, float] = {}
+    for child in me.children(recursive=True):
+        try:
+            child_times = child.cpu_times()
+        except psutil.Error:
+            continue
+        children[child.pid] = child_times.user + child_times.system
+    return times.user + times.system, children
+
+
 class EnqueueAllWaitAll(Algorithm):
     """Enqueue the whole dataset in one call, then wait for every rollout; records the timing."""
 
@@ -37,13 +53,19 @@ class EnqueueAllWaitAll(Algorithm):
         self.seconds = 0.0
         self.finished = 0
         self.succeeded = 0
+        self.cpu_main = 0.0
+        self.cpu_children = 0.0
 
     async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
         store = self.get_store()
+        main_before, children_before = _cpu_seconds()
         started = time.perf_counter()
         rollouts = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=item) for item in train_dataset])
         done = await store.wait_for_rollouts(rollout_ids=[r.rollout_id for r in rollouts], timeout=600)
         self.seconds = time.perf_counter() - started
+        main_after, children_after = _cpu_seconds()
+        self.cpu_main = main_after - main_before
+        self.cpu_children = sum(seconds - children_before.get(pid, 0.0) for pid, seconds in children_after.items())
         self.finished = len(done)
         self.succeeded = sum(1 for rollout in done if rollout.status == "succeeded")
 
@@ -62,6 +84,8 @@ def run_fit(mode: str, runners: int, rollouts: int) -> dict[str, Any]:
         "rollouts": rollouts,
         "succeeded": algorithm.succeeded,
         "rate": algorithm.finished / algorithm.seconds if algorithm.seconds else 0.0,
+        "cpu_main_us": algorithm.cpu_main / rollouts * 1e6,
+        "cpu_children_us": algorithm.cpu_children / rollouts * 1e6,
         "wall": wall,
     }
 
@@ -113,6 +137,10 @@ def overhead(rollouts: int, repeats: int) -> dict[str, float]:
     return {"bare": bare, "runner_dummy": dummy, "runner_otel": otel}
 
 
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", default="shm,cs", help="comma-separated: shm, cs")
@@ -123,18 +151,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args(argv)
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f}")
+    print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {_load():.2f}")
     print()
-    print("| mode | runners | rollouts | succeeded | rollouts/s | fit wall time (s) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| mode | runners | rollouts | succeeded | rollouts/s | CPU µs/rollout: main process | runner processes "
+        "| total | fit wall time (s) | load average |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode in args.modes.split(","):
         for runners in (int(value) for value in args.runners.split(",")):
             count = args.rollouts or (3000 if mode == "shm" else 1500)
             result = run_fit(mode, runners, count)
+            main_us, children_us = result["cpu_main_us"], result["cpu_children_us"]
             print(
                 f"| {mode} | {runners} | {count} | {result['succeeded']} | {result['rate']:,.0f} | "
-                f"{result['wall']:.2f} |",
+                f"{main_us:,.0f} | {children_us:,.0f} | {main_us + children_us:,.0f} | {result['wall']:.2f} | "
+                f"{_load():.2f} |",
                 flush=True,
             )
     if not args.skip_overhead:
