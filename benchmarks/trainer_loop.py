@@ -5,8 +5,15 @@ per-rollout overhead the runner adds to the store operations a rollout needs any
     .venv/bin/python benchmarks/trainer_loop.py --modes shm --runners 4 --rollouts 3000
 
 The algorithm enqueues every rollout at once (`enqueue_many_rollouts`) and waits for all of them; the rate is
-measured from the enqueue to the last rollout finishing, so process start-up is not counted (it is reported
-separately as the wall time of `fit`). The agent returns a reward of 1.0, which the runner stores as a reward span.
+measured from the enqueue to the last rollout finishing. Before that, the algorithm waits until every runner has
+registered with the store and runs a warm-up batch (`--warmup` rollouts per runner, not counted), so neither process
+start-up (reported separately as the wall time of `fit`) nor the imports of the first rollout are counted. Without
+it, in cs mode the window also held the start-up CPU of every runner process (about 0.5 s each), which made the
+runners' CPU per rollout look as if it grew with their number. `--warmup 0` measures as before. The agent returns a
+reward of 1.0, which the runner stores as a reward span.
+
+CPU per rollout is user + system time over the same window: the main process (algorithm, and in cs mode the store
+server) and the runner processes (cs), from psutil.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import sys
 import time
 from typing import Any, Optional
 
+import psutil
+
 import agentlightning as agl
 from agentlightning.algorithm.base import Algorithm
 from agentlightning.types import EnqueueRolloutRequest
@@ -30,26 +39,56 @@ class NoOpAgent(agl.LitAgent[Any]):
         return 1.0
 
 
+def _cpu_seconds() -> tuple[float, dict[int, float]]:
+    """CPU seconds (user + system) used so far by this process (all threads) and by each child process."""
+    me = psutil.Process()
+    times = me.cpu_times()
+    children: dict[int, float] = {}
+    for child in me.children(recursive=True):
+        try:
+            child_times = child.cpu_times()
+        except psutil.Error:
+            continue
+        children[child.pid] = child_times.user + child_times.system
+    return times.user + times.system, children
+
+
 class EnqueueAllWaitAll(Algorithm):
     """Enqueue the whole dataset in one call, then wait for every rollout; records the timing."""
 
-    def __init__(self) -> None:
+    def __init__(self, warmup: int = 0, runners: int = 0) -> None:
+        self.warmup = warmup
+        self.runners = runners
         self.seconds = 0.0
         self.finished = 0
         self.succeeded = 0
+        self.cpu_main = 0.0
+        self.cpu_children = 0.0
 
     async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
         store = self.get_store()
+        if self.warmup:
+            deadline = time.monotonic() + 120
+            while len(await store.query_workers()) < self.runners and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)  # every runner registered (its process is up)
+            warm = await store.enqueue_many_rollouts(
+                [EnqueueRolloutRequest(input={"warmup": i}) for i in range(self.warmup)]
+            )
+            await store.wait_for_rollouts(rollout_ids=[r.rollout_id for r in warm], timeout=600)
+        main_before, children_before = _cpu_seconds()
         started = time.perf_counter()
         rollouts = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=item) for item in train_dataset])
         done = await store.wait_for_rollouts(rollout_ids=[r.rollout_id for r in rollouts], timeout=600)
         self.seconds = time.perf_counter() - started
+        main_after, children_after = _cpu_seconds()
+        self.cpu_main = main_after - main_before
+        self.cpu_children = sum(seconds - children_before.get(pid, 0.0) for pid, seconds in children_after.items())
         self.finished = len(done)
         self.succeeded = sum(1 for rollout in done if rollout.status == "succeeded")
 
 
-def run_fit(mode: str, runners: int, rollouts: int) -> dict[str, Any]:
-    algorithm = EnqueueAllWaitAll()
+def run_fit(mode: str, runners: int, rollouts: int, warmup_per_runner: int = 0) -> dict[str, Any]:
+    algorithm = EnqueueAllWaitAll(warmup=warmup_per_runner * runners, runners=runners)
     from agentlightning.tracer.otel import OtelTracer
 
     trainer = agl.Trainer(algorithm=algorithm, n_runners=runners, strategy=mode, tracer=OtelTracer(), progress="off")
@@ -62,6 +101,8 @@ def run_fit(mode: str, runners: int, rollouts: int) -> dict[str, Any]:
         "rollouts": rollouts,
         "succeeded": algorithm.succeeded,
         "rate": algorithm.finished / algorithm.seconds if algorithm.seconds else 0.0,
+        "cpu_main_us": algorithm.cpu_main / rollouts * 1e6,
+        "cpu_children_us": algorithm.cpu_children / rollouts * 1e6,
         "wall": wall,
     }
 
@@ -113,28 +154,39 @@ def overhead(rollouts: int, repeats: int) -> dict[str, float]:
     return {"bare": bare, "runner_dummy": dummy, "runner_otel": otel}
 
 
+def _load() -> float:
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", default="shm,cs", help="comma-separated: shm, cs")
     parser.add_argument("--runners", default="1,2,4", help="comma-separated runner counts")
     parser.add_argument("--rollouts", type=int, default=0, help="rollouts per run (default: 3000 shm, 1500 cs)")
+    parser.add_argument(
+        "--warmup", type=int, default=50, help="warm-up rollouts per runner before the measurement (0: none)"
+    )
     parser.add_argument("--overhead-rollouts", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the overhead measurement (median)")
     parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args(argv)
 
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {load:.2f}")
+    print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {_load():.2f}")
     print()
-    print("| mode | runners | rollouts | succeeded | rollouts/s | fit wall time (s) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| mode | runners | rollouts | succeeded | rollouts/s | CPU µs/rollout: main process | runner processes "
+        "| total | fit wall time (s) | load average |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode in args.modes.split(","):
         for runners in (int(value) for value in args.runners.split(",")):
             count = args.rollouts or (3000 if mode == "shm" else 1500)
-            result = run_fit(mode, runners, count)
+            result = run_fit(mode, runners, count, args.warmup)
+            main_us, children_us = result["cpu_main_us"], result["cpu_children_us"]
             print(
                 f"| {mode} | {runners} | {count} | {result['succeeded']} | {result['rate']:,.0f} | "
-                f"{result['wall']:.2f} |",
+                f"{main_us:,.0f} | {children_us:,.0f} | {main_us + children_us:,.0f} | {result['wall']:.2f} | "
+                f"{_load():.2f} |",
                 flush=True,
             )
     if not args.skip_overhead:

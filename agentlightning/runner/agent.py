@@ -3,7 +3,8 @@
 One loop: claim (`dequeue_rollout(worker_id=...)`) -> resources (cached per id) -> the tracer's trace context ->
 the agent (sync agents on a worker thread, with the rollout's timeout) -> store the result's spans -> set the
 attempt's status, with the reward, duration and any failure reason in its metadata. Heartbeats run on a timer beside
-the loop (`heartbeat.py`). What a result means and what to record are plain functions (`results.py`).
+the loop (`heartbeat.py`). What a result means and what to record are plain functions (`results.py`); writing it
+to the store is `recording.py`; store calls that ride out an outage or a stop are `store_calls.py`.
 
 The runner never dies because an agent misbehaved: exceptions, timeouts, `sys.exit`, garbage results and output
 floods fail the attempt with a readable reason and the loop goes on. A store that cannot be reached at start is
@@ -14,63 +15,44 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-from agentlightning.emitter.reward import emit_reward, find_final_reward
+from agentlightning.emitter.reward import find_final_reward
 from agentlightning.litagent.litagent import LitAgent, running_rollout
-from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout, RolloutMode, Span, SpanCoreFields
-from agentlightning.utils.retry import FOREVER, RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
+from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout, RolloutMode
 
 from .base import Runner
 from .errors import StoreUnreachableError, describe_store, is_transient_store_error
 from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
 from .invoke import AgentInvoker
 from .output import output_budget, output_guard
+from .recording import StoreCall, finish_attempt, store_result
 from .resources import ResourcesCache
 from .results import (
     SUCCEEDED,
     AttemptOutcome,
     NormalizedResult,
     RunnerInterrupted,
-    attempt_metadata,
     next_poll_delay,
     normalize_result,
     outcome_of_exception,
     server_clock_offset,
 )
-from .spans import readable_span_from_fields
+from .store_calls import is_set, register_worker, release_lost_claim, retry_store_call, sleep_unless_stopped
 
 if TYPE_CHECKING:
     from agentlightning.execution.events import ExecutionEvent
     from agentlightning.store.base import LightningStore
     from agentlightning.tracer.base import Tracer
 
-__all__ = ["LitAgentRunner"]
+__all__ = ["LitAgentRunner", "StoreUnreachableError"]
 
 logger = logging.getLogger(__name__)
 
 T_task = TypeVar("T_task")
 R = TypeVar("R")
-
-_STOP_CHECK = 0.1  # seconds between checks of the stop event while sleeping
-_INTERRUPTED_WRITE_TIMEOUT = 5.0  # how long a stopping runner keeps trying to record its last attempt
-_CONNECT_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.1, max_delay=2.0, jitter=0.0)
-"""Registering waits for a store that is not up yet, until `connect_timeout` passes or the runner stops."""
-_STORE_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.2, max_delay=5.0, jitter=0.0)
-"""Store writes ride out an outage: retried until they succeed, the time limit passes or the runner stops."""
-
-
-def _is_set(event: Optional[ExecutionEvent]) -> bool:
-    return event is not None and event.is_set()
-
-
-def _is_remote(store: Any) -> bool:
-    """True for a client of a store server (each call is a request); in-process stores prefer batch calls."""
-    module = sys.modules.get("agentlightning.store.http.client.client")
-    return module is not None and isinstance(store, module.LightningStoreClient)
 
 
 def _positive(name: str, value: float) -> float:
@@ -270,7 +252,7 @@ class LitAgentRunner(Runner[T_task]):
         outage_since: Optional[float] = None
         try:
             with output_guard(self.max_output_chars is not None):
-                while not _is_set(event) and (self.max_rollouts is None or processed < self.max_rollouts):
+                while not is_set(event) and (self.max_rollouts is None or processed < self.max_rollouts):
                     sent_at = time.time()
                     try:
                         claimed = await store.dequeue_rollout(worker_id=self.get_worker_id())
@@ -312,87 +294,15 @@ class LitAgentRunner(Runner[T_task]):
         logger.debug("%s stopped after %d rollouts", self.get_worker_id(), processed)
 
     async def _release_lost_claim(self) -> None:
-        """Interrupted while claiming: the store may have handed us a rollout whose answer never arrived. Fail
-        that attempt so the rollout does not stay "preparing" (the worker record names it)."""
-        store = self.get_store()
-
-        async def release() -> None:
-            worker = await store.get_worker_by_id(self.get_worker_id())
-            if worker is None or not worker.current_rollout_id or not worker.current_attempt_id:
-                return
-            attempt = await store.get_latest_attempt(worker.current_rollout_id)
-            if attempt is None or attempt.attempt_id != worker.current_attempt_id or attempt.status != "preparing":
-                return
-            outcome = outcome_of_exception(RunnerInterrupted("the runner stopped while claiming this rollout"))
-            metadata = attempt_metadata(attempt.metadata, outcome, final_reward=None, duration_seconds=0.0)
-            await store.update_attempt(attempt.rollout_id, attempt.attempt_id, status=outcome.status, metadata=metadata)
-
-        try:
-            await asyncio.wait_for(release(), _INTERRUPTED_WRITE_TIMEOUT)
-        except BaseException as exc:  # best effort while stopping
-            logger.debug("Could not release a claim interrupted in flight: %r", exc)
+        await release_lost_claim(self.get_store(), self.get_worker_id())
 
     async def _connect(self, heartbeat: Heartbeat, event: Optional[ExecutionEvent]) -> bool:
-        """Register this worker, waiting for a store that is not reachable yet. False if stopped meanwhile."""
-        deadline = time.monotonic() + self.connect_timeout
-        timed_out = False
-        warned = False
-
-        def worth_retrying(exc: Exception) -> bool:
-            nonlocal timed_out
-            timed_out = time.monotonic() >= deadline
-            return is_transient_store_error(exc) and not timed_out
-
-        def note(retry: RetryEvent) -> None:
-            nonlocal warned
-            if not warned:
-                store = describe_store(heartbeat.store)
-                logger.info("%s: waiting for the store at %s (%r)", self.get_worker_id(), store, retry.error)
-                warned = True
-
-        async def beat(_: RetryAttempt) -> None:
-            await heartbeat.beat_worker()
-
-        async def not_stopped() -> bool:
-            return not _is_set(event)
-
-        async def sleep_until_deadline(seconds: float) -> None:
-            await self._sleep(min(seconds, max(0.0, deadline - time.monotonic())), event)
-
-        try:
-            await retry_async(
-                beat,
-                _CONNECT_RETRY,
-                what=f"{self.get_worker_id()} registering with the store",
-                retry_on=worth_retrying,
-                on_retry=note,
-                ready=not_stopped,
-                sleep=sleep_until_deadline,
-            )
-        except RetryError:  # asked to stop while waiting
-            return False
-        except Exception as exc:
-            if timed_out and is_transient_store_error(exc):
-                raise StoreUnreachableError(
-                    f"{self.get_worker_id()} could not reach the store at {describe_store(heartbeat.store)} "
-                    f"within {self.connect_timeout:g} s (connect_timeout): {exc}"
-                ) from exc
-            raise
-        if warned:
-            logger.info("%s reached the store at %s", self.get_worker_id(), describe_store(heartbeat.store))
-        return True
+        return await register_worker(
+            heartbeat, worker_id=self.get_worker_id(), connect_timeout=self.connect_timeout, event=event
+        )
 
     async def _sleep(self, seconds: float, event: Optional[ExecutionEvent]) -> None:
-        """Sleep, waking early when `event` is set."""
-        if event is None:
-            await asyncio.sleep(seconds)
-            return
-        deadline = time.monotonic() + seconds
-        while not event.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            await asyncio.sleep(min(remaining, _STOP_CHECK))
+        await sleep_unless_stopped(seconds, event)
 
     async def step(
         self,
@@ -453,7 +363,7 @@ class LitAgentRunner(Runner[T_task]):
                 resources = await self._resources.get(store, claimed)
                 await self._trigger_hooks("on_rollout_start", agent=agent, runner=self, rollout=claimed)
                 normalized, spans = await self._trace_and_run(agent, claimed, resources, running)
-                spans = spans + await self._store_result(claimed, normalized, event)
+                spans = spans + await store_result(store, claimed, normalized, self._store_call(event))
             except (asyncio.CancelledError, KeyboardInterrupt):
                 outcome = outcome_of_exception(RunnerInterrupted())
                 raise
@@ -472,7 +382,8 @@ class LitAgentRunner(Runner[T_task]):
                     claimed.rollout_id,
                 )
             await self._trigger_hooks("on_rollout_end", agent=agent, runner=self, rollout=claimed, spans=spans)
-            await self._finish_attempt(claimed, outcome, reward, time.perf_counter() - started, event)
+            duration = time.perf_counter() - started
+            await finish_attempt(store, claimed, outcome, reward, duration, self._store_call(event))
             self.rollouts_processed += 1
         if failure is not None and raise_on_exception:
             raise failure
@@ -515,140 +426,14 @@ class LitAgentRunner(Runner[T_task]):
             traced = []
         return normalized, traced
 
-    async def _store_result(
-        self, claimed: AttemptedRollout, normalized: NormalizedResult, event: Optional[ExecutionEvent]
-    ) -> list[Span]:
-        """Store what the result asks for (reward span, returned spans); the stored spans."""
-        store = self.get_store()
-        rollout_id, attempt_id = claimed.rollout_id, claimed.attempt.attempt_id
-        if normalized.empty_list:
-            logger.warning("Rollout %s: the agent returned an empty list; nothing to store", rollout_id)
-        fields: list[SpanCoreFields] = list(normalized.core_fields)
-        if normalized.reward is not None:
-            reward_fields = emit_reward(normalized.reward, propagate=False)
-            if reward_fields is not None:
-                fields.append(reward_fields)
-        # Returned spans without ids belong to this attempt.
-        spans = [
-            span
-            if span.rollout_id and span.attempt_id
-            else span.model_copy(
-                update={"rollout_id": span.rollout_id or rollout_id, "attempt_id": span.attempt_id or attempt_id}
-            )
-            for span in normalized.spans
-        ]
-        if len(fields) == 1 and not spans and _is_remote(store):
-            # The common case (a numeric result) over HTTP: one request, the server allocates the sequence id.
-            readable = readable_span_from_fields(fields[0])
-            stored_one = await self._retry(
-                lambda: store.add_otel_span(rollout_id, attempt_id, readable), "store the reward span", event
-            )
-            return [stored_one] if stored_one is not None else []
-        if fields:
-            ids = await self._retry(
-                lambda: store.get_many_span_sequence_ids([(rollout_id, attempt_id)] * len(fields)),
-                "allocate span sequence ids",
-                event,
-            )
-            spans += [
-                Span.from_core_fields(item, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=seq)
-                for item, seq in zip(fields, ids, strict=True)
-            ]
-        stored: list[Span] = []
-        if spans:
-            missing = [span for span in spans if span.sequence_id <= 0]
-            if missing:
-                ids = await self._retry(
-                    lambda: store.get_many_span_sequence_ids([(s.rollout_id, s.attempt_id) for s in missing]),
-                    "allocate span sequence ids",
-                    event,
-                )
-                for span, seq in zip(missing, ids, strict=True):
-                    span.sequence_id = seq
-            await self._retry(lambda: store.add_many_spans(spans), "store the result spans", event)
-            stored += spans
-        for readable in normalized.otel_spans:
-            span = await self._retry(
-                lambda readable=readable: store.add_otel_span(rollout_id, attempt_id, readable),
-                "store a returned span",
-                event,
-            )
-            if span is not None:
-                stored.append(span)
-        return stored
+    def _store_call(self, event: Optional[ExecutionEvent]) -> StoreCall:
+        """This worker's store calls: retried through an outage, given up soon after `event` is set."""
+        worker_id = self.get_worker_id()
 
-    async def _finish_attempt(
-        self,
-        claimed: AttemptedRollout,
-        outcome: AttemptOutcome,
-        reward: Optional[float],
-        duration: float,
-        event: Optional[ExecutionEvent],
-    ) -> None:
-        store = self.get_store()
-        metadata = attempt_metadata(claimed.attempt.metadata, outcome, final_reward=reward, duration_seconds=duration)
-        interrupted = outcome.error_type == RunnerInterrupted.__name__
-        try:
-            await self._retry(
-                lambda: store.update_attempt(
-                    claimed.rollout_id, claimed.attempt.attempt_id, status=outcome.status, metadata=metadata
-                ),
-                f"record attempt status {outcome.status!r}",
-                event,
-                limit=_INTERRUPTED_WRITE_TIMEOUT if interrupted else None,
-            )
-        except Exception as exc:
-            logger.error(
-                "Could not record status %r for rollout %s attempt %s: %r",
-                outcome.status,
-                claimed.rollout_id,
-                claimed.attempt.attempt_id,
-                exc,
-            )
+        def call(operation: Callable[[], Awaitable[R]], what: str, *, limit: Optional[float] = None) -> Awaitable[R]:
+            return retry_store_call(operation, what, worker_id=worker_id, event=event, limit=limit)
 
-    async def _retry(
-        self,
-        operation: Callable[[], Awaitable[R]],
-        what: str,
-        event: Optional[ExecutionEvent],
-        *,
-        limit: Optional[float] = None,
-    ) -> R:
-        """Run a store operation, riding out transient failures (an unreachable or restarting store).
-
-        Retries until it succeeds; once the runner is asked to stop (or after `limit` seconds) it gives up within
-        a few seconds and raises the last error.
-        """
-        started = time.monotonic()
-
-        def worth_retrying(exc: Exception) -> bool:
-            if not is_transient_store_error(exc):
-                return False
-            elapsed = time.monotonic() - started
-            out_of_time = limit is not None and elapsed >= limit
-            return not out_of_time and not (_is_set(event) and elapsed >= _INTERRUPTED_WRITE_TIMEOUT)
-
-        warned = False
-
-        def warn_once(retry: RetryEvent) -> None:
-            nonlocal warned
-            if not warned:
-                logger.warning("%s: cannot %s yet (%r); retrying", self.get_worker_id(), what, retry.error)
-                warned = True
-
-        async def attempt(_: RetryAttempt) -> R:
-            return await operation()
-
-        result = await retry_async(
-            attempt,
-            _STORE_RETRY,
-            what=what,
-            retry_on=worth_retrying,  # once it says no, the last error propagates
-            on_retry=warn_once,
-        )
-        if warned:
-            logger.info("%s: %s succeeded after %.1f s", self.get_worker_id(), what, time.monotonic() - started)
-        return result
+        return call
 
     def _log_failure(self, claimed: AttemptedRollout, outcome: AttemptOutcome) -> None:
         logger.warning(

@@ -1,5 +1,11 @@
 """Wake-ups for `wait_for_rollouts` across tasks, event loops and threads of one process (and, through the storage's
-announcements, of other processes)."""
+announcements, of other processes).
+
+A waiter is woken once every rollout it still waits for was reported finished (or when all waiters are told to
+re-read), not at every completion: waking a waiter on another thread costs a write to its loop's self-pipe and a
+GIL hand-off, per rollout when one waiter waits for many. A waiter that also has other reasons to look (its timeout,
+the next health deadline) sleeps with that timeout and reads whatever was reported meanwhile.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from typing import Optional
 
 
 class _Waiter:
-    __slots__ = ("_wake_scheduled", "event", "loop", "notified", "reread_all")
+    __slots__ = ("_wake_scheduled", "event", "expected", "loop", "notified", "reread_all")
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -19,6 +25,8 @@ class _Waiter:
         """Ids reported finished since the waiter last took them (guarded by the notifier's lock)."""
         self.reread_all = False
         """Some rollouts may have finished unannounced: re-read every pending one (guarded by the lock)."""
+        self.expected = 1
+        """Wake up once this many distinct ids were notified (the rollouts still pending; guarded by the lock)."""
         self._wake_scheduled = False
 
     def _set(self) -> None:
@@ -68,7 +76,8 @@ class CompletionNotifier:
             for rollout_id in rollout_ids:
                 for waiter in self._waiters.get(rollout_id, ()):
                     waiter.notified.add(rollout_id)
-                    woken.add(waiter)
+                    if len(waiter.notified) >= waiter.expected:
+                        woken.add(waiter)
         for waiter in woken:
             waiter.wake()
 
@@ -81,6 +90,14 @@ class CompletionNotifier:
                     waiter.reread_all = True
         for waiter in woken:
             waiter.wake()
+
+    def should_wait(self, waiter: _Waiter, pending: int) -> bool:
+        """Before sleeping: whether `waiter`, still waiting for `pending` rollouts, has nothing to read yet. From now
+        on it is woken only once `pending` distinct ids were notified (each pending rollout notifies as it
+        finishes), or by `notify_all`."""
+        with self._lock:
+            waiter.expected = max(pending, 1)
+            return not waiter.reread_all and len(waiter.notified) < waiter.expected
 
     def take_notified(self, waiter: _Waiter) -> Optional[set[str]]:
         """The ids reported finished to `waiter` since the last call (and forget them); None when any of its

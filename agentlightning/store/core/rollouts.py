@@ -384,7 +384,7 @@ class RolloutOperations(CoreStoreBase):
                 polled = (
                     storage.shared_across_processes and not storage.announces_changes
                 ) or not storage.tracks_health_deadlines
-                if not waiter.notified and not waiter.reread_all:
+                if self._notifier.should_wait(waiter, len(pending)):
                     await self._notifier.wait(waiter, self._wake_after(remaining))
                 await self._scan_health()
                 notified = self._notifier.take_notified(waiter)

@@ -1,0 +1,188 @@
+"""The runner's store calls that must survive an outage or a stop: registering with a store that is not up yet,
+writes retried until the store is back, the claim lost to an interruption, and sleeping until stopped.
+
+A store that cannot be reached at start is waited for (`connect_timeout`); a store that goes away later is ridden
+out: writes are retried until they succeed, their time limit passes, or the runner is asked to stop (then it gives up
+within `INTERRUPTED_WRITE_TIMEOUT` seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Optional, TypeVar
+
+from agentlightning.utils.retry import FOREVER, RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
+
+from .errors import StoreUnreachableError, describe_store, is_transient_store_error
+from .results import RunnerInterrupted, attempt_metadata, outcome_of_exception
+
+if TYPE_CHECKING:
+    from agentlightning.execution.events import ExecutionEvent
+    from agentlightning.store.base import LightningStore
+
+    from .heartbeat import Heartbeat
+
+__all__ = [
+    "INTERRUPTED_WRITE_TIMEOUT",
+    "is_set",
+    "register_worker",
+    "release_lost_claim",
+    "retry_store_call",
+    "sleep_unless_stopped",
+]
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+STOP_CHECK = 0.1
+"""Seconds between checks of the stop event while sleeping."""
+INTERRUPTED_WRITE_TIMEOUT = 5.0
+"""How long a stopping runner keeps trying to record its last attempt."""
+CONNECT_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.1, max_delay=2.0, jitter=0.0)
+"""Registering waits for a store that is not up yet, until `connect_timeout` passes or the runner stops."""
+STORE_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.2, max_delay=5.0, jitter=0.0)
+"""Store writes ride out an outage: retried until they succeed, the time limit passes or the runner stops."""
+
+
+def is_set(event: Optional[ExecutionEvent]) -> bool:
+    return event is not None and event.is_set()
+
+
+async def sleep_unless_stopped(seconds: float, event: Optional[ExecutionEvent]) -> None:
+    """Sleep, waking early when `event` is set."""
+    if event is None:
+        await asyncio.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while not event.is_set():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        await asyncio.sleep(min(remaining, STOP_CHECK))
+
+
+async def retry_store_call(
+    operation: Callable[[], Awaitable[R]],
+    what: str,
+    *,
+    worker_id: str,
+    event: Optional[ExecutionEvent],
+    limit: Optional[float] = None,
+) -> R:
+    """Run a store operation, riding out transient failures (an unreachable or restarting store).
+
+    Retries until it succeeds; once the runner is asked to stop (or after `limit` seconds) it gives up within
+    a few seconds and raises the last error.
+    """
+    started = time.monotonic()
+
+    def worth_retrying(exc: Exception) -> bool:
+        if not is_transient_store_error(exc):
+            return False
+        elapsed = time.monotonic() - started
+        out_of_time = limit is not None and elapsed >= limit
+        return not out_of_time and not (is_set(event) and elapsed >= INTERRUPTED_WRITE_TIMEOUT)
+
+    warned = False
+
+    def warn_once(retry: RetryEvent) -> None:
+        nonlocal warned
+        if not warned:
+            logger.warning("%s: cannot %s yet (%r); retrying", worker_id, what, retry.error)
+            warned = True
+
+    async def attempt(_: RetryAttempt) -> R:
+        return await operation()
+
+    result = await retry_async(
+        attempt,
+        STORE_RETRY,
+        what=what,
+        retry_on=worth_retrying,  # once it says no, the last error propagates
+        on_retry=warn_once,
+    )
+    if warned:
+        logger.info("%s: %s succeeded after %.1f s", worker_id, what, time.monotonic() - started)
+    return result
+
+
+async def register_worker(
+    heartbeat: Heartbeat, *, worker_id: str, connect_timeout: float, event: Optional[ExecutionEvent]
+) -> bool:
+    """Register the worker (its first heartbeat), waiting for a store that is not reachable yet. False if stopped
+    meanwhile.
+
+    Raises:
+        StoreUnreachableError: the store could not be reached within `connect_timeout` seconds.
+    """
+    deadline = time.monotonic() + connect_timeout
+    timed_out = False
+    warned = False
+
+    def worth_retrying(exc: Exception) -> bool:
+        nonlocal timed_out
+        timed_out = time.monotonic() >= deadline
+        return is_transient_store_error(exc) and not timed_out
+
+    def note(retry: RetryEvent) -> None:
+        nonlocal warned
+        if not warned:
+            logger.info("%s: waiting for the store at %s (%r)", worker_id, describe_store(heartbeat.store), retry.error)
+            warned = True
+
+    async def beat(_: RetryAttempt) -> None:
+        await heartbeat.beat_worker()
+
+    async def not_stopped() -> bool:
+        return not is_set(event)
+
+    async def sleep_until_deadline(seconds: float) -> None:
+        await sleep_unless_stopped(min(seconds, max(0.0, deadline - time.monotonic())), event)
+
+    try:
+        await retry_async(
+            beat,
+            CONNECT_RETRY,
+            what=f"{worker_id} registering with the store",
+            retry_on=worth_retrying,
+            on_retry=note,
+            ready=not_stopped,
+            sleep=sleep_until_deadline,
+        )
+    except RetryError:  # asked to stop while waiting
+        return False
+    except Exception as exc:
+        if timed_out and is_transient_store_error(exc):
+            raise StoreUnreachableError(
+                f"{worker_id} could not reach the store at {describe_store(heartbeat.store)} "
+                f"within {connect_timeout:g} s (connect_timeout): {exc}"
+            ) from exc
+        raise
+    if warned:
+        logger.info("%s reached the store at %s", worker_id, describe_store(heartbeat.store))
+    return True
+
+
+async def release_lost_claim(store: LightningStore, worker_id: str) -> None:
+    """Interrupted while claiming: the store may have handed us a rollout whose answer never arrived. Fail that
+    attempt so the rollout does not stay "preparing" (the worker record names it). Best effort, bounded in time."""
+
+    async def release() -> None:
+        worker = await store.get_worker_by_id(worker_id)
+        if worker is None or not worker.current_rollout_id or not worker.current_attempt_id:
+            return
+        attempt = await store.get_latest_attempt(worker.current_rollout_id)
+        if attempt is None or attempt.attempt_id != worker.current_attempt_id or attempt.status != "preparing":
+            return
+        outcome = outcome_of_exception(RunnerInterrupted("the runner stopped while claiming this rollout"))
+        metadata = attempt_metadata(attempt.metadata, outcome, final_reward=None, duration_seconds=0.0)
+        await store.update_attempt(attempt.rollout_id, attempt.attempt_id, status=outcome.status, metadata=metadata)
+
+    try:
+        await asyncio.wait_for(release(), INTERRUPTED_WRITE_TIMEOUT)
+    except BaseException as exc:  # best effort while stopping
+        logger.debug("Could not release a claim interrupted in flight: %r", exc)
