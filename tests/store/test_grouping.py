@@ -171,7 +171,7 @@ def test_group_limits_must_be_positive() -> None:
 
 
 @pytest.mark.postgres
-async def test_a_postgres_store_runs_concurrent_span_ingests_in_shared_transactions() -> None:
+async def test_a_postgres_store_runs_concurrent_writes_of_every_kind_in_shared_transactions() -> None:
     # (SQLite's transactions run without yielding to the event loop: its calls never overlap to be grouped.)
     from agentlightning.store.postgres.store import PostgresLightningStore
     from agentlightning.types import EnqueueRolloutRequest
@@ -185,10 +185,19 @@ async def test_a_postgres_store_runs_concurrent_span_ingests_in_shared_transacti
         await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=i) for i in range(20)])
         claims = [await store.dequeue_rollout(worker_id=f"w{i}") for i in range(20)]
         spans = [make_span(claim.rollout_id, claim.attempt.attempt_id, 1) for claim in claims if claim is not None]
-        added = await asyncio.gather(*(store.add_span(span) for span in spans))
-        assert all(span is not None for span in added)
-        groups = store._span_groups
-        assert groups is not None and groups.calls_run == 20 and groups.groups_run < 20
+        writes = store._writes
+        assert writes is not None
+        before = (writes.groups_run, writes.calls_run)
+        results = await asyncio.gather(
+            *(store.add_span(span) for span in spans[:10]),
+            *(store.update_attempt(claim.rollout_id, "latest", status="succeeded") for claim in claims[10:] if claim),
+            *(store.enqueue_rollout({"more": i}) for i in range(5)),
+            *(store.dequeue_rollout(worker_id=f"late-{i}") for i in range(3)),
+        )
+        assert all(result is not None for result in results)
+        assert [result.status for result in results[10:20]] == ["succeeded"] * 10  # type: ignore[union-attr]
+        calls, groups = writes.calls_run - before[1], writes.groups_run - before[0]
+        assert calls == 28 and groups < 28
     finally:
         await store.close()
         await asyncio.to_thread(drop_schema, schema)

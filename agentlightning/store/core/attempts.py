@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Optional, Union, cast
 
 from agentlightning.store.base import (
     UNSET,
     Unset,
 )
-from agentlightning.store.core import clock
 from agentlightning.store.core.changes import Changes
 from agentlightning.store.core.grouping import Outcome
 from agentlightning.store.core.lifecycle import record_heartbeat, rollout_status_after_span
@@ -19,7 +18,7 @@ from agentlightning.store.core.query import (
     build_query,
 )
 from agentlightning.store.core.records import page_of
-from agentlightning.store.core.shared import CoreStoreBase
+from agentlightning.store.core.storage import StorageTransaction
 from agentlightning.store.core.validation import (
     check_attempt_status,
     check_id,
@@ -29,6 +28,7 @@ from agentlightning.store.core.validation import (
     check_span_ids,
     check_timestamp,
 )
+from agentlightning.store.core.writes import GroupedWrites
 from agentlightning.store.errors import (
     AttemptNotFoundError,
     InvalidArgumentTypeError,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 
-class AttemptAndSpanOperations(CoreStoreBase):
+class AttemptAndSpanOperations(GroupedWrites):
     """Query and update attempts; ingest spans (heartbeats, status promotion); span queries."""
 
     # ----------------------------------------------------------------------------------------------------- attempts
@@ -99,48 +99,45 @@ class AttemptAndSpanOperations(CoreStoreBase):
         update = AttemptUpdate(
             rollout_id, attempt_id, status, worker_id, heartbeat, not isinstance(metadata, Unset), new_metadata
         )
-        if self._update_groups is not None:
-            return await self._update_groups(update)
-        return _unwrap((await self._apply_attempt_updates([update]))[0])
+        return cast(Attempt, await self._write("update", update))
 
-    async def _apply_attempt_updates(self, updates: list[AttemptUpdate]) -> list[Outcome[Attempt]]:
-        """Apply updates in order in one transaction, as if one ran after the other: each outcome is the attempt as
-        its update left it, or the not-found error of that update alone (which then changes nothing)."""
-        changes = Changes(clock.now())
+    async def _updates_in(
+        self, tx: StorageTransaction, changes: Changes, updates: list[AttemptUpdate]
+    ) -> list[Outcome[Attempt]]:
+        """Apply updates in order, as if one ran after the other: each outcome is the attempt as its update left it,
+        or the not-found error of that update alone (which then changes nothing)."""
         outcomes: list[Outcome[Attempt]] = []
-        async with self._storage.transaction() as tx:
-            rollout_ids = list(dict.fromkeys(update.rollout_id for update in updates))
-            rollouts, latest = await tx.get_rollouts_and_latest(rollout_ids)
-            older = list(
-                dict.fromkeys(
-                    (update.rollout_id, update.attempt_id)
-                    for update in updates
-                    if update.rollout_id in latest
-                    and update.attempt_id not in ("latest", latest[update.rollout_id].attempt_id)
-                )
+        rollout_ids = list(dict.fromkeys(update.rollout_id for update in updates))
+        rollouts, latest = await tx.get_rollouts_and_latest(rollout_ids)
+        latest.update(changes.new_latest_attempts())  # attempts created earlier in this transaction
+        older = list(
+            dict.fromkeys(
+                (update.rollout_id, update.attempt_id)
+                for update in updates
+                if update.rollout_id in latest
+                and update.attempt_id not in ("latest", latest[update.rollout_id].attempt_id)
             )
-            attempts = await tx.get_attempts(older) if older else {}
-            for update in updates:
-                stored_rollout = rollouts.get(update.rollout_id)
-                if stored_rollout is None:
-                    outcomes.append(RolloutNotFoundError(update.rollout_id))
+        )
+        attempts = await tx.get_attempts(older) if older else {}
+        for update in updates:
+            stored_rollout = rollouts.get(update.rollout_id)
+            if stored_rollout is None:
+                outcomes.append(RolloutNotFoundError(update.rollout_id))
+                continue
+            latest_attempt = latest.get(update.rollout_id)
+            if latest_attempt is None:
+                outcomes.append(NoAttemptsError(update.rollout_id))
+                continue
+            if update.attempt_id in ("latest", latest_attempt.attempt_id):
+                stored_attempt = latest_attempt
+            else:
+                found = attempts.get((update.rollout_id, update.attempt_id))
+                if found is None:
+                    outcomes.append(AttemptNotFoundError(update.rollout_id, update.attempt_id))
                     continue
-                latest_attempt = latest.get(update.rollout_id)
-                if latest_attempt is None:
-                    outcomes.append(NoAttemptsError(update.rollout_id))
-                    continue
-                if update.attempt_id in ("latest", latest_attempt.attempt_id):
-                    stored_attempt = latest_attempt
-                else:
-                    found = attempts.get((update.rollout_id, update.attempt_id))
-                    if found is None:
-                        outcomes.append(AttemptNotFoundError(update.rollout_id, update.attempt_id))
-                        continue
-                    stored_attempt = found
-                attempt = _apply_update(changes, update, stored_rollout, stored_attempt, latest_attempt)
-                outcomes.append(attempt.model_copy())
-            await changes.flush(tx)
-        self._notifier.notify(changes.finished)
+                stored_attempt = found
+            attempt = _apply_update(changes, update, stored_rollout, stored_attempt, latest_attempt)
+            outcomes.append(attempt.model_copy())
         return outcomes
 
     # -------------------------------------------------------------------------------------------------------- spans
@@ -177,72 +174,65 @@ class AttemptAndSpanOperations(CoreStoreBase):
             check_span_ids(span)
         if not spans:
             return []
-        if self._span_groups is not None:
-            return await self._span_groups(spans)
-        return await self._store_spans(spans)
+        return cast(list[Span], await self._write("spans", spans))
 
-    async def _store_span_groups(self, groups: list[list[Span]]) -> list[Outcome[list[Span]]]:
-        """The span batches of concurrent calls in one transaction; each gets the spans of its own batch that were
-        new. The first occurrence of a key wins, as if the batches had run one after the other."""
-        inserted = await self._store_spans([span for spans in groups for span in spans])
+    async def _spans_in(
+        self, tx: StorageTransaction, changes: Changes, groups: list[list[Span]]
+    ) -> list[Outcome[list[Span]]]:
+        """Store the new spans of each call, record heartbeats and promote statuses. Each call gets the spans of its
+        own batch that were new; the first occurrence of a key wins, as if the calls had run one after the other.
+        An unknown rollout or attempt fails them all (the group then runs call by call)."""
+        spans = [span for batch in groups for span in batch]
+        rollout_ids = list(dict.fromkeys(span.rollout_id for span in spans))
+        keys = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in spans))
+        # The rollouts are locked: their latest attempts cannot change until the commit.
+        rollouts, latest = await tx.get_rollouts_and_latest(rollout_ids)
+        latest.update(changes.new_latest_attempts())
+        for rollout_id in rollout_ids:
+            if rollout_id not in rollouts:
+                raise RolloutNotFoundError(rollout_id)
+        attempts: dict[tuple[str, str], Attempt] = {}
+        older: list[tuple[str, str]] = []
+        for key in keys:
+            latest_attempt = latest.get(key[0])
+            if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
+                attempts[key] = latest_attempt
+            else:
+                older.append(key)
+        if older:
+            attempts.update(await tx.get_attempts(older))
+        for key in keys:
+            if key not in attempts:
+                raise AttemptNotFoundError(*key)
+        floors: dict[str, int] = {}
+        for span in spans:
+            if span.sequence_id > floors.get(span.rollout_id, 0):
+                floors[span.rollout_id] = span.sequence_id
+        if floors:
+            await tx.raise_span_sequence_floor(floors)
+        inserted = await tx.insert_spans(spans)
+        for key in dict.fromkeys((span.rollout_id, span.attempt_id) for span in inserted):
+            attempt = changes.attempt(attempts[key])
+            if record_heartbeat(attempt, changes.now):
+                changes.sync_worker(attempt)
+            latest_attempt = latest.get(key[0])
+            if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
+                rollout = changes.rollout(rollouts[key[0]])
+                promoted = rollout_status_after_span(rollout)
+                if promoted is not None:
+                    changes.set_rollout_status(rollout, promoted)
         if len(groups) == 1:
             return [inserted]
         new = {id(span) for span in inserted}
         outcomes: list[Outcome[list[Span]]] = []
-        for spans in groups:
+        for batch in groups:
             mine = []
-            for span in spans:
+            for span in batch:
                 if id(span) in new:
                     new.discard(id(span))  # an object given twice was new the first time only
                     mine.append(span)
             outcomes.append(mine)
         return outcomes
-
-    async def _store_spans(self, spans: list[Span]) -> list[Span]:
-        """Store the new spans, record heartbeats and promote statuses, in one transaction."""
-        now = clock.now()
-        changes = Changes(now)
-        rollout_ids = list(dict.fromkeys(span.rollout_id for span in spans))
-        keys = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in spans))
-        async with self._storage.transaction() as tx:
-            # The rollouts are locked: their latest attempts cannot change until the commit.
-            rollouts, latest = await tx.get_rollouts_and_latest(rollout_ids)
-            for rollout_id in rollout_ids:
-                if rollout_id not in rollouts:
-                    raise RolloutNotFoundError(rollout_id)
-            attempts: dict[tuple[str, str], Attempt] = {}
-            older: list[tuple[str, str]] = []
-            for key in keys:
-                latest_attempt = latest.get(key[0])
-                if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
-                    attempts[key] = latest_attempt
-                else:
-                    older.append(key)
-            if older:
-                attempts.update(await tx.get_attempts(older))
-            for key in keys:
-                if key not in attempts:
-                    raise AttemptNotFoundError(*key)
-            floors: dict[str, int] = {}
-            for span in spans:
-                if span.sequence_id > floors.get(span.rollout_id, 0):
-                    floors[span.rollout_id] = span.sequence_id
-            if floors:
-                await tx.raise_span_sequence_floor(floors)
-            inserted = await tx.insert_spans(spans)
-            if inserted:
-                touched = list(dict.fromkeys((span.rollout_id, span.attempt_id) for span in inserted))
-                for key in touched:
-                    attempt = changes.attempt(attempts[key])
-                    if record_heartbeat(attempt, now):
-                        changes.sync_worker(attempt)
-                    latest_attempt = latest.get(key[0])
-                    if latest_attempt is not None and latest_attempt.attempt_id == key[1]:
-                        promoted = rollout_status_after_span(rollouts[key[0]])
-                        if promoted is not None:
-                            changes.set_rollout_status(changes.rollout(rollouts[key[0]]), promoted)
-                await changes.flush(tx)
-        return inserted
 
     async def get_next_span_sequence_id(self, rollout_id: str, attempt_id: str) -> int:
         return (await self.get_many_span_sequence_ids([(rollout_id, attempt_id)]))[0]
@@ -346,9 +336,3 @@ def _apply_update(
         # An explicit heartbeat shows the attempt is alive: it is running.
         changes.set_attempt_status(rollout, attempt, "running", is_latest=is_latest)
     return attempt
-
-
-def _unwrap(outcome: Outcome[Attempt]) -> Attempt:
-    if isinstance(outcome, BaseException):
-        raise outcome
-    return outcome

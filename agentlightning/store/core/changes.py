@@ -33,6 +33,12 @@ class Changes:
         self.finished: list[str] = []
         self.worker_syncs: dict[str, Optional[Attempt]] = {}
         self.worker_releases: dict[str, str] = {}
+        #: Workers whose dequeue this was (their last dequeue time is set).
+        self.dequeued_by: set[str] = set()
+
+    def new_latest_attempts(self) -> dict[str, Attempt]:
+        """The attempts created so far (not yet written), by rollout: each is its rollout's latest."""
+        return {attempt.rollout_id: attempt for attempt in self.new_attempts}
 
     def rollout(self, rollout: Rollout) -> Rollout:
         """The modifiable copy of a stored rollout (the same copy on repeated calls)."""
@@ -94,7 +100,7 @@ class Changes:
         if self.attempts:
             await tx.update_attempts(list(self.attempts.values()))
         await self._flush_queue(tx)
-        dequeuers = {dequeued_by} if isinstance(dequeued_by, str) else set(dequeued_by or ())
+        dequeuers = self.dequeued_by | ({dequeued_by} if isinstance(dequeued_by, str) else set(dequeued_by or ()))
         await self._flush_workers(tx, dequeuers)
 
     async def _flush_queue(self, tx: StorageTransaction) -> None:

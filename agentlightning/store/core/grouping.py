@@ -35,6 +35,22 @@ _Entry = tuple[ItemT, "asyncio.Future[ResultT]", tuple[Rider, ...]]
 
 #: Errors raised before anything was written (validation, lookups, a busy lock, a rider's key in use).
 _RERUN_ALONE = (ValueError, TypeError, LookupError, RiderConflict, StoreBusyError)
+#: SQLSTATEs of a transaction the database rolled back whole: deadlock, serialization failure, lock not available.
+_ROLLED_BACK_STATES = frozenset({"40P01", "40001", "55P03"})
+
+
+def _wrote_nothing(exc: BaseException) -> bool:
+    """Whether `exc` shows that the group's transaction wrote nothing, so its calls may run again one by one."""
+    if isinstance(exc, _RERUN_ALONE):
+        return True
+    error: BaseException | None = exc
+    for _ in range(5):  # the database error is the cause of the store's error
+        if error is None:
+            break
+        if getattr(error, "sqlstate", None) in _ROLLED_BACK_STATES:
+            return True
+        error = error.__cause__
+    return False
 
 
 class _LoopState(Generic[ItemT, ResultT]):
@@ -118,10 +134,9 @@ class GroupedCall(Generic[ItemT, ResultT]):
             try:
                 with riders_of([rider for _, _, riders in group for rider in riders]):
                     return await self._run([item for item, _, _ in group])
-            except _RERUN_ALONE:
-                pass
             except Exception as exc:
-                return [exc] * len(group)
+                if not _wrote_nothing(exc):
+                    return [exc] * len(group)
         outcomes: list[Outcome[ResultT]] = []
         for item, _, riders in group:
             with riders_of(riders):

@@ -22,7 +22,7 @@ from agentlightning.store.core.query import (
     build_query,
 )
 from agentlightning.store.core.records import attempted, next_attempt, page_of, with_attempt
-from agentlightning.store.core.shared import CoreStoreBase
+from agentlightning.store.core.storage import StorageTransaction
 from agentlightning.store.core.validation import (
     ROLLOUT_MODES,
     check_config,
@@ -37,6 +37,7 @@ from agentlightning.store.core.validation import (
     check_status_list,
     check_timeout,
 )
+from agentlightning.store.core.writes import GroupedWrites
 from agentlightning.store.errors import (
     InvalidArgumentTypeError,
     RolloutNotFoundError,
@@ -54,7 +55,7 @@ from agentlightning.types import (
 _CheckedRequest = tuple[TaskInput, Optional[str], Optional[str], RolloutConfig, dict[str, Any]]
 
 
-class RolloutOperations(CoreStoreBase):
+class RolloutOperations(GroupedWrites):
     """start/enqueue/dequeue rollouts, start attempts, query and update rollouts, wait for them."""
 
     async def start_rollout(
@@ -124,29 +125,21 @@ class RolloutOperations(CoreStoreBase):
         await self._scan_health()
         if not checked:
             return []
-        if self._enqueue_groups is not None:
-            return await self._enqueue_groups(checked)
-        return await self._insert_queued(checked)
+        return cast(list[Rollout], await self._write("enqueue", checked))
 
-    async def _enqueue_group(self, groups: list[list[_CheckedRequest]]) -> list[Outcome[list[Rollout]]]:
-        """The enqueues of concurrent calls in one transaction."""
-        rollouts = await self._insert_queued([request for requests in groups for request in requests])
+    async def _enqueue_in(
+        self, tx: StorageTransaction, changes: Changes, groups: list[list[_CheckedRequest]]
+    ) -> list[Outcome[list[Rollout]]]:
+        """Enqueue the rollouts of each call; each gets copies of its own."""
+        latest_id = await self._latest_resources_id(tx, None)
         outcomes: list[Outcome[list[Rollout]]] = []
-        start = 0
-        for requests in groups:
-            outcomes.append(rollouts[start : start + len(requests)])
-            start += len(requests)
-        return outcomes
-
-    async def _insert_queued(self, checked: list[_CheckedRequest]) -> list[Rollout]:
-        now = clock.now()
-        async with self._storage.transaction() as tx:
-            latest_id = await self._latest_resources_id(tx, None)
+        created: list[Rollout] = []
+        for checked in groups:
             rollouts = [
                 Rollout(
                     rollout_id=generate_rollout_id(),
                     input=input,
-                    start_time=now,
+                    start_time=changes.now,
                     mode=cast(Optional[RolloutMode], mode),
                     resources_id=resources_id or latest_id,
                     status="queuing",
@@ -155,8 +148,10 @@ class RolloutOperations(CoreStoreBase):
                 )
                 for input, mode, resources_id, config, metadata in checked
             ]
-            await tx.insert_rollouts(rollouts, enqueue=True)
-        return [rollout.model_copy() for rollout in rollouts]
+            created.extend(rollouts)
+            outcomes.append([rollout.model_copy() for rollout in rollouts])
+        await tx.insert_rollouts(created, enqueue=True)
+        return outcomes
 
     async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Optional[AttemptedRollout]:
         claimed = await self.dequeue_many_rollouts(limit=1, worker_id=worker_id)
@@ -170,37 +165,31 @@ class RolloutOperations(CoreStoreBase):
         await self._scan_health()
         if limit <= 0:
             return []
-        if self._dequeue_groups is not None:
-            return await self._dequeue_groups((limit, worker_id))
-        return (await self._claim_for([(limit, worker_id)]))[0]
+        return cast(list[AttemptedRollout], await self._write("claim", (limit, worker_id)))
 
-    async def _dequeue_group(self, requests: list[tuple[int, Optional[str]]]) -> list[Outcome[list[AttemptedRollout]]]:
-        """The dequeues of concurrent calls in one transaction."""
-        return list(await self._claim_for(requests))
-
-    async def _claim_for(self, requests: list[tuple[int, Optional[str]]]) -> list[list[AttemptedRollout]]:
+    async def _claim_in(
+        self, tx: StorageTransaction, changes: Changes, requests: list[tuple[int, Optional[str]]]
+    ) -> list[Outcome[list[AttemptedRollout]]]:
         """Claim queued rollouts for each (limit, worker_id) request in turn: the first requests are served first,
         as if they had run one after the other."""
-        now = clock.now()
-        changes = Changes(now)
         results: list[list[AttemptedRollout]] = [[] for _ in requests]
-        async with self._storage.transaction() as tx:
-            claimed = await tx.claim_queued(sum(limit for limit, _ in requests))
-            latest = await tx.get_latest_attempts([rollout.rollout_id for rollout in claimed]) if claimed else {}
-            queue = iter(claimed)
-            for result, (limit, worker_id) in zip(results, requests, strict=True):
-                for stored in itertools.islice(queue, limit):
-                    rollout = changes.rollout(stored)
-                    previous = latest.get(rollout.rollout_id)
-                    attempt = next_attempt(rollout.rollout_id, previous, now, worker_id)
-                    rollout.status = "preparing"
-                    changes.new_attempts.append(attempt)
-                    changes.sync_worker(attempt)
-                    result.append(attempted(rollout, attempt))
-                if worker_id is not None and not result:
+        claimed = await tx.claim_queued(sum(limit for limit, _ in requests))
+        latest = await tx.get_latest_attempts([rollout.rollout_id for rollout in claimed]) if claimed else {}
+        queue = iter(claimed)
+        for result, (limit, worker_id) in zip(results, requests, strict=True):
+            for stored in itertools.islice(queue, limit):
+                rollout = changes.rollout(stored)
+                previous = latest.get(rollout.rollout_id)
+                attempt = next_attempt(rollout.rollout_id, previous, changes.now, worker_id)
+                rollout.status = "preparing"
+                changes.new_attempts.append(attempt)
+                changes.sync_worker(attempt)
+                result.append(attempted(rollout, attempt))
+            if worker_id is not None:
+                changes.dequeued_by.add(worker_id)
+                if not result:
                     changes.touch_worker(worker_id)
-            await changes.flush(tx, dequeued_by=[worker_id for _, worker_id in requests if worker_id is not None])
-        return results
+        return list(results)
 
     async def requeue_unacknowledged_claim(self, rollout_id: str, attempt_id: str) -> bool:
         """Put a claimed rollout back in the queue when nobody acknowledged the claim, atomically.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any, Optional
 
 from agentlightning.store.base import (
@@ -13,12 +12,10 @@ from agentlightning.store.base import (
 )
 from agentlightning.store.core import clock
 from agentlightning.store.core.changes import Changes
-from agentlightning.store.core.grouping import GroupedCall, Outcome
 from agentlightning.store.core.lifecycle import unhealthy_attempt_status
 from agentlightning.store.core.locks import AsyncCrossLoopLock
 from agentlightning.store.core.notify import CompletionNotifier
 from agentlightning.store.core.storage import Storage, StorageTransaction
-from agentlightning.types import Attempt, AttemptedRollout, Rollout, Span
 
 logger = logging.getLogger("agentlightning.store.core")  # one logger for the whole core
 
@@ -39,34 +36,7 @@ class CoreStoreBase(LightningStore):
         storage.subscribe(self._on_remote_finished, self._on_remote_wake)
 
     def _make_groups(self) -> None:
-        """Group commit for the frequent writes, where the storage's transactions are costly (see `grouping`)."""
-        grouped = self._storage.groups_concurrent_writes
-        self._span_groups: Optional[GroupedCall[list[Span], list[Span]]] = (
-            GroupedCall(self._store_span_groups) if grouped else None
-        )
-        self._enqueue_groups: Optional[GroupedCall[Any, list[Rollout]]] = (
-            GroupedCall(self._enqueue_group) if grouped else None
-        )
-        self._dequeue_groups: Optional[GroupedCall[tuple[int, Optional[str]], list[AttemptedRollout]]] = (
-            GroupedCall(self._dequeue_group) if grouped else None
-        )
-        self._update_groups: Optional[GroupedCall[Any, Attempt]] = (
-            GroupedCall(self._apply_attempt_updates) if grouped else None
-        )
-
-    async def _store_span_groups(self, groups: list[list[Span]]) -> Sequence[Outcome[list[Span]]]:
-        raise NotImplementedError  # core/attempts.py
-
-    async def _apply_attempt_updates(self, updates: list[Any]) -> Sequence[Outcome[Attempt]]:
-        raise NotImplementedError  # core/attempts.py
-
-    async def _enqueue_group(self, groups: list[Any]) -> Sequence[Outcome[list[Rollout]]]:
-        raise NotImplementedError  # core/rollouts.py
-
-    async def _dequeue_group(
-        self, requests: list[tuple[int, Optional[str]]]
-    ) -> Sequence[Outcome[list[AttemptedRollout]]]:
-        raise NotImplementedError  # core/rollouts.py
+        """Create the per-store call groups (see `core/writes.py`); rebuilt after unpickling."""
 
     def _on_remote_finished(self, rollout_ids: Optional[list[str]]) -> None:
         """Rollouts finished by another process (called from the storage's listener thread)."""
@@ -82,8 +52,7 @@ class CoreStoreBase(LightningStore):
         state = dict(self.__dict__)
         state.pop("_scan_guard", None)
         state.pop("_notifier", None)
-        for name in ("_span_groups", "_enqueue_groups", "_dequeue_groups", "_update_groups"):
-            state.pop(name, None)
+        state.pop("_writes", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

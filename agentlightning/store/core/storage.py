@@ -72,6 +72,10 @@ class StorageTransaction(ABC):
     async def get_latest_attempts(self, rollout_ids: Sequence[str]) -> dict[str, Attempt]:
         """The attempt with the highest sequence id of each rollout that has one."""
 
+    async def prefetch_rollouts_and_latest(self, rollout_ids: Sequence[str]) -> None:  # noqa: B027 - optional hook
+        """A hint: `get_rollouts_and_latest` will be asked for these rollouts; a database sends the read with its next
+        round trip instead of one of its own."""
+
     async def get_rollouts_and_latest(
         self, rollout_ids: Sequence[str]
     ) -> tuple[dict[str, Rollout], dict[str, Attempt]]:

@@ -54,6 +54,10 @@ class LiteralWriter:
         if kind is str:
             if "\x00" in value:
                 return None  # psycopg refuses it with its own error
+            if "'" not in value and "\\" not in value:
+                # Nothing to escape: a quote is the only special character of a '...' literal, and a backslash
+                # the only other one where standard_conforming_strings is off.
+                return "'" + value + "'"
             return self._escape_literal(value.encode()).decode()
         if kind is bool:
             return "true" if value else "false"

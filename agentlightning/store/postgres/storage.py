@@ -34,9 +34,11 @@ from agentlightning.store.postgres.pool import ConnectionPool
 from agentlightning.store.postgres.schema import migrate
 from agentlightning.store.sql.dialect import POSTGRESQL
 from agentlightning.store.sql.retention import RetentionPolicy
-from agentlightning.store.sql.rows import SPAN_COLUMNS, Row, SpanKey
+from agentlightning.store.sql.rows import SPAN_COLUMNS, Row, SpanKey, span_row
+from agentlightning.store.sql.statements import DeferredRows
 from agentlightning.store.sql.storage import SqlStorage
 from agentlightning.store.sql.transaction import LATEST_ATTEMPT_JOIN, SqlExecutor, SqlTransaction
+from agentlightning.types import Span
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +64,9 @@ _SPAN_COLUMN_TYPES = ("text", "text", "bigint", "text", "text", "text", "text", 
 _INSERT_SPANS = (
     f"WITH inserted AS (INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) SELECT * FROM unnest("
     + ", ".join(f"?::{kind}[]" for kind in _SPAN_COLUMN_TYPES)
-    + ") ON CONFLICT (rollout_id, span_id, attempt_id) DO NOTHING "
+    + f") AS s({', '.join(SPAN_COLUMNS)}) WHERE NOT EXISTS (SELECT 1 FROM span_counters c "
+    "WHERE c.rollout_id = s.rollout_id AND c.evicted = 1) "  # retention removed those rollouts' spans
+    "ON CONFLICT (rollout_id, span_id, attempt_id) DO NOTHING "
     "RETURNING rollout_id, attempt_id, span_id, octet_length(data) AS size), "
     "counted AS (INSERT INTO span_counters (rollout_id, span_count, span_bytes) "
     "SELECT rollout_id, COUNT(*), SUM(size) FROM inserted GROUP BY rollout_id ORDER BY rollout_id "
@@ -117,6 +121,8 @@ class BatchingExecutor(SqlExecutor):
     def __init__(self, conn: AsyncConnection) -> None:
         self.cursor = AsyncClientCursor(conn)
         self.pending: list[str] = ["BEGIN"]
+        #: Reads queued with the statements (position in `pending`, where their rows go).
+        self.deferred: list[tuple[int, DeferredRows]] = []
         escaping = Escaping(conn.pgconn)
         self.literals = LiteralWriter(escaping.escape_literal, escaping.escape_bytea)
 
@@ -137,6 +143,16 @@ class BatchingExecutor(SqlExecutor):
         await self._send()
         return await self.cursor.fetchall()
 
+    async def defer(self, sql: str, params: Sequence[Any] = ()) -> DeferredRows:
+        deferred = DeferredRows(self)
+        self.deferred.append((len(self.pending), deferred))
+        self.pending.append(self._render(sql, params))
+        return deferred
+
+    async def send_pending(self) -> None:
+        if self.pending and self.pending != ["BEGIN"]:
+            await self._send()
+
     async def commit(self) -> None:
         if self.pending == ["BEGIN"]:  # nothing was sent: there is no transaction to commit
             self.pending = []
@@ -146,8 +162,16 @@ class BatchingExecutor(SqlExecutor):
 
     async def _send(self) -> None:
         batch, self.pending = self.pending, []
+        deferred, self.deferred = self.deferred, []
         await self.cursor.execute(";\n".join(batch))  # type: ignore[arg-type]
-        while self.cursor.nextset():  # the results of the last statement
+        # One result per statement, in order; the deferred reads take theirs, the cursor ends on the last one.
+        position = 0
+        for index, rows in deferred:
+            while position < index:
+                self.cursor.nextset()
+                position += 1
+            rows.fill(await self.cursor.fetchall())
+        while self.cursor.nextset():
             pass
 
 
@@ -158,6 +182,7 @@ class PostgresTransaction(SqlTransaction):
         super().__init__(db, POSTGRESQL, write=write)
         self.lock_namespace = lock_namespace
         self.evicted_flags: dict[str, bool] = {}
+        self.floor_reads: list[DeferredRows] = []
         self.scanned = False
 
     async def lock_keys(self, kind: str, keys: Sequence[str]) -> None:  # type: ignore[override]
@@ -167,16 +192,34 @@ class PostgresTransaction(SqlTransaction):
             )
 
     async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
-        """One statement that also learns which rollouts' spans retention removed (used by `evicted_among`)."""
+        """One statement that also learns which rollouts' spans retention removed (used by `evicted_among`), sent
+        with the next round trip (the span insert's)."""
         ids = sorted(floors)
-        rows = await self.db.fetchall(_RAISE_FLOORS, [ids, [floors[rollout_id] for rollout_id in ids]])
-        self.evicted_flags.update({rollout_id: bool(evicted) for rollout_id, evicted in rows})
+        self.floor_reads.append(await self.db.defer(_RAISE_FLOORS, [ids, [floors[rollout_id] for rollout_id in ids]]))
 
     async def evicted_among(self, rollout_ids: Sequence[str]) -> set[str]:
+        await self._take_floor_reads()
         flags = self.evicted_flags
         if all(rollout_id in flags for rollout_id in rollout_ids):
             return {rollout_id for rollout_id in rollout_ids if flags[rollout_id]}
         return await super().evicted_among(rollout_ids)
+
+    async def _take_floor_reads(self) -> None:
+        reads, self.floor_reads = self.floor_reads, []
+        for read in reads:
+            self.evicted_flags.update({rollout_id: bool(evicted) for rollout_id, evicted in await read.rows()})
+
+    async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
+        """One round trip: the statement skips the spans of rollouts whose spans retention removed (which still
+        count as accepted heartbeats) and keys stored before."""
+        unique: dict[SpanKey, Span] = {}
+        for span in spans:
+            unique.setdefault((span.rollout_id, span.attempt_id, span.span_id), span)
+        if not unique:
+            return []
+        accepted = await self.store_new_spans([span_row(span) for span in unique.values()])
+        evicted = await self.evicted_among(sorted({key[0] for key in unique}))
+        return [span for key, span in unique.items() if key in accepted or key[0] in evicted]
 
     async def store_new_spans(self, rows: Sequence[Row]) -> set[SpanKey]:
         """Insert, skip known keys and update the counters in one statement over column arrays."""

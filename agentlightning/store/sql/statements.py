@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Optional
 
 from agentlightning.store.core.query import Query
 from agentlightning.store.sql.dialect import ORDER_COLUMN, SqlDialect, compile_query, total_from_page
@@ -15,6 +15,25 @@ LATEST_ATTEMPT_JOIN = (
     "LEFT JOIN attempts a ON a.rollout_id = r.rollout_id AND a.sequence_id = "
     "(SELECT MAX(b.sequence_id) FROM attempts b WHERE b.rollout_id = r.rollout_id)"
 )
+
+
+class DeferredRows:
+    """The rows of a read sent with a later round trip (see `SqlExecutor.defer`)."""
+
+    def __init__(self, executor: SqlExecutor) -> None:
+        self._executor = executor
+        self._rows: Optional[list[Row]] = None
+
+    def fill(self, rows: list[Row]) -> None:
+        self._rows = rows
+
+    async def rows(self) -> list[Row]:
+        """The rows, sending the read now if no round trip has taken it yet."""
+        if self._rows is None:
+            await self._executor.send_pending()
+        if self._rows is None:
+            raise RuntimeError("a deferred read was not answered")
+        return self._rows
 
 
 class SqlExecutor(ABC):
@@ -28,6 +47,16 @@ class SqlExecutor(ABC):
 
     @abstractmethod
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    async def defer(self, sql: str, params: Sequence[Any] = ()) -> DeferredRows:
+        """A read whose rows are needed later: executors that batch statements send it with the next round trip
+        (this one runs it now)."""
+        deferred = DeferredRows(self)
+        deferred.fill(await self.fetchall(sql, params))
+        return deferred
+
+    async def send_pending(self) -> None:  # noqa: B027 - optional hook
+        """Send what is queued (nothing to do for executors that do not queue)."""
 
 
 class SqlStatements:

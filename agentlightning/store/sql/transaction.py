@@ -39,7 +39,7 @@ from agentlightning.store.sql.rows import (
     worker_row,
 )
 from agentlightning.store.sql.spans import SqlSpanOperations
-from agentlightning.store.sql.statements import LATEST_ATTEMPT_JOIN, SqlExecutor
+from agentlightning.store.sql.statements import LATEST_ATTEMPT_JOIN, DeferredRows, SqlExecutor
 from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Worker
 
 __all__ = ["LATEST_ATTEMPT_JOIN", "SqlExecutor", "SqlTransaction"]
@@ -70,6 +70,8 @@ class SqlTransaction(SqlSpanOperations, StorageTransaction):
         #: Rollouts this transaction moved to a finished status.
         self.finished: list[str] = []
         self.spans_inserted = 0
+        self._prefetched: Optional[tuple[set[str], DeferredRows]] = None
+        self._prefetch_decoded: Optional[tuple[dict[str, Rollout], dict[str, Attempt]]] = None
 
     async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
         """Serialise writers of entities that may not exist yet (no-op where transactions lock everything)."""
@@ -236,18 +238,40 @@ class SqlTransaction(SqlSpanOperations, StorageTransaction):
             self.known_attempts[(attempt.rollout_id, attempt.attempt_id)] = attempt
         return found
 
+    def _rollouts_and_latest_sql(self) -> str:
+        lock = self.dialect.lock_rows + " OF r" if self.write and self.dialect.lock_rows else ""
+        return (
+            f"SELECT r.rollout_id, r.health_deadline, r.data, a.data FROM rollouts r {LATEST_ATTEMPT_JOIN} "
+            f"WHERE r.{{in}} ORDER BY r.rollout_id{lock}"
+        )
+
+    async def prefetch_rollouts_and_latest(self, rollout_ids: Sequence[str]) -> None:
+        ids = sorted(set(rollout_ids))
+        if not ids or self.dialect.max_inline_values:  # one statement only where any list fits in one (PostgreSQL)
+            return
+        clause, params = self.dialect.in_list("rollout_id", ids)
+        deferred = await self.db.defer(self._rollouts_and_latest_sql().replace("{in}", clause), params)
+        self._prefetched = (set(ids), deferred)
+
     async def get_rollouts_and_latest(
         self, rollout_ids: Sequence[str]
     ) -> tuple[dict[str, Rollout], dict[str, Attempt]]:
         """Both in one read: each rollout row joined with its latest attempt (locking the rollout rows only)."""
         ids = sorted(set(rollout_ids))
-        lock = self.dialect.lock_rows + " OF r" if self.write and self.dialect.lock_rows else ""
-        rows = await self._fetch_in(
-            f"SELECT r.rollout_id, r.health_deadline, r.data, a.data FROM rollouts r {LATEST_ATTEMPT_JOIN} "
-            f"WHERE r.{{in}} ORDER BY r.rollout_id{lock}",
-            "rollout_id",
-            ids,
-        )
+        prefetched = self._prefetched
+        if prefetched is not None and prefetched[0].issuperset(ids):
+            # Read with an earlier round trip; the rows stay locked by this transaction, and what it changed since is
+            # in its `Changes`, which the operations consult first.
+            if self._prefetch_decoded is None:
+                self._prefetch_decoded = self._decode_rollouts_and_latest(await prefetched[1].rows())
+            rollouts_all, latest_all = self._prefetch_decoded
+            rollouts = {rollout_id: rollouts_all[rollout_id] for rollout_id in ids if rollout_id in rollouts_all}
+            latest = {rollout_id: latest_all[rollout_id] for rollout_id in ids if rollout_id in latest_all}
+            return rollouts, latest
+        rows = await self._fetch_in(self._rollouts_and_latest_sql(), "rollout_id", ids)
+        return self._decode_rollouts_and_latest(rows)
+
+    def _decode_rollouts_and_latest(self, rows: Sequence[Row]) -> tuple[dict[str, Rollout], dict[str, Attempt]]:
         rollouts = self._decode_rollout_rows(row[:3] for row in rows)
         latest: dict[str, Attempt] = {}
         for rollout_id, _, _, data in rows:

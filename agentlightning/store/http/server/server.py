@@ -183,11 +183,13 @@ class LightningStoreServer(DelegatingStore):
     def _make_uvicorn(self) -> uvicorn.Server:
         import uvicorn
 
+        from agentlightning.store.http.server.coalescing import coalescing_http_protocol
         from agentlightning.tracer.scope import untraced_asgi
 
         # Requests are never traced into a rollout, even when the server shares a process with an open trace context.
         config = uvicorn.Config(
             untraced_asgi(self.app),
+            http=coalescing_http_protocol() or "auto",
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -1,0 +1,95 @@
+"""The frequent writes of `CoreLightningStore` (enqueue, claim, span ingest, attempt update), run through one path.
+
+Each write is a body that works inside a given transaction and `Changes` (`_enqueue_in`, `_claim_in`, `_spans_in`,
+`_updates_in`, in `core/rollouts.py` and `core/attempts.py`). `_write` runs one call; where the storage groups
+concurrent writes (`Storage.groups_concurrent_writes`), the calls that arrive while a transaction is in flight wait
+and then share the next one, whatever their kinds (`GroupedCall`): each kind's calls run in arrival order, the kinds
+in the order of `WRITE_KINDS`, which is one valid order of calls that were concurrent.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from agentlightning.store.core import clock
+from agentlightning.store.core.changes import Changes
+from agentlightning.store.core.grouping import GroupedCall, Outcome
+from agentlightning.store.core.shared import CoreStoreBase
+from agentlightning.store.core.storage import StorageTransaction
+
+#: The kinds of grouped writes, in the order a shared transaction runs them.
+WRITE_KINDS = ("enqueue", "claim", "spans", "update")
+
+
+def _rollouts_read(kind: str, payload: Any) -> list[str]:
+    """The rollouts (with their latest attempts) the body of `kind` reads for `payload`."""
+    if kind == "spans":
+        return [span.rollout_id for span in payload]
+    if kind == "update":
+        return [payload.rollout_id]
+    return []
+
+
+class GroupedWrites(CoreStoreBase):
+    """`_write(kind, payload)` and the transaction that runs the writes of one group."""
+
+    def _make_groups(self) -> None:
+        super()._make_groups()
+        self._writes: Optional[GroupedCall[tuple[str, Any], Any]] = (
+            GroupedCall(self._run_writes) if self._storage.groups_concurrent_writes else None
+        )
+
+    async def _write(self, kind: str, payload: Any) -> Any:
+        """Run one write (`payload`: what the kind's body takes per call) and return its result."""
+        if self._writes is not None:
+            return await self._writes((kind, payload))
+        outcome = (await self._run_writes([(kind, payload)]))[0]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    async def _run_writes(self, items: list[tuple[str, Any]]) -> list[Outcome[Any]]:
+        """The writes of a group in one transaction: one outcome per item, in order."""
+        by_kind: dict[str, list[int]] = {}
+        for index, (kind, _) in enumerate(items):
+            by_kind.setdefault(kind, []).append(index)
+        outcomes: list[Outcome[Any]] = [None] * len(items)
+        changes = Changes(clock.now())
+        async with self._storage.transaction() as tx:
+            reads = [rollout_id for kind, payload in items for rollout_id in _rollouts_read(kind, payload)]
+            if reads and len(by_kind) > 1:  # goes with the first round trip of the group, not one of its own
+                await tx.prefetch_rollouts_and_latest(reads)
+            for kind in WRITE_KINDS:
+                indexes = by_kind.get(kind)
+                if indexes:
+                    body = self._body(kind)
+                    results = await body(tx, changes, [items[index][1] for index in indexes])
+                    for index, result in zip(indexes, results, strict=True):
+                        outcomes[index] = result
+            await changes.flush(tx)
+        self._notifier.notify(changes.finished)
+        return outcomes
+
+    def _body(self, kind: str) -> Any:
+        bodies = {
+            "enqueue": self._enqueue_in,
+            "claim": self._claim_in,
+            "spans": self._spans_in,
+            "update": self._updates_in,
+        }
+        return bodies[kind]
+
+    # The bodies: each returns one outcome per payload, or raises when the whole transaction must not commit.
+    @abstractmethod
+    async def _enqueue_in(self, tx: StorageTransaction, changes: Changes, groups: Any) -> Sequence[Outcome[Any]]: ...
+
+    @abstractmethod
+    async def _claim_in(self, tx: StorageTransaction, changes: Changes, requests: Any) -> Sequence[Outcome[Any]]: ...
+
+    @abstractmethod
+    async def _spans_in(self, tx: StorageTransaction, changes: Changes, groups: Any) -> Sequence[Outcome[Any]]: ...
+
+    @abstractmethod
+    async def _updates_in(self, tx: StorageTransaction, changes: Changes, updates: Any) -> Sequence[Outcome[Any]]: ...
