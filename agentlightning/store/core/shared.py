@@ -116,8 +116,7 @@ class CoreStoreBase(LightningStore):
     async def _latest_resources_id(self, tx: StorageTransaction, resources_id: Optional[str]) -> Optional[str]:
         if resources_id:
             return resources_id
-        latest = await tx.get_latest_resources()
-        return latest.resources_id if latest is not None else None
+        return await tx.get_latest_resources_id()
 
     def _wake_after(self, remaining: Optional[float]) -> Optional[float]:
         """How long a waiter may sleep: until its timeout, the next poll, or the next health scan that may fire."""

@@ -115,6 +115,14 @@ class StorageTransaction(ABC):
     async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
         """The snapshot most recently added or updated."""
 
+    async def get_latest_resources_id(self) -> Optional[str]:
+        """The id of `get_latest_resources()` (a database reads only the id)."""
+        latest = await self.get_latest_resources()
+        return latest.resources_id if latest is not None else None
+
+    async def prefetch_latest_resources_id(self) -> None:  # noqa: B027 - optional hook
+        """A hint: `get_latest_resources_id` will be asked; a database sends the read with its next round trip."""
+
     @abstractmethod
     async def put_resources(self, update: ResourcesUpdate) -> None:
         """Insert or replace a snapshot and make it the latest."""

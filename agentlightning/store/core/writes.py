@@ -19,8 +19,9 @@ from agentlightning.store.core.grouping import GroupedCall, Outcome
 from agentlightning.store.core.shared import CoreStoreBase
 from agentlightning.store.core.storage import StorageTransaction
 
-#: The kinds of grouped writes, in the order a shared transaction runs them.
-WRITE_KINDS = ("enqueue", "claim", "spans", "update")
+#: The kinds of grouped writes, in the order a shared transaction runs them (enqueues last: their one read, of the
+#: latest resources id, then rides on an earlier round trip).
+WRITE_KINDS = ("claim", "spans", "update", "enqueue")
 
 
 def _rollouts_read(kind: str, payload: Any) -> list[str]:
@@ -59,8 +60,11 @@ class GroupedWrites(CoreStoreBase):
         changes = Changes(clock.now())
         async with self._storage.transaction() as tx:
             reads = [rollout_id for kind, payload in items for rollout_id in _rollouts_read(kind, payload)]
-            if reads and len(by_kind) > 1:  # goes with the first round trip of the group, not one of its own
-                await tx.prefetch_rollouts_and_latest(reads)
+            if len(by_kind) > 1:  # reads sent with the group's first round trip, not with their own
+                if reads:
+                    await tx.prefetch_rollouts_and_latest(reads)
+                if "enqueue" in by_kind:
+                    await tx.prefetch_latest_resources_id()
             for kind in WRITE_KINDS:
                 indexes = by_kind.get(kind)
                 if indexes:

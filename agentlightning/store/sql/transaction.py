@@ -44,6 +44,8 @@ from agentlightning.types import Attempt, ResourcesUpdate, Rollout, Worker
 
 __all__ = ["LATEST_ATTEMPT_JOIN", "SqlExecutor", "SqlTransaction"]
 
+_LATEST_RESOURCES_ID = "SELECT resources_id FROM resources ORDER BY latest_seq DESC LIMIT 1"
+
 
 class SqlTransaction(SqlSpanOperations, StorageTransaction):
     """The StorageTransaction operations in portable SQL. Backends override the few dialect-specific steps."""
@@ -71,6 +73,7 @@ class SqlTransaction(SqlSpanOperations, StorageTransaction):
         self.finished: list[str] = []
         self.spans_inserted = 0
         self._prefetched: Optional[tuple[set[str], DeferredRows]] = None
+        self._latest_resources_read: Optional[DeferredRows] = None
         self._prefetch_decoded: Optional[tuple[dict[str, Rollout], dict[str, Attempt]]] = None
 
     async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
@@ -294,6 +297,14 @@ class SqlTransaction(SqlSpanOperations, StorageTransaction):
             await self.lock_keys("resources", [resources_id])
         rows = await self.db.fetchall("SELECT data FROM resources WHERE resources_id = ?", (resources_id,))
         return decode_model(ResourcesUpdate, rows[0][0]) if rows else None
+
+    async def get_latest_resources_id(self) -> Optional[str]:
+        deferred, self._latest_resources_read = self._latest_resources_read, None
+        rows = await deferred.rows() if deferred is not None else await self.db.fetchall(_LATEST_RESOURCES_ID)
+        return rows[0][0] if rows else None
+
+    async def prefetch_latest_resources_id(self) -> None:
+        self._latest_resources_read = await self.db.defer(_LATEST_RESOURCES_ID)
 
     async def get_latest_resources(self) -> Optional[ResourcesUpdate]:
         rows = await self.db.fetchall("SELECT data FROM resources ORDER BY latest_seq DESC LIMIT 1")
