@@ -120,6 +120,10 @@ class StorageTransaction(ABC):
         latest = await self.get_latest_resources()
         return latest.resources_id if latest is not None else None
 
+    async def prefetch_workers(self, worker_ids: Sequence[str]) -> None:  # noqa: B027 - optional hook
+        """A hint: `get_workers` will be asked for these workers, and the transaction reads no further rollouts; a
+        database locks and reads them with its next round trip."""
+
     async def prefetch_latest_resources_id(self) -> None:  # noqa: B027 - optional hook
         """A hint: `get_latest_resources_id` will be asked; a database sends the read with its next round trip."""
 

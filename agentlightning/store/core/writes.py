@@ -60,21 +60,47 @@ class GroupedWrites(CoreStoreBase):
         changes = Changes(clock.now())
         async with self._storage.transaction() as tx:
             reads = [rollout_id for kind, payload in items for rollout_id in _rollouts_read(kind, payload)]
-            if len(by_kind) > 1:  # reads sent with the group's first round trip, not with their own
-                if reads:
-                    await tx.prefetch_rollouts_and_latest(reads)
-                if "enqueue" in by_kind:
-                    await tx.prefetch_latest_resources_id()
+            # Reads sent with the group's first round trip, not with their own.
+            if reads:
+                await tx.prefetch_rollouts_and_latest(reads)
+            if "enqueue" in by_kind and len(by_kind) > 1:
+                await tx.prefetch_latest_resources_id()
             for kind in WRITE_KINDS:
                 indexes = by_kind.get(kind)
-                if indexes:
-                    body = self._body(kind)
-                    results = await body(tx, changes, [items[index][1] for index in indexes])
-                    for index, result in zip(indexes, results, strict=True):
-                        outcomes[index] = result
+                if not indexes:
+                    continue
+                if kind == "spans":
+                    # Every rollout this transaction locks is locked by now: the workers' read (and locks) can go with
+                    # the span insert's round trip instead of one of their own at the end.
+                    await tx.prefetch_workers(await self._workers_touched(tx, changes, items, by_kind))
+                body = self._body(kind)
+                results = await body(tx, changes, [items[index][1] for index in indexes])
+                for index, result in zip(indexes, results, strict=True):
+                    outcomes[index] = result
             await changes.flush(tx)
         self._notifier.notify(changes.finished)
         return outcomes
+
+    async def _workers_touched(
+        self, tx: StorageTransaction, changes: Changes, items: list[tuple[str, Any]], by_kind: dict[str, list[int]]
+    ) -> list[str]:
+        """The workers the group's writes will most likely update: those of its claims and of the latest attempts of
+        the rollouts its spans and updates touch (read already with the group's first round trip)."""
+        workers = set(changes.worker_syncs) | changes.dequeued_by
+        rollout_ids = [
+            rollout_id
+            for kind in ("spans", "update")
+            for index in by_kind.get(kind, ())
+            for rollout_id in _rollouts_read(kind, items[index][1])
+        ]
+        if rollout_ids:
+            _, latest = await tx.get_rollouts_and_latest(rollout_ids)
+            workers.update(attempt.worker_id for attempt in latest.values() if attempt.worker_id)
+        for index in by_kind.get("update", ()):
+            worker_id = items[index][1].worker_id
+            if isinstance(worker_id, str):
+                workers.add(worker_id)
+        return sorted(workers)
 
     def _body(self, kind: str) -> Any:
         bodies = {

@@ -17,6 +17,17 @@ LATEST_ATTEMPT_JOIN = (
 )
 
 
+def multi_row(sql: str, rows: Sequence[Sequence[Any]]) -> tuple[str, list[Any]]:
+    """`INSERT ... VALUES (?, ..., ?) [rest]` for several rows in one statement (one parse and plan, not one each).
+    The row template must hold no parentheses of its own."""
+    head, marker, tail = sql.partition("VALUES (")
+    if not marker or not rows:
+        raise ValueError(f"not a single-row INSERT ... VALUES statement: {sql[:80]!r}")
+    end = tail.index(")")
+    template = "(" + tail[:end] + ")"
+    return head + "VALUES " + ", ".join([template] * len(rows)) + tail[end + 1 :], [v for row in rows for v in row]
+
+
 class DeferredRows:
     """The rows of a read sent with a later round trip (see `SqlExecutor.defer`)."""
 

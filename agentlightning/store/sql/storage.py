@@ -13,6 +13,7 @@ from agentlightning.store.core.riders import Rider, RiderConflict, conflicting_r
 from agentlightning.store.core.storage import Storage, StorageTransaction
 from agentlightning.store.sql.retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
 from agentlightning.store.sql.rows import Row
+from agentlightning.store.sql.statements import multi_row
 from agentlightning.store.sql.transaction import SqlTransaction
 
 logger = logging.getLogger(__name__)
@@ -44,8 +45,15 @@ class SqlStorage(Storage):
         """A write transaction that also writes the caller's riders (see `core/riders.py`)."""
         try:
             async with self.sql_transaction(write=True) as tx:
+                by_statement: dict[str, list[Rider]] = {}
                 for rider in riders:
-                    await tx.db.execute(rider.sql, rider.params)
+                    by_statement.setdefault(rider.sql, []).append(rider)
+                for sql, same in by_statement.items():
+                    if len(same) > 1 and "VALUES (" in sql:  # the idempotency records of a group: one INSERT
+                        await tx.db.execute(*multi_row(sql, [rider.params for rider in same]))
+                    else:
+                        for rider in same:
+                            await tx.db.execute(rider.sql, rider.params)
                 yield tx
         except Exception as exc:
             conflict = conflicting_rider(exc, riders)

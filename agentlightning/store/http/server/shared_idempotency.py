@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from agentlightning.store.core.riders import Rider
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict
+from agentlightning.store.sql.statements import multi_row
 
 __all__ = ["SharedIdempotencyRecords", "shared_records_for"]
 
@@ -201,6 +202,8 @@ class AnswerWriter:
             raise
 
     async def _write(self, answers: list[_Answer]) -> None:
+        latest = list({answer[0]: answer for answer in answers}.values())  # one row per key: the last answer
         async with self._storage.sql_transaction(write=True) as tx:
-            await tx.db.executemany(_ANSWER, answers)
+            for start in range(0, len(latest), 200):
+                await tx.db.execute(*multi_row(_ANSWER, latest[start : start + 200]))
         self.batches_written += 1
