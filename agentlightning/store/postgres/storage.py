@@ -17,235 +17,31 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Optional
 
 import psycopg
-from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg import AsyncConnection
 from psycopg.conninfo import conninfo_to_dict
-from psycopg.pq import Escaping, TransactionStatus
+from psycopg.pq import TransactionStatus
 
 from agentlightning.store.base import LightningStoreCapabilities
 from agentlightning.store.errors import StoreError, StoreOpenError
+from agentlightning.store.postgres.executors import BatchingExecutor, PostgresExecutor, pg_sql
 from agentlightning.store.postgres.listen import PostgresListener, deadline_payload, finished_payload
-from agentlightning.store.postgres.literals import LiteralWriter
 from agentlightning.store.postgres.pool import ConnectionPool
 from agentlightning.store.postgres.schema import migrate
-from agentlightning.store.sql.dialect import POSTGRESQL
+from agentlightning.store.postgres.transaction import PostgresTransaction
 from agentlightning.store.sql.retention import RetentionPolicy
-from agentlightning.store.sql.rows import SPAN_COLUMNS, Row, SpanKey, span_row
-from agentlightning.store.sql.statements import DeferredRows
+from agentlightning.store.sql.rows import Row
 from agentlightning.store.sql.storage import SqlStorage
-from agentlightning.store.sql.transaction import LATEST_ATTEMPT_JOIN, SqlExecutor, SqlTransaction
-from agentlightning.types import Span
+from agentlightning.store.sql.transaction import SqlExecutor
 
 logger = logging.getLogger(__name__)
 
 #: The `application_name` of the connections that LISTEN for other processes' changes.
 LISTEN_APPLICATION_NAME = "agentlightning-listen"
-
-_STATEMENTS: dict[str, str] = {}
-
-
-def _pg_sql(statement: str) -> str:
-    """`?` placeholders as psycopg's binary `%b` ones (cached: the set of statements is small and fixed).
-
-    Binary parameters skip text escaping, which dominates the client's work for JSON documents and arrays."""
-    converted = _STATEMENTS.get(statement)
-    if converted is None:
-        if len(_STATEMENTS) > 2000:
-            _STATEMENTS.clear()
-        converted = _STATEMENTS[statement] = statement.replace("?", "%b")
-    return converted
-
-
-_SPAN_COLUMN_TYPES = ("text", "text", "bigint", "text", "text", "text", "text", "float8", "float8", "text")
-_INSERT_SPANS = (
-    f"WITH inserted AS (INSERT INTO spans ({', '.join(SPAN_COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"?::{kind}[]" for kind in _SPAN_COLUMN_TYPES)
-    + f") AS s({', '.join(SPAN_COLUMNS)}) WHERE NOT EXISTS (SELECT 1 FROM span_counters c "
-    "WHERE c.rollout_id = s.rollout_id AND c.evicted = 1) "  # retention removed those rollouts' spans
-    "ON CONFLICT (rollout_id, span_id, attempt_id) DO NOTHING "
-    "RETURNING rollout_id, attempt_id, span_id, octet_length(data) AS size), "
-    "counted AS (INSERT INTO span_counters (rollout_id, span_count, span_bytes) "
-    "SELECT rollout_id, COUNT(*), SUM(size) FROM inserted GROUP BY rollout_id ORDER BY rollout_id "
-    "ON CONFLICT (rollout_id) DO UPDATE SET span_count = span_counters.span_count + excluded.span_count, "
-    "span_bytes = span_counters.span_bytes + excluded.span_bytes) "
-    "SELECT rollout_id, attempt_id, span_id FROM inserted"
-)
-_RAISE_FLOORS = (
-    "INSERT INTO span_counters (rollout_id, next_value) SELECT * FROM unnest(?::text[], ?::bigint[]) "
-    "ON CONFLICT (rollout_id) DO UPDATE SET next_value = GREATEST(span_counters.next_value, excluded.next_value) "
-    "RETURNING rollout_id, evicted"
-)
-
-
-class PostgresExecutor(SqlExecutor):
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.cursor = conn.cursor()
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if rows:
-            await self.cursor.executemany(_pg_sql(sql), rows)  # type: ignore[arg-type]
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        await self.cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
-        return await self.cursor.fetchall()
-
-
-_CLIENT_STATEMENTS: dict[str, str] = {}
-
-
-def _client_sql(statement: str) -> str:
-    """`?` placeholders as psycopg's client-side `%s` ones (cached like `_pg_sql`)."""
-    converted = _CLIENT_STATEMENTS.get(statement)
-    if converted is None:
-        if len(_CLIENT_STATEMENTS) > 2000:
-            _CLIENT_STATEMENTS.clear()
-        converted = _CLIENT_STATEMENTS[statement] = statement.replace("?", "%s")
-    return converted
-
-
-class BatchingExecutor(SqlExecutor):
-    """Runs a write transaction in few round trips, on a connection in autocommit mode.
-
-    Statements whose results nobody reads (writes, locks, notifications) are queued, with the BEGIN that opens the
-    transaction, and sent together with the next statement whose rows are needed, or with the COMMIT, as one
-    simple-protocol query (parameters bound client-side by psycopg): a call costs one round trip per read plus one
-    for the commit. An error in any statement aborts the rest and the transaction, and surfaces at that send."""
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.cursor = AsyncClientCursor(conn)
-        self.pending: list[str] = ["BEGIN"]
-        #: Reads queued with the statements (position in `pending`, where their rows go).
-        self.deferred: list[tuple[int, DeferredRows]] = []
-        escaping = Escaping(conn.pgconn)
-        self.literals = LiteralWriter(escaping.escape_literal, escaping.escape_bytea)
-
-    def _render(self, sql: str, params: Sequence[Any]) -> str:
-        rendered = self.literals.render(sql, params) if params else sql
-        if rendered is None:  # a type of parameter `literals` leaves to psycopg
-            rendered = self.cursor.mogrify(_client_sql(sql), params)  # type: ignore[arg-type]
-        return rendered
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self.pending.append(self._render(sql, params))
-
-    async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.pending.extend(self._render(sql, row) for row in rows)
-
-    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        self.pending.append(self._render(sql, params))
-        await self._send()
-        return await self.cursor.fetchall()
-
-    async def defer(self, sql: str, params: Sequence[Any] = ()) -> DeferredRows:
-        deferred = DeferredRows(self)
-        self.deferred.append((len(self.pending), deferred))
-        self.pending.append(self._render(sql, params))
-        return deferred
-
-    async def send_pending(self) -> None:
-        if self.pending and self.pending != ["BEGIN"]:
-            await self._send()
-
-    async def commit(self) -> None:
-        if self.pending == ["BEGIN"]:  # nothing was sent: there is no transaction to commit
-            self.pending = []
-            return
-        self.pending.append("COMMIT")
-        await self._send()
-
-    async def _send(self) -> None:
-        batch, self.pending = self.pending, []
-        deferred, self.deferred = self.deferred, []
-        await self.cursor.execute(";\n".join(batch))  # type: ignore[arg-type]
-        # One result per statement, in order; the deferred reads take theirs, the cursor ends on the last one.
-        position = 0
-        for index, rows in deferred:
-            while position < index:
-                self.cursor.nextset()
-                position += 1
-            rows.fill(await self.cursor.fetchall())
-        while self.cursor.nextset():
-            pass
-
-
-class PostgresTransaction(SqlTransaction):
-    next_resources_rank_sql = "nextval('resources_latest_seq')"
-
-    def __init__(self, db: SqlExecutor, *, write: bool, lock_namespace: str) -> None:
-        super().__init__(db, POSTGRESQL, write=write)
-        self.lock_namespace = lock_namespace
-        self.evicted_flags: dict[str, bool] = {}
-        self.floor_reads: list[DeferredRows] = []
-        self.scanned = False
-
-    async def lock_keys(self, kind: str, keys: Sequence[str]) -> None:  # type: ignore[override]
-        for key in sorted(set(keys)):
-            await self.db.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (f"{self.lock_namespace}:{kind}:{key}",)
-            )
-
-    async def raise_span_sequence_floor(self, floors: Mapping[str, int]) -> None:
-        """One statement that also learns which rollouts' spans retention removed (used by `evicted_among`), sent
-        with the next round trip (the span insert's)."""
-        ids = sorted(floors)
-        self.floor_reads.append(await self.db.defer(_RAISE_FLOORS, [ids, [floors[rollout_id] for rollout_id in ids]]))
-
-    async def evicted_among(self, rollout_ids: Sequence[str]) -> set[str]:
-        await self._take_floor_reads()
-        flags = self.evicted_flags
-        if all(rollout_id in flags for rollout_id in rollout_ids):
-            return {rollout_id for rollout_id in rollout_ids if flags[rollout_id]}
-        return await super().evicted_among(rollout_ids)
-
-    async def _take_floor_reads(self) -> None:
-        reads, self.floor_reads = self.floor_reads, []
-        for read in reads:
-            self.evicted_flags.update({rollout_id: bool(evicted) for rollout_id, evicted in await read.rows()})
-
-    async def insert_spans(self, spans: Sequence[Span]) -> list[Span]:
-        """One round trip: the statement skips the spans of rollouts whose spans retention removed (which still
-        count as accepted heartbeats) and keys stored before."""
-        unique: dict[SpanKey, Span] = {}
-        for span in spans:
-            unique.setdefault((span.rollout_id, span.attempt_id, span.span_id), span)
-        if not unique:
-            return []
-        accepted = await self.store_new_spans([span_row(span) for span in unique.values()])
-        evicted = await self.evicted_among(sorted({key[0] for key in unique}))
-        return [span for key, span in unique.items() if key in accepted or key[0] in evicted]
-
-    async def store_new_spans(self, rows: Sequence[Row]) -> set[SpanKey]:
-        """Insert, skip known keys and update the counters in one statement over column arrays."""
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        inserted = await self.db.fetchall(_INSERT_SPANS, columns)
-        self.spans_inserted += len(inserted)
-        return {(rollout_id, attempt_id, span_id) for rollout_id, attempt_id, span_id in inserted}
-
-    async def claim_queued(self, limit: int) -> list:  # type: ignore[override]
-        claimed = []
-        while len(claimed) < limit:
-            rows = await self.db.fetchall(
-                "SELECT q.seq, r.rollout_id, r.health_deadline, r.data, r.status, a.data FROM rollout_queue q "
-                f"JOIN rollouts r ON r.rollout_id = q.rollout_id {LATEST_ATTEMPT_JOIN} ORDER BY q.seq LIMIT ? "
-                "FOR UPDATE OF q, r SKIP LOCKED",
-                (limit - len(claimed),),
-            )
-            if not rows:
-                break
-            await self.db.execute("DELETE FROM rollout_queue WHERE seq = ANY(?)", ([row[0] for row in rows],))
-            claimed.extend(self.claimed_rows(rows))
-        return claimed
-
-    async def health_candidates(self, now: float) -> list:  # type: ignore[override]
-        self.scanned = True
-        return await super().health_candidates(now)
 
 
 class PostgresStorage(SqlStorage):
@@ -403,7 +199,7 @@ class PostgresStorage(SqlStorage):
         try:
             await conn.set_autocommit(True)
             cursor = conn.cursor()
-            await cursor.execute(_pg_sql(sql), params)  # type: ignore[arg-type]
+            await cursor.execute(pg_sql(sql), params)  # type: ignore[arg-type]
             rows = await cursor.fetchall() if cursor.description is not None else []
             await conn.set_autocommit(False)
             reusable = True
