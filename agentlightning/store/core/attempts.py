@@ -17,7 +17,7 @@ from agentlightning.store.core.query import (
     SPAN_FIELDS,
     build_query,
 )
-from agentlightning.store.core.records import page_of
+from agentlightning.store.core.records import page_of, span_floors
 from agentlightning.store.core.storage import StorageTransaction
 from agentlightning.store.core.validation import (
     check_attempt_status,
@@ -204,10 +204,7 @@ class AttemptAndSpanOperations(GroupedWrites):
         for key in keys:
             if key not in attempts:
                 raise AttemptNotFoundError(*key)
-        floors: dict[str, int] = {}
-        for span in spans:
-            if span.sequence_id > floors.get(span.rollout_id, 0):
-                floors[span.rollout_id] = span.sequence_id
+        floors = span_floors(spans)
         if floors:
             await tx.raise_span_sequence_floor(floors)
         inserted = await tx.insert_spans(spans)

@@ -3,11 +3,12 @@ rollout, and result pages. Plain functions shared by the core's operation groups
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Optional, TypeVar
 
 from agentlightning.store.core.ids import generate_attempt_id
 from agentlightning.store.core.query import Query
-from agentlightning.types import Attempt, AttemptedRollout, PaginatedResult, Rollout
+from agentlightning.types import Attempt, AttemptedRollout, PaginatedResult, Rollout, Span
 
 __all__ = ["attempted", "next_attempt", "page_of", "with_attempt"]
 
@@ -42,3 +43,12 @@ def next_attempt(rollout_id: str, previous: Optional[Attempt], now: float, worke
 def attempted(rollout: Rollout, attempt: Attempt) -> AttemptedRollout:
     """A caller-owned copy of the rollout with `attempt` as its attempt."""
     return with_attempt(rollout, attempt)  # type: ignore[return-value]
+
+
+def span_floors(spans: Sequence[Span]) -> dict[str, int]:
+    """The highest sequence id of each rollout's spans (the floor of its next allocated sequence id)."""
+    floors: dict[str, int] = {}
+    for span in spans:
+        if span.sequence_id > floors.get(span.rollout_id, 0):
+            floors[span.rollout_id] = span.sequence_id
+    return floors

@@ -120,9 +120,15 @@ class StorageTransaction(ABC):
         latest = await self.get_latest_resources()
         return latest.resources_id if latest is not None else None
 
-    async def prefetch_workers(self, worker_ids: Sequence[str]) -> None:  # noqa: B027 - optional hook
-        """A hint: `get_workers` will be asked for these workers, and the transaction reads no further rollouts; a
-        database locks and reads them with its next round trip."""
+    async def queue_span_insert(self, spans: Sequence[Span], floors: Mapping[str, int]) -> None:  # noqa: B027
+        """A hint: `raise_span_sequence_floor(floors)` and `insert_spans(spans)` follow; a database sends both with
+        its next round trip. Only once the spans' rollouts are locked (after `prefetch_rollouts_and_latest`)."""
+
+    async def prefetch_workers_of(  # noqa: B027 - optional hook
+        self, rollout_ids: Sequence[str], worker_ids: Sequence[str]
+    ) -> None:
+        """A hint: the workers of these rollouts' attempts and these workers will be updated, and the transaction
+        locks no further rollouts; a database locks and reads them with its next round trip."""
 
     async def prefetch_latest_resources_id(self) -> None:  # noqa: B027 - optional hook
         """A hint: `get_latest_resources_id` will be asked; a database sends the read with its next round trip."""

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from agentlightning.store.core import clock
 from agentlightning.store.core.changes import Changes
 from agentlightning.store.core.grouping import GroupedCall, Outcome
+from agentlightning.store.core.records import span_floors
 from agentlightning.store.core.shared import CoreStoreBase
 from agentlightning.store.core.storage import StorageTransaction
 
@@ -60,19 +61,22 @@ class GroupedWrites(CoreStoreBase):
         changes = Changes(clock.now())
         async with self._storage.transaction() as tx:
             reads = [rollout_id for kind, payload in items for rollout_id in _rollouts_read(kind, payload)]
-            # Reads sent with the group's first round trip, not with their own.
+            # Everything the group can ask for before it sees an answer goes with its first round trip: its rollouts
+            # and their latest attempts (locked), its span inserts, then its workers (locked last), the latest
+            # resources id.
             if reads:
                 await tx.prefetch_rollouts_and_latest(reads)
+            spans = [span for index in by_kind.get("spans", ()) for span in items[index][1]]
+            if spans:
+                await tx.queue_span_insert(spans, span_floors(spans))
+            if reads or "claim" in by_kind:
+                await tx.prefetch_workers_of(reads, self._named_workers(items, by_kind))
             if "enqueue" in by_kind and len(by_kind) > 1:
                 await tx.prefetch_latest_resources_id()
             for kind in WRITE_KINDS:
                 indexes = by_kind.get(kind)
                 if not indexes:
                     continue
-                if kind == "spans":
-                    # Every rollout this transaction locks is locked by now: the workers' read (and locks) can go with
-                    # the span insert's round trip instead of one of their own at the end.
-                    await tx.prefetch_workers(await self._workers_touched(tx, changes, items, by_kind))
                 body = self._body(kind)
                 results = await body(tx, changes, [items[index][1] for index in indexes])
                 for index, result in zip(indexes, results, strict=True):
@@ -81,26 +85,12 @@ class GroupedWrites(CoreStoreBase):
         self._notifier.notify(changes.finished)
         return outcomes
 
-    async def _workers_touched(
-        self, tx: StorageTransaction, changes: Changes, items: list[tuple[str, Any]], by_kind: dict[str, list[int]]
-    ) -> list[str]:
-        """The workers the group's writes will most likely update: those of its claims and of the latest attempts of
-        the rollouts its spans and updates touch (read already with the group's first round trip)."""
-        workers = set(changes.worker_syncs) | changes.dequeued_by
-        rollout_ids = [
-            rollout_id
-            for kind in ("spans", "update")
-            for index in by_kind.get(kind, ())
-            for rollout_id in _rollouts_read(kind, items[index][1])
-        ]
-        if rollout_ids:
-            _, latest = await tx.get_rollouts_and_latest(rollout_ids)
-            workers.update(attempt.worker_id for attempt in latest.values() if attempt.worker_id)
-        for index in by_kind.get("update", ()):
-            worker_id = items[index][1].worker_id
-            if isinstance(worker_id, str):
-                workers.add(worker_id)
-        return sorted(workers)
+    @staticmethod
+    def _named_workers(items: list[tuple[str, Any]], by_kind: dict[str, list[int]]) -> list[str]:
+        """The workers the group's calls name: claimers, and workers given to attempt updates."""
+        workers = {items[index][1][1] for index in by_kind.get("claim", ())}
+        workers.update(items[index][1].worker_id for index in by_kind.get("update", ()))
+        return sorted(worker for worker in workers if isinstance(worker, str))
 
     def _body(self, kind: str) -> Any:
         bodies = {

@@ -74,7 +74,8 @@ class SqlTransaction(SqlSpanOperations, StorageTransaction):
         self.spans_inserted = 0
         self._prefetched: Optional[tuple[set[str], DeferredRows]] = None
         self._latest_resources_read: Optional[DeferredRows] = None
-        self._prefetched_workers: Optional[tuple[set[str], DeferredRows]] = None
+        #: Workers locked and read ahead (`prefetch_workers_of`): the locked ids, and their rows.
+        self.prefetched_workers: Optional[tuple[DeferredRows, DeferredRows]] = None
         self._prefetch_decoded: Optional[tuple[dict[str, Rollout], dict[str, Attempt]]] = None
 
     async def lock_keys(self, kind: str, keys: Iterable[str]) -> None:
@@ -333,32 +334,24 @@ class SqlTransaction(SqlSpanOperations, StorageTransaction):
     # ------------------------------------------------------------------------------------------------------ workers
     async def get_workers(self, worker_ids: Sequence[str]) -> dict[str, Worker]:
         ids = sorted(set(worker_ids))
-        prefetched = self._prefetched_workers
-        if prefetched is not None and prefetched[0].issuperset(ids):
-            # Locked and read with an earlier round trip; what this transaction changed since is in known_workers.
-            self._prefetched_workers = None
-            for worker_id, data in await prefetched[1].rows():
-                self.known_workers.setdefault(worker_id, decode_model(Worker, data))
-            return {worker_id: self.known_workers[worker_id] for worker_id in ids if worker_id in self.known_workers}
+        prefetched = self.prefetched_workers
+        if prefetched is not None:
+            locked_read, rows_read = prefetched
+            locked = {row[0] for row in await locked_read.rows()}
+            if locked.issuperset(ids):
+                # Locked and read with an earlier round trip; what this transaction changed since is in known_workers.
+                self.prefetched_workers = None
+                for worker_id, data in await rows_read.rows():
+                    self.known_workers.setdefault(worker_id, decode_model(Worker, data))
+                return {
+                    worker_id: self.known_workers[worker_id] for worker_id in ids if worker_id in self.known_workers
+                }
         if self.write:
             await self.lock_keys("worker", ids)
         rows = await self._fetch_in("SELECT worker_id, data FROM workers WHERE {in}", "worker_id", ids)
         found = {worker_id: decode_model(Worker, data) for worker_id, data in rows}
         self.known_workers.update(found)
         return found
-
-    async def prefetch_workers(self, worker_ids: Sequence[str]) -> None:
-        """Lock and read these workers with the next round trip (`get_workers` then answers from it). Only once the
-        transaction holds every rollout it will lock: workers are locked after rollouts (see the module docstring)."""
-        ids = sorted(set(worker_ids))
-        if not ids or not self.write or self.dialect.max_inline_values or self.known_workers:
-            return
-        await self.lock_keys("worker", ids)
-        clause, params = self.dialect.in_list("worker_id", ids)
-        self._prefetched_workers = (
-            set(ids),
-            await self.db.defer(f"SELECT worker_id, data FROM workers WHERE {clause}", params),
-        )
 
     async def put_workers(self, workers: Sequence[Worker]) -> None:
         """Insert or replace the workers that differ from the stored version this transaction read."""
