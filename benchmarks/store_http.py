@@ -224,7 +224,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"p50 {_percentile(server_ms, 0.5):.2f}  p99 {_percentile(server_ms, 0.99):.2f}"
     )
     client_cpu = sum(result["cpu_seconds"] for result in results)
-    parts = [("server", server_cpu), ("PostgreSQL", database_cpu if database_cpu else None), ("clients", client_cpu)]
+    on_postgres = args.backend.startswith("postgres") or args.url is not None
+    parts = [("server", server_cpu), ("PostgreSQL", database_cpu if on_postgres else None), ("clients", client_cpu)]
     shown = [(name, seconds) for name, seconds in parts if seconds is not None]
     per_rollout = "  ".join(f"{name} {1000 * seconds / max(rollouts, 1):.2f}" for name, seconds in shown)
     total = sum(seconds for _, seconds in shown)
