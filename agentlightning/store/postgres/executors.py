@@ -12,19 +12,24 @@ from agentlightning.store.postgres.literals import LiteralWriter
 from agentlightning.store.sql.rows import Row
 from agentlightning.store.sql.statements import DeferredRows, SqlExecutor, multi_row
 
-_STATEMENTS: dict[str, str] = {}
+_CONVERTED: dict[tuple[str, str], str] = {}
+
+
+def _with_placeholders(statement: str, placeholder: str) -> str:
+    """`statement` with its `?` placeholders as psycopg's `placeholder` (cached: the statements are few and fixed)."""
+    key = (statement, placeholder)
+    converted = _CONVERTED.get(key)
+    if converted is None:
+        if len(_CONVERTED) > 4000:
+            _CONVERTED.clear()
+        converted = _CONVERTED[key] = statement.replace("?", placeholder)
+    return converted
 
 
 def pg_sql(statement: str) -> str:
-    """`?` placeholders as psycopg's binary `%b` ones (cached: the set of statements is small and fixed).
-
-    Binary parameters skip text escaping, which dominates the client's work for JSON documents and arrays."""
-    converted = _STATEMENTS.get(statement)
-    if converted is None:
-        if len(_STATEMENTS) > 2000:
-            _STATEMENTS.clear()
-        converted = _STATEMENTS[statement] = statement.replace("?", "%b")
-    return converted
+    """`?` placeholders as psycopg's binary `%b` ones: binary parameters skip text escaping, which dominates the
+    client's work for JSON documents and arrays."""
+    return _with_placeholders(statement, "%b")
 
 
 class PostgresExecutor(SqlExecutor):
@@ -41,19 +46,6 @@ class PostgresExecutor(SqlExecutor):
     async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         await self.cursor.execute(pg_sql(sql), params)  # type: ignore[arg-type]
         return await self.cursor.fetchall()
-
-
-_CLIENT_STATEMENTS: dict[str, str] = {}
-
-
-def _client_sql(statement: str) -> str:
-    """`?` placeholders as psycopg's client-side `%s` ones (cached like `pg_sql`)."""
-    converted = _CLIENT_STATEMENTS.get(statement)
-    if converted is None:
-        if len(_CLIENT_STATEMENTS) > 2000:
-            _CLIENT_STATEMENTS.clear()
-        converted = _CLIENT_STATEMENTS[statement] = statement.replace("?", "%s")
-    return converted
 
 
 def _mergeable(sql: str, rows: Sequence[Sequence[Any]]) -> bool:
@@ -83,7 +75,7 @@ class BatchingExecutor(SqlExecutor):
     def _render(self, sql: str, params: Sequence[Any]) -> str:
         rendered = self.literals.render(sql, params) if params else sql
         if rendered is None:  # a type of parameter `literals` leaves to psycopg
-            rendered = self.cursor.mogrify(_client_sql(sql), params)  # type: ignore[arg-type]
+            rendered = self.cursor.mogrify(_with_placeholders(sql, "%s"), params)  # type: ignore[arg-type]
         return rendered
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
