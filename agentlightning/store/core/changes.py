@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Optional, Union
+from typing import Optional
 
 from agentlightning.store.core.lifecycle import (
     derive_rollout_status,
@@ -89,8 +88,8 @@ class Changes:
         """The attempt moved to another worker: the old one is released if it was running that attempt."""
         self.worker_releases[worker_id] = attempt.attempt_id
 
-    async def flush(self, tx: StorageTransaction, *, dequeued_by: Union[str, Collection[str], None] = None) -> None:
-        """Write everything; `dequeued_by`: the worker(s) whose dequeue this was (their last dequeue time is set)."""
+    async def flush(self, tx: StorageTransaction) -> None:
+        """Write everything."""
         if self.new_rollouts:
             await tx.insert_rollouts(self.new_rollouts, enqueue=False)
         if self.new_attempts:
@@ -100,8 +99,7 @@ class Changes:
         if self.attempts:
             await tx.update_attempts(list(self.attempts.values()))
         await self._flush_queue(tx)
-        dequeuers = self.dequeued_by | ({dequeued_by} if isinstance(dequeued_by, str) else set(dequeued_by or ()))
-        await self._flush_workers(tx, dequeuers)
+        await self._flush_workers(tx)
 
     async def _flush_queue(self, tx: StorageTransaction) -> None:
         if not self.queue_actions:
@@ -118,7 +116,8 @@ class Changes:
         if pushes:
             await tx.enqueue(pushes)
 
-    async def _flush_workers(self, tx: StorageTransaction, dequeued_by: set[str]) -> None:
+    async def _flush_workers(self, tx: StorageTransaction) -> None:
+        dequeued_by = self.dequeued_by
         ids = set(self.worker_syncs) | set(self.worker_releases) | dequeued_by
         if not ids:
             return

@@ -101,7 +101,7 @@ class GroupedCall(Generic[ItemT, ResultT]):
             finally:
                 state.running -= 1
                 self._start_waiting(loop, state)
-            return _unwrap(outcomes[0])
+            return unwrap(outcomes[0])
         future: asyncio.Future[ResultT] = loop.create_future()
         entry: _Entry[ItemT, ResultT] = (item, future, current_riders())
         state.waiting.append(entry)
@@ -181,7 +181,8 @@ class GroupedCall(Generic[ItemT, ResultT]):
                 future.set_result(outcome)
 
 
-def _unwrap(outcome: Outcome[ResultT]) -> ResultT:
+def unwrap(outcome: Outcome[ResultT]) -> ResultT:
+    """The result, or raise the exception the outcome holds."""
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from agentlightning.store.core import clock
 from agentlightning.store.core.changes import Changes
-from agentlightning.store.core.grouping import GroupedCall, Outcome
+from agentlightning.store.core.grouping import GroupedCall, Outcome, unwrap
 from agentlightning.store.core.records import span_floors
 from agentlightning.store.core.shared import CoreStoreBase
 from agentlightning.store.core.storage import StorageTransaction
@@ -47,10 +47,7 @@ class GroupedWrites(CoreStoreBase):
         """Run one write (`payload`: what the kind's body takes per call) and return its result."""
         if self._writes is not None:
             return await self._writes((kind, payload))
-        outcome = (await self._run_writes([(kind, payload)]))[0]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
+        return unwrap((await self._run_writes([(kind, payload)]))[0])
 
     async def _run_writes(self, items: list[tuple[str, Any]]) -> list[Outcome[Any]]:
         """The writes of a group in one transaction: one outcome per item, in order."""
