@@ -2,6 +2,8 @@
 
 Pure Python (no torch) so the rules are easy to test: rewards that are not finite numbers are dropped and counted
 before the statistics; a group whose rewards do not vary carries no learning signal and is skipped and counted.
+`group_advantages` gives one advantage per rollout (its final reward, given to every call); `turn_advantages` one
+per LLM call, from rewards attributed to the calls (turn-level credit).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Optional
 
-__all__ = ["GroupAdvantages", "group_advantages"]
+__all__ = ["GroupAdvantages", "TurnAdvantages", "group_advantages", "returns_to_go", "turn_advantages"]
 
 
 @dataclass
@@ -59,4 +62,68 @@ def group_advantages(
         for key, reward in usable:
             centred = reward - mean
             result.advantages[key] = centred / (std + epsilon) if scale else centred
+    return result
+
+
+@dataclass
+class TurnAdvantages:
+    """The advantage of every LLM call of every kept rollout (by rollout key, one per call in order)."""
+
+    advantages: dict[Hashable, list[float]] = field(default_factory=dict)
+    groups_used: int = 0
+    groups_zero_variance: int = 0
+    groups_too_small: int = 0
+
+
+def returns_to_go(rewards: Sequence[Optional[float]]) -> list[float]:
+    """Each call's return: the sum of the rewards of that call and of every later call (None counts as 0)."""
+    result: list[float] = []
+    running = 0.0
+    for reward in reversed(rewards):
+        running += reward or 0.0
+        result.append(running)
+    return result[::-1]
+
+
+def turn_advantages(
+    groups: Mapping[Hashable, Sequence[tuple[Hashable, Sequence[Optional[float]]]]],
+    *,
+    scale: bool = True,
+    min_std: float = 1e-6,
+    epsilon: float = 1e-4,
+) -> TurnAdvantages:
+    """Advantages per call from turn-level rewards: call k's return-to-go compared with the returns-to-go of call k
+    of the group's other rollouts (those that made a call k).
+
+    `groups` maps a group key (the task) to `(rollout key, rewards of its calls in order)`. For turn k the baseline
+    is the mean return-to-go at turn k over the group's rollouts with a turn k (scaled by their standard deviation
+    with `scale`); a turn made by a single rollout, or whose returns do not vary, gets advantage 0. A group in which
+    no turn varies carries no signal and is skipped and counted. Rewards must be finite (the caller filters).
+    """
+    result = TurnAdvantages()
+    for members in groups.values():
+        if len(members) < 2:
+            result.groups_too_small += 1
+            continue
+        returns = {key: returns_to_go(rewards) for key, rewards in members}
+        longest = max((len(r) for r in returns.values()), default=0)
+        advantages = {key: [0.0] * len(r) for key, r in returns.items()}
+        varied = False
+        for turn in range(longest):
+            at_turn = [(key, r[turn]) for key, r in returns.items() if len(r) > turn]
+            if len(at_turn) < 2:
+                continue
+            values = [value for _, value in at_turn]
+            mean = statistics.fmean(values)
+            std = statistics.pstdev(values, mu=mean)
+            if std <= min_std:
+                continue
+            varied = True
+            for key, value in at_turn:
+                advantages[key][turn] = (value - mean) / (std + epsilon) if scale else value - mean
+        if not varied:
+            result.groups_zero_variance += 1
+            continue
+        result.groups_used += 1
+        result.advantages.update(advantages)
     return result

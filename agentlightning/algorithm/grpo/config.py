@@ -9,6 +9,8 @@ from typing import Any, Literal, Optional
 __all__ = ["GRPOConfig"]
 
 LossAggregation = Literal["token", "sequence"]
+SampleAggregation = Literal["trajectory", "transition"]
+Credit = Literal["final", "turn"]
 
 
 @dataclass
@@ -39,6 +41,15 @@ class GRPOConfig:
         lora_target_modules: module names LoRA adapts (None: every linear projection of the attention and MLP).
         temperature: sampling temperature agents receive in the ProxyLLM's sampling parameters.
         max_response_tokens: response ids longer than this are truncated for training (counted).
+        aggregation: "trajectory" (the calls of one conversation whose prompts extend each other exactly are one
+            sample, the loss masked to the model's own tokens) or "transition" (one sample per LLM call). Calls that
+            do not extend their conversation are trained one by one either way and counted as drift.
+        credit: "final" (every call of a rollout gets its final reward's advantage) or "turn" (each call's return,
+            the rewards attributed to it and to later calls, is compared with the same turn of the group).
+        informative_groups: groups with varying rewards each step trains on: while fewer were found, fresh tasks
+            are sampled (up to `max_tasks_per_step`). None: `tasks_per_step`; 0: never sample more.
+        max_tasks_per_step: the most tasks one step may sample while looking for informative groups (None:
+            4 x `tasks_per_step`).
         checkpoint_every: save a checkpoint every this many steps (also at the end and on Ctrl-C).
         keep_checkpoints: checkpoints kept on disk (older ones are deleted).
         rollout_timeout: seconds to wait for one step's rollouts; unfinished ones are cancelled and counted.
@@ -65,6 +76,10 @@ class GRPOConfig:
     lora_target_modules: Optional[list[str]] = None
     temperature: float = 1.0
     max_response_tokens: int = 512
+    aggregation: SampleAggregation = "trajectory"
+    credit: Credit = "final"
+    informative_groups: Optional[int] = None
+    max_tasks_per_step: Optional[int] = None
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
     rollout_timeout: float = 600.0
@@ -93,10 +108,39 @@ class GRPOConfig:
             raise ValueError(f"max_grad_norm must be positive or None, got {self.max_grad_norm!r}")
         if self.loss_aggregation not in ("token", "sequence"):
             raise ValueError(f"loss_aggregation must be 'token' or 'sequence', got {self.loss_aggregation!r}")
+        if self.aggregation not in ("trajectory", "transition"):
+            raise ValueError(f"aggregation must be 'trajectory' or 'transition', got {self.aggregation!r}")
+        if self.credit not in ("final", "turn"):
+            raise ValueError(f"credit must be 'final' or 'turn', got {self.credit!r}")
+        if self.informative_groups is not None and (
+            isinstance(self.informative_groups, bool)
+            or not isinstance(self.informative_groups, int)
+            or self.informative_groups < 0
+        ):
+            raise ValueError(
+                f"informative_groups must be a non-negative integer or None, got {self.informative_groups!r}"
+            )
+        if self.max_tasks_per_step is not None:
+            _positive_int("max_tasks_per_step", self.max_tasks_per_step)
+            if self.max_tasks_per_step < self.tasks_per_step:
+                raise ValueError(
+                    f"max_tasks_per_step ({self.max_tasks_per_step}) must be at least tasks_per_step "
+                    f"({self.tasks_per_step})"
+                )
         if self.lora_rank is not None:
             _positive_int("lora_rank", self.lora_rank)
         if self.lora_alpha is not None:
             _positive_int("lora_alpha", self.lora_alpha)
+
+    @property
+    def target_informative_groups(self) -> int:
+        """Informative groups a step looks for (0: take what the first batch of tasks gives)."""
+        return self.tasks_per_step if self.informative_groups is None else self.informative_groups
+
+    @property
+    def task_budget_per_step(self) -> int:
+        """The most tasks one step samples."""
+        return self.max_tasks_per_step if self.max_tasks_per_step is not None else 4 * self.tasks_per_step
 
     @classmethod
     def from_kwargs(cls, base: Optional[GRPOConfig] = None, **overrides: Any) -> GRPOConfig:

@@ -20,6 +20,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -33,8 +34,8 @@ from .dispatch import cancel_stale_rollouts, run_rollouts
 from .evaluation import EvaluationReport, evaluation_report
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
-from .samples import build_samples
-from .schedule import deadline, max_steps, task_indices
+from .samples import DriftCounts, StepSamples, build_samples
+from .schedule import SamplingCounts, deadline, max_steps, tasks_at
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -50,6 +51,19 @@ logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 _NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update"})
+_MAX_ROLLOUT_DRIFT_KEPT = 1000
+
+
+@dataclass
+class SampledGroups:
+    """The rollouts one step ran (over one or more sampling rounds) and what reading them cost."""
+
+    data: list[RolloutData] = field(default_factory=list)
+    groups: list[int] = field(default_factory=list)  # position in `indices` of each rollout's task
+    indices: list[int] = field(default_factory=list)  # dataset index of each task sampled
+    rounds: int = 0
+    rollout_seconds: float = 0.0
+    adapter_seconds: float = 0.0
 
 
 class GRPO(Algorithm):
@@ -104,6 +118,10 @@ class GRPO(Algorithm):
         self.on_event = on_event
         self.step = 0
         self.skips = SkipCounts()
+        self.drift = DriftCounts()  # how the run's calls joined into multi-turn sequences
+        self.rollout_drift: dict[str, float] = {}  # the drift rate of every rollout that drifted (first 1,000)
+        self.sampling = SamplingCounts()  # tasks sampled, extra tasks for informative groups, short steps
+        self.task_cursor = 0  # position in the task stream (see schedule.tasks_at)
         self.history: list[dict[str, Any]] = []
         self.evaluations: list[EvaluationReport] = []
         self.resumed_from: Optional[str] = None
@@ -217,6 +235,10 @@ class GRPO(Algorithm):
         self.step = self.start_step = loaded.step
         self.history = list(loaded.state.get("history", []))
         self.skips = SkipCounts(**loaded.state.get("skips", {}))
+        self.drift = DriftCounts(**{k: v for k, v in loaded.state.get("drift", {}).items() if k != "rate"})
+        self.rollout_drift = dict(loaded.state.get("rollout_drift", {}))
+        self.sampling = SamplingCounts(**loaded.state.get("sampling", {}))
+        self.task_cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
         self.evaluations = [
             EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
         ]
@@ -286,7 +308,7 @@ class GRPO(Algorithm):
                     "GRPO: the time budget (%.1f min) is used up after step %d", self.config.max_minutes, self.step
                 )
                 break
-            await self._train_step(dataset, task_indices(self.config, n, self.step))
+            await self._train_step(dataset)
             if self.step % self.config.checkpoint_every == 0:
                 self._checkpoint()
 
@@ -310,23 +332,17 @@ class GRPO(Algorithm):
             on_progress=progress,
         )
 
-    async def _train_step(self, dataset: Dataset[Any], indices: list[int]) -> None:
+    async def _train_step(self, dataset: Dataset[Any]) -> None:
         assert self.policy is not None and self._serving is not None
         config = self.config
         started = time.monotonic()
         resources_id = await self._publish_resources(temperature=config.temperature)
-        tasks = [dataset[i] for i in indices]
         meta = {"step": self.step + 1, "version": self._version}
-        finished, groups = await self._run_rollouts(tasks, "train", resources_id, config.group_size, meta)
-        rollout_seconds = time.monotonic() - started
-
-        adapter_started = time.monotonic()
-        await self._flush_proxy()
-        data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
-        step_skips = count_skips(data)
-        samples, rewards = self._samples(data, groups, indices, step_skips)
+        sampled = await self._sample_groups(dataset, resources_id, meta)
+        step_skips = count_skips(sampled.data)
+        built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
+        samples = built.samples
         self.last_samples = samples
-        adapter_seconds = time.monotonic() - adapter_started
 
         update_seconds = swap_seconds = 0.0
         metrics: dict[str, float] = {}
@@ -348,42 +364,115 @@ class GRPO(Algorithm):
             log = logger.warning if any(others.values()) else logger.info
             log("GRPO step %d: nothing to learn from (%s); weights unchanged", self.step + 1, _describe(step_skips))
         self.skips.add(step_skips)
+        self._count_drift(built)
         self.step += 1
         self._update_future = None
-        entry = {
-            "step": self.step,
-            "reward_mean": statistics.fmean(rewards) if rewards else None,
-            "rollouts": len(finished),
-            "samples": len(samples),
-            "response_tokens": sum(len(s.response_ids) for s in samples),
-            "calls_from": {
-                source: sum(len(d.calls) for d in data if d.source == source) for source in ("adapter", "proxy")
-            },
-            **{k: round(v, 6) for k, v in metrics.items()},
-            "seconds": {
-                "rollout": round(rollout_seconds, 3),
-                "adapter": round(adapter_seconds, 3),
-                "update": round(update_seconds, 3),
-                "weight_swap": round(swap_seconds, 3),
-                "total": round(time.monotonic() - started, 3),
-            },
-            "skips": step_skips.to_dict(),
+        entry = self._history_entry(sampled, built, step_skips, metrics)
+        entry["seconds"] = {
+            "rollout": round(sampled.rollout_seconds, 3),
+            "adapter": round(sampled.adapter_seconds, 3),
+            "update": round(update_seconds, 3),
+            "weight_swap": round(swap_seconds, 3),
+            "total": round(time.monotonic() - started, 3),
         }
         self.history.append(entry)
         logger.info(
-            "GRPO step %d: reward %s over %d rollouts, %d samples, loss %.4f (%s)",
+            "GRPO step %d: reward %s over %d rollouts (%d tasks, %d informative groups), %d samples, drift %.2f, "
+            "loss %.4f (%s)",
             self.step,
             "n/a" if entry["reward_mean"] is None else f"{entry['reward_mean']:.3f}",
-            len(finished),
+            entry["rollouts"],
+            len(sampled.indices),
+            built.informative_groups,
             len(samples),
+            built.drift.rate,
             metrics.get("loss", 0.0),
             ", ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items()),
         )
         self._emit("step", **entry)
 
+    async def _sample_groups(self, dataset: Dataset[Any], resources_id: str, meta: dict[str, Any]) -> SampledGroups:
+        """Run groups of rollouts on fresh tasks until enough groups have varying rewards (or the step's task budget
+        is spent); see `GRPOConfig.informative_groups`."""
+        config = self.config
+        target = config.target_informative_groups
+        budget = max(config.task_budget_per_step, config.tasks_per_step)
+        sampled = SampledGroups()
+        count = config.tasks_per_step
+        while True:
+            new = tasks_at(config, len(dataset), self.task_cursor, count)
+            self.task_cursor += count
+            offset = len(sampled.indices)
+            sampled.indices.extend(new)
+            round_started = time.monotonic()
+            finished, groups = await self._run_rollouts(
+                [dataset[i] for i in new], "train", resources_id, config.group_size, {**meta, "round": sampled.rounds}
+            )
+            adapter_started = time.monotonic()
+            sampled.rollout_seconds += adapter_started - round_started
+            await self._flush_proxy()
+            data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+            sampled.adapter_seconds += time.monotonic() - adapter_started
+            sampled.data.extend(data)
+            sampled.groups.extend(group + offset for group in groups)
+            sampled.rounds += 1
+            informative = build_samples(sampled.data, sampled.groups, sampled.indices, SkipCounts(), config)
+            missing = target - informative.informative_groups
+            if missing <= 0 or len(sampled.indices) >= budget:
+                break
+            count = min(missing, budget - len(sampled.indices))
+        self.sampling.steps += 1
+        self.sampling.tasks += len(sampled.indices)
+        self.sampling.extra_tasks += len(sampled.indices) - config.tasks_per_step
+        if target and missing > 0:
+            self.sampling.steps_short += 1
+        return sampled
+
+    def _count_drift(self, built: StepSamples) -> None:
+        self.drift.add(built.drift)
+        for rollout_id, rate in built.rollout_drift.items():
+            if len(self.rollout_drift) >= _MAX_ROLLOUT_DRIFT_KEPT:
+                break
+            self.rollout_drift[rollout_id] = rate
+        if built.drift.drifted:
+            logger.warning(
+                "GRPO step %d: %d of %d calls that continued a conversation did not extend its token ids "
+                "(drift %.0f%%): they are trained one call at a time. Check the chat template and the server's "
+                "token ids (docs/algorithms.md, 'Multi-turn samples')",
+                self.step + 1,
+                built.drift.drifted,
+                built.drift.continuations,
+                100 * built.drift.rate,
+            )
+
+    def _history_entry(
+        self, sampled: SampledGroups, built: StepSamples, skips: SkipCounts, metrics: dict[str, float]
+    ) -> dict[str, Any]:
+        data = sampled.data
+        succeeded = [d for d in data if d.rollout.status == "succeeded"]
+        return {
+            "step": self.step,
+            "reward_mean": statistics.fmean(built.rewards) if built.rewards else None,
+            "rollouts": len(data),
+            "tasks": len(sampled.indices),
+            "sampling_rounds": sampled.rounds,
+            "informative_groups": built.informative_groups,
+            "samples": len(built.samples),
+            "response_tokens": sum(s.trained_tokens for s in built.samples),
+            "sample_tokens": sum(s.length for s in built.samples),
+            "transition_tokens": built.transition_tokens,
+            "calls_per_rollout": round(sum(len(d.calls) for d in succeeded) / len(succeeded), 3) if succeeded else None,
+            "drift": built.drift.to_dict(),
+            "calls_from": {
+                source: sum(len(d.calls) for d in data if d.source == source) for source in ("adapter", "proxy")
+            },
+            **{k: round(v, 6) for k, v in metrics.items()},
+            "skips": skips.to_dict(),
+        }
+
     def _samples(
         self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
-    ) -> tuple[list[Sample], list[float]]:
+    ) -> StepSamples:
         return build_samples(data, groups, indices, skips, self.config)
 
     # ------------------------------------------------------------------------------------------- evaluation
@@ -419,6 +508,10 @@ class GRPO(Algorithm):
             "config": self.config.to_dict(),
             "history": self.history,
             "skips": self.skips.to_dict(),
+            "drift": self.drift.to_dict(),
+            "rollout_drift": self.rollout_drift,
+            "sampling": self.sampling.to_dict(),
+            "task_cursor": self.task_cursor,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,
         }

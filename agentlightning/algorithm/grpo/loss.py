@@ -14,19 +14,45 @@ __all__ = ["PolicyBatch", "Sample", "clipped_policy_loss", "make_batch", "sequen
 
 @dataclass
 class Sample:
-    """One LLM call to train on: the exact prompt and response ids and the advantage of its rollout."""
+    """One sequence to train on: the exact prompt ids, then every later id, and the advantage.
+
+    A single LLM call: `response_ids` is its response. A multi-turn sequence (several calls of one conversation
+    stitched, see `agentlightning.adapter.trajectory`): `response_ids` also holds the tokens the model did not
+    generate (tool results, user turns), which `loss_mask` (one 0/1 per response id) leaves out of the loss.
+    `token_advantages` (one per response id) replaces `advantage` where turns differ (turn-level credit).
+    """
 
     prompt_ids: list[int]
     response_ids: list[int]
     advantage: float
     rollout_id: str = ""
     group: str = ""
+    loss_mask: Optional[list[int]] = None
+    token_advantages: Optional[list[float]] = None
+    calls: int = 1  # LLM calls the sequence holds
+
+    def __post_init__(self) -> None:
+        for name in ("loss_mask", "token_advantages"):
+            values = getattr(self, name)
+            if values is not None and len(values) != len(self.response_ids):
+                raise ValueError(f"Sample.{name} has {len(values)} entries for {len(self.response_ids)} response ids")
+
+    @property
+    def trained_tokens(self) -> int:
+        """Response tokens the loss covers."""
+        return len(self.response_ids) if self.loss_mask is None else sum(1 for m in self.loss_mask if m)
+
+    @property
+    def length(self) -> int:
+        """Tokens a forward pass over this sample processes."""
+        return len(self.prompt_ids) + len(self.response_ids)
 
 
 @dataclass
 class PolicyBatch:
-    """Right-padded `prompt ‖ response` rows; `response_mask[i, t]` is 1 where `input_ids[i, t + 1]` is a response
-    token (the mask is aligned with the next-token predictions, which are one shorter than the rows)."""
+    """Right-padded `prompt ‖ response` rows; `response_mask[i, t]` is 1 where `input_ids[i, t + 1]` is a trained
+    response token (the mask is aligned with the next-token predictions, which are one shorter than the rows);
+    `advantages[i, t]` is the advantage of that token."""
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -47,13 +73,21 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
     input_ids = torch.full((len(samples), width), pad_token_id, dtype=torch.long)
     attention = torch.zeros((len(samples), width), dtype=torch.long)
     response_mask = torch.zeros((len(samples), width - 1), dtype=torch.float32)
+    advantages = torch.zeros((len(samples), width - 1), dtype=torch.float32)
     for row, sample in enumerate(samples):
         ids = sample.prompt_ids + sample.response_ids
         input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         attention[row, : len(ids)] = 1
         start = len(sample.prompt_ids) - 1  # the prediction of the first response token
-        response_mask[row, start : start + len(sample.response_ids)] = 1.0
-    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+        end = start + len(sample.response_ids)
+        if sample.loss_mask is None:
+            response_mask[row, start:end] = 1.0
+        else:
+            response_mask[row, start:end] = torch.tensor(sample.loss_mask, dtype=torch.float32)
+        if sample.token_advantages is None:
+            advantages[row, start:end] = sample.advantage
+        else:
+            advantages[row, start:end] = torch.tensor(sample.token_advantages, dtype=torch.float32)
     return PolicyBatch(input_ids, attention, response_mask, advantages)
 
 
@@ -86,7 +120,8 @@ def clipped_policy_loss(
     token_normaliser: Optional[float] = None,
     sequence_normaliser: Optional[float] = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The PPO-clipped surrogate with per-sequence advantages, plus `kl_coef` x KL to the reference.
+    """The PPO-clipped surrogate with per-sequence (batch,) or per-token (batch, width - 1) advantages, plus
+    `kl_coef` x KL to the reference.
 
     Per token: `-min(r * A, clip(r, 1 - eps, 1 + eps) * A)` with `r = exp(log_probs - old_log_probs)`; the KL term
     is the non-negative estimator `exp(ref - lp) - (ref - lp) - 1`. "token" aggregation divides the masked sum by
@@ -98,7 +133,7 @@ def clipped_policy_loss(
     import torch
 
     ratio = torch.exp(log_probs - old_log_probs)
-    advantage = advantages.unsqueeze(-1)
+    advantage = advantages if advantages.dim() == 2 else advantages.unsqueeze(-1)
     unclipped = ratio * advantage
     clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantage
     per_token = -torch.minimum(unclipped, clipped)

@@ -22,7 +22,24 @@ def test_batch_pads_on_the_right_and_masks_only_response_predictions() -> None:
     assert batch.attention_mask.tolist() == [[1, 1, 1, 0], [1, 1, 1, 1]]
     # predictions: position t predicts token t+1; row 0 predicts 7 at t=1; row 1 predicts 8, 9, 10 at t=0..2
     assert batch.response_mask.tolist() == [[0, 1, 0], [1, 1, 1]]
-    assert batch.advantages.tolist() == [1.0, -1.0]
+    assert batch.advantages.tolist() == [[0.0, 1.0, 0.0], [-1.0, -1.0, -1.0]]
+
+
+def test_batch_masks_tokens_the_model_did_not_generate() -> None:
+    # prompt [5], then a generated token 7, a tool result 3 4 (not generated), a generated 9
+    batch = make_batch([Sample([5], [7, 3, 4, 9], 2.0, loss_mask=[1, 0, 0, 1])], pad_token_id=0)
+    assert batch.response_mask.tolist() == [[1, 0, 0, 1]]
+
+
+def test_batch_carries_per_token_advantages() -> None:
+    sample = Sample([5], [7, 3, 9], 0.0, loss_mask=[1, 0, 1], token_advantages=[0.5, 0.0, -1.5])
+    batch = make_batch([sample], pad_token_id=0)
+    assert batch.advantages.tolist() == [[0.5, 0.0, -1.5]]
+
+
+def test_sample_rejects_a_mask_of_the_wrong_length() -> None:
+    with pytest.raises(ValueError, match="loss_mask has 2 entries for 3 response ids"):
+        Sample([5], [7, 8, 9], 1.0, loss_mask=[1, 0])
 
 
 def test_empty_prompt_or_response_is_rejected() -> None:

@@ -36,7 +36,8 @@ def test_non_finite_rewards_never_become_samples_and_do_not_poison_the_group() -
     algorithm = GRPO(group_size=2, tasks_per_step=1)
     data = [_data("succeeded", math.nan), _data("succeeded", 1.0), _data("succeeded", 0.0)]
     skips = SkipCounts()
-    samples, rewards = algorithm._samples(data, [0, 0, 0], [5], skips)
+    built = algorithm._samples(data, [0, 0, 0], [5], skips)
+    samples, rewards = built.samples, built.rewards
     assert sorted(s.advantage > 0 for s in samples) == [False, True]
     assert all(math.isfinite(s.advantage) for s in samples)
     assert rewards == [1.0, 0.0]
@@ -45,7 +46,7 @@ def test_non_finite_rewards_never_become_samples_and_do_not_poison_the_group() -
 def test_rollout_without_token_ids_keeps_its_reward_in_the_group_but_is_not_trained_on() -> None:
     algorithm = GRPO(group_size=2, tasks_per_step=1)
     data = [_data("succeeded", 1.0, with_ids=False), _data("succeeded", 0.0)]
-    samples, _ = algorithm._samples(data, [0, 0], [0], SkipCounts())
+    samples = algorithm._samples(data, [0, 0], [0], SkipCounts()).samples
     assert len(samples) == 1 and samples[0].advantage < 0
 
 
@@ -55,5 +56,5 @@ def test_overlong_responses_are_truncated_and_counted() -> None:
     first = _data("succeeded", 1.0)
     first.calls = [long_call]
     skips = SkipCounts()
-    samples, _ = algorithm._samples([first, _data("succeeded", 0.0)], [0, 0], [0], skips)
+    samples = algorithm._samples([first, _data("succeeded", 0.0)], [0, 0], [0], skips).samples
     assert samples[0].response_ids == [5, 6] and skips.responses_truncated == 1
