@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import queue
+import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .batching import BatchRequest, BatchScheduler, ChoiceStep, StepUpdate
+from .history import GeneratedTurns
 from .sampling import SamplingParams
 from .tools import ToolCallParser, detect_format, fallback_messages, template_renders_tools
 
@@ -90,6 +92,7 @@ class InferenceEngine:
         self._torch = torch
         self._scheduler = BatchScheduler(self, max_batch_size=max_batch_size)
         self._renders_tools: Optional[bool] = None
+        self.turns = GeneratedTurns()
         self.tool_parser = ToolCallParser(detect_format(getattr(tokenizer, "chat_template", None)))
         eos: set[int] = set()
         generation_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
@@ -140,20 +143,71 @@ class InferenceEngine:
         """Token ids of a chat conversation with the generation prompt appended.
 
         Tools go to the chat template; a template that ignores them gets them (and earlier tool calls and results)
-        in the Hermes format instead, see `tools.py`.
+        in the Hermes format instead, see `tools.py`. Assistant turns this engine generated, right after the very
+        prompt they answered, are rendered as the ids it generated (see `history.py`), so a conversation's next
+        prompt extends the previous prompt and response exactly.
         """
+        known = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and self.turns.knows(m)]
+        while known:
+            spliced = self._spliced_prompt(messages, tools, known)
+            if isinstance(spliced, list):
+                return spliced
+            known.remove(spliced)  # that turn did not follow the prompt it answered: render it from its message
+        return self._encode_text(self._render(messages, tools))
+
+    def _render(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]]) -> str:
         if self._renders_tools is None:
             self._renders_tools = template_renders_tools(self.tokenizer)
         uses_tools = bool(tools) or any(m.get("tool_calls") or m.get("role") == "tool" for m in messages)
         if uses_tools and not self._renders_tools:
             messages, tools = fallback_messages(messages, tools), None
-        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": True}
+        kwargs: dict[str, Any] = {"add_generation_prompt": True, "tokenize": False}
         if tools:
             kwargs["tools"] = tools
-        encoded = self.tokenizer.apply_chat_template(messages, **kwargs)
-        if isinstance(encoded, Mapping):
-            encoded = encoded["input_ids"]
-        return [int(token) for token in encoded]
+        return str(self.tokenizer.apply_chat_template(messages, **kwargs))
+
+    def _encode_text(self, text: str) -> list[int]:
+        """Ids of rendered template text (special tokens in the text are recognised, none are added)."""
+        return [int(t) for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+    def _spliced_prompt(
+        self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]], known: list[int]
+    ) -> Union[list[int], int]:
+        """The prompt with the turns at `known` spliced in as their generated ids; or the position of the first of
+        them the template dropped, or whose preceding ids are not the prompt it answered."""
+        nonce = uuid.uuid4().hex
+        markers = {position: f"[[agl-turn-{nonce}-{k}]]" for k, position in enumerate(known)}
+        marked = [
+            {"role": "assistant", "content": markers[i]} if i in markers else message
+            for i, message in enumerate(messages)
+        ]
+        rest = self._render(marked, tools)
+        ids: list[int] = []
+        stop: Optional[int] = None  # the stop token the previous spliced turn ended with
+        for position in known:
+            before, found, rest = rest.partition(markers[position])
+            if not found:
+                return position
+            ids.extend(self._piece_ids(before, stop))
+            generated = self.turns.lookup(ids, messages[position])
+            if generated is None:
+                return position
+            ids.extend(generated)
+            stop = generated[-1] if generated[-1] in self.eos_token_ids else None
+        ids.extend(self._piece_ids(rest, stop))
+        return ids
+
+    def _piece_ids(self, text: str, stop: Optional[int]) -> list[int]:
+        """Ids of the template text after a spliced turn: when the template closes the turn with the stop token the
+        turn already ends with, that token is not repeated."""
+        ids = self._encode_text(text)
+        return ids[1:] if stop is not None and ids and ids[0] == stop else ids
+
+    def remember_turn(
+        self, prompt_ids: list[int], content: Optional[str], call_ids: list[str], token_ids: list[int]
+    ) -> None:
+        """Record a generated turn as returned to the client (see `history.py`)."""
+        self.turns.remember(prompt_ids, content, call_ids, token_ids)
 
     def encode(self, text: str) -> list[int]:
         return [int(token) for token in self.tokenizer.encode(text, add_special_tokens=False)]

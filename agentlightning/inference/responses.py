@@ -14,13 +14,14 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentlightning.utils.responses_api import ResponsesInputError, input_messages, output_message
+
 from .engine import InferenceEngine, SequenceState
 from .sampling import SamplingParams
 from .tools import ToolCallParser, new_call_id
 
-
-class ResponsesRequestError(ValueError):
-    """The request uses something this server does not support; the message names it."""
+ResponsesRequestError = ResponsesInputError
+"""The request uses something this server does not support; the message names it."""
 
 
 class ResponsesRequest(BaseModel):
@@ -40,6 +41,7 @@ class ResponsesRequest(BaseModel):
     parallel_tool_calls: Optional[bool] = None
     metadata: Optional[dict[str, Any]] = None
     seed: Optional[int] = None
+    return_token_ids: bool = False  # as vLLM's extension: the prompt and output ids in the response object
 
     def sampling(self, default_max_tokens: int) -> SamplingParams:
         return SamplingParams(
@@ -67,65 +69,10 @@ class ResponsesRequest(BaseModel):
             raise ResponsesRequestError(
                 "previous_response_id/conversation: this server is stateless; send the whole conversation as input"
             )
-        messages: list[dict[str, Any]] = []
-        if self.instructions:
-            messages.append({"role": "system", "content": self.instructions})
-        items = [{"role": "user", "content": self.input}] if isinstance(self.input, str) else self.input
-        for position, item in enumerate(items):
-            kind = item.get("type", "message")
-            if kind == "message":
-                role = item.get("role")
-                if role not in ("user", "assistant", "system", "developer"):
-                    raise ResponsesRequestError(f"input[{position}].role: unsupported role {role!r}")
-                messages.append(
-                    {"role": "system" if role == "developer" else role, "content": _text(item.get("content"))}
-                )
-            elif kind == "function_call":
-                call = {
-                    "id": item.get("call_id") or item.get("id") or new_call_id(),
-                    "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
-                }
-                last = messages[-1] if messages else None
-                if last is not None and last["role"] == "assistant" and "tool_calls" in last:
-                    last["tool_calls"].append(call)
-                else:
-                    messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-            elif kind == "function_call_output":
-                output = item.get("output")
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": item.get("call_id"),
-                        "content": output if isinstance(output, str) else json.dumps(output),
-                    }
-                )
-            elif kind == "reasoning":
-                continue  # reasoning summaries of other models carry nothing this model can use
-            else:
-                raise ResponsesRequestError(f"input[{position}].type: unsupported item type {kind!r}")
+        messages = input_messages(self.instructions, self.input)
         if not messages or all(m["role"] == "system" for m in messages):
             raise ResponsesRequestError("input: the conversation has no user or assistant message")
         return messages
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, dict) and part.get("type") in ("input_text", "output_text", "text"):
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") == "refusal":
-                parts.append(str(part.get("refusal", "")))
-            else:
-                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-                raise ResponsesRequestError(f"input: content part of type {kind!r} is not supported")
-        return "".join(parts)
-    raise ResponsesRequestError(f"input: message content must be text or a list of parts, got {type(content).__name__}")
 
 
 def _message_item(text: str, item_id: str, status: str = "completed") -> dict[str, Any]:
@@ -195,6 +142,15 @@ def _output_items(sequence: SequenceState, parser: Optional[ToolCallParser]) -> 
     return items
 
 
+def remember_response_turn(
+    engine: InferenceEngine, prompt_ids: list[int], output: list[dict[str, Any]], token_ids: list[int]
+) -> None:
+    """Record the answer as the chat turn its output items become when sent back (see `chat_messages`)."""
+    message = output_message(output)
+    calls = [str(call["id"]) for call in message.get("tool_calls") or []]
+    engine.remember_turn(prompt_ids, message["content"], calls, token_ids)
+
+
 def _item_id(prefix: str) -> str:
     return new_call_id().replace("call", prefix, 1)
 
@@ -203,15 +159,31 @@ def response_body(
     request: ResponsesRequest, prompt_ids: list[int], sequence: SequenceState, parser: Optional[ToolCallParser]
 ) -> dict[str, Any]:
     """The `response` object of a finished generation."""
-    status = "incomplete" if sequence.finish_reason == "length" else "completed"
-    return _envelope(
+    output = _output_items(sequence, parser)
+    body = _envelope(
         request,
         _item_id("resp"),
         int(time.time()),
-        status,
-        _output_items(sequence, parser),
+        _status(sequence, output),
+        output,
         _usage(len(prompt_ids), len(sequence.token_ids)),
     )
+    return _with_token_ids(request, body, prompt_ids, sequence)
+
+
+def _status(sequence: SequenceState, output: list[dict[str, Any]]) -> str:
+    """ "incomplete" only when the length limit cut the answer: a complete tool call is a complete answer."""
+    calls = any(item.get("type") == "function_call" for item in output)
+    return "incomplete" if sequence.finish_reason == "length" and not calls else "completed"
+
+
+def _with_token_ids(
+    request: ResponsesRequest, body: dict[str, Any], prompt_ids: list[int], sequence: SequenceState
+) -> dict[str, Any]:
+    if request.return_token_ids:
+        body["prompt_token_ids"] = list(prompt_ids)
+        body["output_token_ids"] = list(sequence.token_ids)
+    return body
 
 
 async def stream_response(
@@ -283,6 +255,8 @@ async def stream_response(
                     arguments=call.arguments, name=call.name)  # fmt: skip
         output.append(item)
         yield event("response.output_item.done", output_index=index, item=item)
-    status = "incomplete" if final.finish_reason == "length" and not calls else "completed"
+    status = _status(final, output)
     body = _envelope(request, response_id, created, status, output, _usage(len(prompt_ids), len(final.token_ids)))
+    body = _with_token_ids(request, body, prompt_ids, final)
+    remember_response_turn(engine, prompt_ids, output, final.token_ids)
     yield event("response.completed" if status == "completed" else "response.incomplete", response=body)

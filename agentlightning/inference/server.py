@@ -32,7 +32,7 @@ from .protocol import (
     new_id,
     usage,
 )
-from .responses import ResponsesRequest, response_body, stream_response
+from .responses import ResponsesRequest, remember_response_turn, response_body, stream_response
 from .sampling import SamplingError, SamplingParams
 from .tools import ToolCallParser
 
@@ -121,7 +121,12 @@ def create_inference_app(
             return StreamingResponse(_stream_chat(engine, request, prompt_ids, params), media_type="text/event-stream")
         sequences = await _generate(engine, prompt_ids, params)
         parser = engine.tool_parser if request.offered_tools else None
-        return chat_response(request, request.model, prompt_ids, sequences, parser)
+        body = chat_response(request, request.model, prompt_ids, sequences, parser)
+        for choice, sequence in zip(body["choices"], sequences, strict=True):
+            message = choice["message"]
+            calls = [call["id"] for call in message.get("tool_calls") or []]
+            engine.remember_turn(prompt_ids, message.get("content"), calls, sequence.token_ids)
+        return body
 
     @app.post("/v1/responses")
     async def responses(request: ResponsesRequest) -> Any:
@@ -141,7 +146,9 @@ def create_inference_app(
                 stream_response(engine, request, prompt_ids, params, parser), media_type="text/event-stream"
             )
         sequences = await _generate(engine, prompt_ids, params)
-        return response_body(request, prompt_ids, sequences[0], parser)
+        body = response_body(request, prompt_ids, sequences[0], parser)
+        remember_response_turn(engine, prompt_ids, body["output"], sequences[0].token_ids)
+        return body
 
     @app.post("/v1/completions")
     async def completions(request: CompletionRequest) -> Any:
@@ -213,24 +220,36 @@ async def _stream_events(
     render: Callable[[StreamDelta, bool], dict[str, Any]],
     usage_chunk: Optional[Callable[[dict[str, int]], dict[str, Any]]],
     parser: Optional[ToolCallParser] = None,
+    remember: bool = False,
 ) -> AsyncIterator[bytes]:
-    """The SSE stream of a generation: prelude chunks, one chunk per delta, the usage chunk, then [DONE]."""
+    """The SSE stream of a generation: prelude chunks, one chunk per delta, the usage chunk, then [DONE].
+
+    With `remember`, each finished choice is recorded as a generated chat turn (the text and tool call ids the
+    client assembled from the deltas, see `history.py`)."""
     for chunk in prelude:
         yield _sse(chunk)
     final: list[SequenceState] = []
     first = not prelude
+    streamed: dict[int, tuple[list[str], list[str]]] = {}
     try:
         async for item in _deltas(engine, prompt_ids, params, parser):
             if item and isinstance(item[0], SequenceState):
                 final = item  # type: ignore[assignment]
                 continue
             for delta in item:
+                texts, calls = streamed.setdefault(delta.index, ([], []))  # type: ignore[union-attr]
+                texts.append(delta.text)  # type: ignore[union-attr]
+                calls.extend(call["id"] for call in delta.tool_calls or [])  # type: ignore[union-attr]
                 yield _sse(render(delta, first))  # type: ignore[arg-type]
                 first = False
     except Exception as exc:
         logger.exception("Streaming generation failed")
         yield _sse(error_body(f"Generation failed: {exc}", kind="server_error"))
         return
+    if remember:
+        for sequence in final:
+            texts, calls = streamed.get(sequence.index, ([], []))
+            engine.remember_turn(prompt_ids, "".join(texts) or None, calls, sequence.token_ids)
     if usage_chunk is not None:
         yield _sse(usage_chunk(usage(len(prompt_ids), sum(len(s.token_ids) for s in final))))
     yield b"data: [DONE]\n\n"
@@ -254,6 +273,7 @@ def _stream_chat(
         if request.include_usage
         else None,
         parser=engine.tool_parser if request.offered_tools else None,
+        remember=True,
     )
 
 

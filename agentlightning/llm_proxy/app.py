@@ -22,7 +22,7 @@ from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundErr
 from agentlightning.tracer.scope import untraced_asgi
 
 from .auth import ProxyKeyMiddleware
-from .models import ModelRouter, Upstream
+from .models import ModelRouter, Upstream, token_id_server
 from .record import CallRecord, StreamAssembler
 from .token_id_support import FIELD, rejects_return_token_ids
 from .upstream import UpstreamClient, UpstreamResponse
@@ -30,7 +30,8 @@ from .writer import CallRecordWriter
 
 logger = logging.getLogger(__name__)
 
-ROUTES = {"chat/completions": "chat", "completions": "completion"}
+ROUTES = {"chat/completions": "chat", "completions": "completion", "responses": "responses"}
+UPSTREAM_PATHS = {"chat": "/chat/completions", "completion": "/completions", "responses": "/responses"}
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
@@ -133,7 +134,9 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     path = path.strip("/")
     kind = ROUTES.get(path[3:] if path.startswith("v1/") else path)
     if kind is None:
-        return _error(404, f"The proxy does not serve /{path}; it serves /v1/chat/completions and /v1/completions")
+        return _error(
+            404, f"The proxy does not serve /{path}; it serves /v1/chat/completions, /v1/completions and /v1/responses"
+        )
     body, problem = await _read_json(request)
     if problem is not None or body is None:
         return problem
@@ -154,12 +157,12 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     except Exception as exc:  # the store is unreachable: serve the call, number the span when writing it
         logger.warning("LLM proxy: could not allocate a sequence id (%s); will retry when recording", exc)
     stream = bool(body.get("stream"))
-    upstream_body = _upstream_body(state, upstream, body, stream)
+    upstream_body = _upstream_body(state, upstream, body, stream, kind=kind)
     record = CallRecord(
         rollout_id=rollout_id, attempt_id=attempt_id, kind=kind, request=upstream_body,
         upstream=upstream.api_base, stream=stream, sequence_id=sequence_id, requested_model=model,
     )  # fmt: skip
-    path_upstream = "/chat/completions" if kind == "chat" else "/completions"
+    path_upstream = UPSTREAM_PATHS[kind]
     assert state.upstream is not None and state.writer is not None
     result = await state.upstream.send(upstream, path_upstream, upstream_body)
     error_body: Optional[bytes] = None
@@ -168,13 +171,13 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         error_body = await result.response.read()
         if rejects_return_token_ids(result.response.status_code, error_body):
             await result.response.close()
-            state.router.token_ids.rejected(upstream.api_base, error_body.decode("utf-8", "replace"))
-            upstream_body = _upstream_body(state, upstream, body, stream, token_ids=False)
+            state.router.token_ids.rejected(token_id_server(upstream, kind), error_body.decode("utf-8", "replace"))
+            upstream_body = _upstream_body(state, upstream, body, stream, kind=kind, token_ids=False)
             record.request = upstream_body
             asked_for_ids, error_body = False, None
             result = await state.upstream.send(upstream, path_upstream, upstream_body)
     if asked_for_ids and result.response is not None and result.response.status_code == 200:
-        state.router.token_ids.accepted(upstream.api_base)
+        state.router.token_ids.accepted(token_id_server(upstream, kind))
     record.attempts = result.attempts
     if result.response is None:
         message = f"Upstream {upstream.api_base} is unreachable: {result.error}"
@@ -211,13 +214,21 @@ def _client_wants_usage(body: dict[str, Any]) -> bool:
 
 
 def _upstream_body(
-    state: ProxyState, upstream: Upstream, body: dict[str, Any], stream: bool, *, token_ids: bool = True
+    state: ProxyState,
+    upstream: Upstream,
+    body: dict[str, Any],
+    stream: bool,
+    *,
+    kind: str = "chat",
+    token_ids: bool = True,
 ) -> dict[str, Any]:
     forwarded = {**upstream.extra_body, **body, "model": upstream.upstream_model}
-    if token_ids and FIELD not in body and state.router.wants_token_ids(upstream):
+    if token_ids and FIELD not in body and state.router.wants_token_ids(upstream, kind):
         forwarded[FIELD] = True
     elif not token_ids:
         forwarded.pop(FIELD, None)
+    if kind == "responses":
+        return forwarded  # no logprobs or stream_options in the Responses API; its stream ends with the response
     if state.request_logprobs and "logprobs" not in body:
         forwarded["logprobs"] = True if "messages" in body else 1
     if stream:
@@ -265,14 +276,16 @@ def _relay_stream(
                 buffer += piece
                 while b"\n\n" in buffer:
                     event, buffer = buffer.split(b"\n\n", 1)
-                    if _is_done(event):
+                    keep = _inspect_event(event, assembler, wants_usage)
+                    if _is_done(event) or assembler.finished:
                         submit(completed=True)
-                    if _inspect_event(event, assembler, wants_usage):
+                    if keep:
                         yield event + b"\n\n"
             if buffer.strip():
-                if _is_done(buffer):
+                keep = _inspect_event(buffer, assembler, wants_usage)
+                if _is_done(buffer) or assembler.finished:
                     submit(completed=True)
-                if _inspect_event(buffer, assembler, wants_usage):
+                if keep:
                     yield buffer
             completed = True
         finally:

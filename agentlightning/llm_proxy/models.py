@@ -106,6 +106,16 @@ class ModelRouter:
         with self._lock:
             return next(cycle)
 
-    def wants_token_ids(self, upstream: Upstream) -> bool:
-        """Whether this call to `upstream` should ask for token ids."""
-        return self.request_token_ids and upstream.return_token_ids and self.token_ids.wanted(upstream.api_base)
+    def wants_token_ids(self, upstream: Upstream, kind: str = "chat") -> bool:
+        """Whether this call to `upstream` should ask for token ids (remembered per server and API: a server may
+        know the field on chat completions but not on the Responses API)."""
+        return (
+            self.request_token_ids
+            and upstream.return_token_ids
+            and self.token_ids.wanted(token_id_server(upstream, kind))
+        )
+
+
+def token_id_server(upstream: Upstream, kind: str) -> str:
+    """The key under which token-id support is remembered for calls of `kind` to `upstream`."""
+    return upstream.api_base if kind != "responses" else f"{upstream.api_base} (Responses API)"

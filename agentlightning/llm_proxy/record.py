@@ -26,9 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agentlightning.types import OtelResource, Span, SpanContext, TraceStatus
+from agentlightning.utils.responses_api import ResponsesInputError, input_messages, output_message
 
 CHAT_SPAN_NAME = "openai.chat.completion"
 COMPLETION_SPAN_NAME = "openai.completion"
+RESPONSES_SPAN_NAME = "openai.responses"
+SPAN_NAMES = {"chat": CHAT_SPAN_NAME, "completion": COMPLETION_SPAN_NAME, "responses": RESPONSES_SPAN_NAME}
+RESPONSES_TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 def _json(value: Any) -> str:
@@ -58,7 +62,7 @@ class CallRecord:
 
     rollout_id: str
     attempt_id: str
-    kind: str  # "chat" or "completion"
+    kind: str  # "chat", "completion" or "responses"
     request: dict[str, Any]
     upstream: str
     stream: bool
@@ -111,7 +115,7 @@ class CallRecord:
             trace_id=self.trace_id,
             span_id=self.span_id,
             parent_id=None,
-            name=CHAT_SPAN_NAME if self.kind == "chat" else COMPLETION_SPAN_NAME,
+            name=SPAN_NAMES[self.kind],
             status=TraceStatus(status_code="ERROR", description=self.error_message)
             if failed
             else TraceStatus(status_code="OK"),
@@ -129,7 +133,7 @@ class CallRecord:
         request = self.request
         attrs: dict[str, Any] = {
             "gen_ai.system": "openai",
-            "gen_ai.operation.name": "chat" if self.kind == "chat" else "text_completion",
+            "gen_ai.operation.name": "text_completion" if self.kind == "completion" else "chat",
             "agentlightning.llm.request": _json(request),
             "agentlightning.llm.stream": self.stream,
             "agentlightning.llm.latency_ms": round((end_time - self.start_time) * 1000.0, 3),
@@ -140,7 +144,7 @@ class CallRecord:
         if isinstance(requested, str):
             attrs["gen_ai.request.model"] = requested
         for key in ("max_tokens", "temperature", "top_p"):
-            value = request.get(key)
+            value = request.get("max_output_tokens" if key == "max_tokens" and self.kind == "responses" else key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 attrs[f"gen_ai.request.{key}"] = value
         self._prompt_attributes(attrs)
@@ -150,13 +154,17 @@ class CallRecord:
             attrs["error.type"] = self.error_type
             attrs["error.message"] = self.error_message or ""
         if self.response is not None:
-            self._response_attributes(attrs, self.response)
+            if self.kind == "responses":
+                self._responses_attributes(attrs, self.response)
+            else:
+                self._response_attributes(attrs, self.response)
         return attrs
 
     def _prompt_attributes(self, attrs: dict[str, Any]) -> None:
         request = self.request
-        if self.kind == "chat":
-            for index, message in enumerate(request.get("messages") or []):
+        if self.kind in ("chat", "responses"):
+            messages = request.get("messages") or [] if self.kind == "chat" else _responses_messages(request)
+            for index, message in enumerate(messages):
                 if not isinstance(message, dict):
                     continue
                 prefix = f"gen_ai.prompt.{index}"
@@ -168,7 +176,7 @@ class CallRecord:
                 if message.get("tool_calls"):
                     attrs[f"{prefix}.tool_calls"] = _json(message["tool_calls"])
             for index, tool in enumerate(request.get("tools") or []):
-                function = tool.get("function", {}) if isinstance(tool, dict) else {}
+                function = tool.get("function", tool) if isinstance(tool, dict) else {}
                 prefix = f"gen_ai.request.functions.{index}"
                 attrs[f"{prefix}.name"] = str(function.get("name", ""))
                 if function.get("description"):
@@ -227,6 +235,57 @@ class CallRecord:
             if isinstance(usage.get("completion_tokens"), int):
                 attrs["gen_ai.usage.output_tokens"] = usage["completion_tokens"]
 
+    @staticmethod
+    def _responses_attributes(attrs: dict[str, Any], response: dict[str, Any]) -> None:
+        """A Responses API answer: the output items as the assistant message they become, the status as the
+        finish reason, and the token ids of our server's (and vLLM's) `return_token_ids` extension."""
+        attrs["agentlightning.llm.response"] = _json(response)
+        if isinstance(response.get("id"), str):
+            attrs["gen_ai.response.id"] = response["id"]
+        if isinstance(response.get("model"), str):
+            attrs["gen_ai.response.model"] = response["model"]
+        prompt_ids = _int_list(response.get("prompt_token_ids"))
+        if prompt_ids is not None:
+            attrs["prompt_token_ids"] = prompt_ids
+        output_ids = _int_list(response.get("output_token_ids"))
+        if output_ids is not None:
+            attrs["response_token_ids"] = output_ids
+            attrs["gen_ai.completion.0.token_ids"] = output_ids
+        output = response.get("output")
+        if isinstance(output, list):
+            try:
+                message = output_message([item for item in output if isinstance(item, dict)])
+            except ResponsesInputError:
+                message = None
+            if message is not None:
+                attrs["gen_ai.completion.0.role"] = "assistant"
+                attrs["gen_ai.completion.0.content"] = message["content"] or ""
+                if message.get("tool_calls"):
+                    attrs["gen_ai.completion.0.tool_calls"] = _json(message["tool_calls"])
+        if isinstance(response.get("status"), str):
+            attrs["gen_ai.completion.0.finish_reason"] = response["status"]
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            for key in ("input_tokens", "output_tokens", "total_tokens"):
+                if isinstance(usage.get(key), int):
+                    attrs[f"gen_ai.usage.{key}"] = usage[key]
+            if isinstance(usage.get("input_tokens"), int):
+                attrs["gen_ai.usage.prompt_tokens"] = usage["input_tokens"]
+            if isinstance(usage.get("output_tokens"), int):
+                attrs["gen_ai.usage.completion_tokens"] = usage["output_tokens"]
+
+
+def _responses_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses request's conversation as chat messages (its raw input when it has no chat equivalent)."""
+    items = request.get("input")
+    instructions = request.get("instructions")
+    try:
+        if isinstance(items, (str, list)):
+            return input_messages(instructions if isinstance(instructions, str) else None, items)
+    except (ResponsesInputError, AttributeError):
+        pass
+    return [{"role": "user", "content": items}]
+
 
 def prompt_token_ids_of(response: dict[str, Any]) -> Optional[list[int]]:
     """The prompt token ids of a response: top level (vLLM chat completions, our inference server) or in the first
@@ -243,16 +302,30 @@ def prompt_token_ids_of(response: dict[str, Any]) -> Optional[list[int]]:
 
 
 class StreamAssembler:
-    """Rebuilds the non-streaming response from `chat.completion.chunk` / `text_completion` chunks."""
+    """Rebuilds the non-streaming response from `chat.completion.chunk` / `text_completion` chunks, or takes the
+    final response object of a Responses API stream from its terminal event."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.final: Optional[dict[str, Any]] = None  # the Responses API's terminal response object
         self.header: dict[str, Any] = {}
         self.prompt_token_ids: Optional[list[int]] = None
         self.usage: Optional[dict[str, Any]] = None
         self.choices: dict[int, dict[str, Any]] = {}
 
+    @property
+    def finished(self) -> bool:
+        """Whether a Responses API stream delivered its terminal event."""
+        return self.final is not None
+
     def add(self, chunk: dict[str, Any]) -> None:
+        if self.kind == "responses":
+            response = chunk.get("response")
+            if isinstance(response, dict):
+                self.header = response  # the latest snapshot (created, in progress, then the terminal one)
+                if chunk.get("type") in RESPONSES_TERMINAL_EVENTS:
+                    self.final = response
+            return
         for key in ("id", "created", "model", "system_fingerprint"):
             if key in chunk and key not in self.header:
                 self.header[key] = chunk[key]
@@ -310,6 +383,8 @@ class StreamAssembler:
             entry["function"]["arguments"] += function["arguments"]
 
     def response(self) -> dict[str, Any]:
+        if self.kind == "responses":
+            return self.final if self.final is not None else dict(self.header)
         choices = []
         for index in sorted(self.choices):
             state = self.choices[index]
