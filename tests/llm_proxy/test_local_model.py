@@ -104,3 +104,38 @@ def test_completions_of_the_local_server_are_recorded_with_prompt_and_response_i
     assert span.attributes["gen_ai.prompt.0.content"] == "abc"
     assert span.attributes["gen_ai.completion.0.content"] == reply.choices[0].text
     assert span.attributes["prompt_token_ids"] and len(span.attributes["response_token_ids"]) == 3  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------- Responses API
+def test_a_responses_call_is_recorded_with_the_servers_token_ids(
+    local_proxy: LLMProxy, store: InMemoryLightningStore
+) -> None:
+    attempted = rollout(store)
+    reply = client_for(local_proxy, attempted).responses.create(
+        model="tiny", instructions="Be brief.", input="ping", max_output_tokens=6, temperature=0
+    )
+    [span] = spans_of(local_proxy, store, attempted)
+    assert span.name == "openai.responses" and span.status.status_code == "OK"
+    attrs = span.attributes
+    assert attrs["gen_ai.prompt.0.role"] == "system" and attrs["gen_ai.prompt.0.content"] == "Be brief."
+    assert attrs["gen_ai.prompt.1.role"] == "user" and attrs["gen_ai.prompt.1.content"] == "ping"
+    assert attrs["gen_ai.completion.0.content"] == reply.output_text
+    assert attrs["prompt_token_ids"] == reply.model_extra["prompt_token_ids"]  # type: ignore[index]
+    assert attrs["response_token_ids"] == reply.model_extra["output_token_ids"]  # type: ignore[index]
+    assert len(attrs["response_token_ids"]) == 6  # type: ignore[arg-type]
+    assert attrs["gen_ai.request.max_tokens"] == 6
+
+
+def test_a_streamed_responses_call_is_recorded_like_the_plain_one(
+    local_proxy: LLMProxy, store: InMemoryLightningStore
+) -> None:
+    attempted = rollout(store)
+    client = client_for(local_proxy, attempted)
+    plain = client.responses.create(model="tiny", input="ping", max_output_tokens=6, temperature=0)
+    events = list(client.responses.create(model="tiny", input="ping", max_output_tokens=6, temperature=0, stream=True))
+    assert events[-1].type == "response.incomplete"  # cut by max_output_tokens, as the plain answer
+    plain_span, streamed_span = spans_of(local_proxy, store, attempted)
+    assert streamed_span.name == "openai.responses"
+    for key in ("prompt_token_ids", "response_token_ids", "gen_ai.completion.0.content"):
+        assert streamed_span.attributes[key] == plain_span.attributes[key]
+    assert plain.status == "incomplete"
