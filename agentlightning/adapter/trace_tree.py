@@ -21,7 +21,10 @@ from agentlightning.types import Span, Triplet
 
 from .attributes import image_urls, parse_literal, token_id_list
 
-__all__ = ["RewardMatchPolicy", "TraceTree"]
+__all__ = ["LLM_CALL_MATCH", "RewardMatchPolicy", "TraceTree"]
+
+LLM_CALL_MATCH = r"openai\.(?:chat\.completion|responses)"
+"""Span names of LLM calls by default: chat completions and Responses API calls (the OpenAI Agents SDK's default)."""
 
 logger = logging.getLogger(__name__)
 
@@ -335,7 +338,7 @@ class TraceTree:
 
     def to_trajectory(
         self,
-        llm_call_match: str = r"openai\.chat\.completion",
+        llm_call_match: str = LLM_CALL_MATCH,
         agent_match: Optional[str] = None,
         exclude_llm_call_in_reward: bool = True,
         dedup_llm_call: bool = True,

@@ -12,7 +12,7 @@ from agentlightning.types import Span, Triplet
 
 from .base import TraceAdapter
 from .diagnostics import TrajectoryDiagnosis, diagnose_trajectory
-from .trace_tree import RewardMatchPolicy, TraceTree
+from .trace_tree import LLM_CALL_MATCH, RewardMatchPolicy, TraceTree
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -61,7 +61,8 @@ class TracerTraceToTriplet(TraceToTripletBase):
 
     Args:
         repair_hierarchy: move LLM spans recorded at the root under their enclosing span (see TraceTree).
-        llm_call_match: regex on span names identifying LLM calls.
+        llm_call_match: regex on span names identifying LLM calls (default: chat completions and the Responses
+            API, `openai.chat.completion` and `openai.responses`).
         agent_match: regex on agent names; only LLM calls made inside a matching agent become triplets
             (selective optimization of some agents of a multi-agent system). None keeps every call.
         exclude_llm_call_in_reward: ignore LLM calls made inside a reward span (e.g. an LLM judge).
@@ -71,7 +72,7 @@ class TracerTraceToTriplet(TraceToTripletBase):
     def __init__(
         self,
         repair_hierarchy: bool = True,
-        llm_call_match: str = r"openai\.chat\.completion",
+        llm_call_match: str = LLM_CALL_MATCH,
         agent_match: Optional[str] = None,
         exclude_llm_call_in_reward: bool = True,
         reward_match: Union[RewardMatchPolicy, str] = RewardMatchPolicy.FIRST_OCCURRENCE,

@@ -10,7 +10,8 @@ OpenAI provider (CrewAI). It is not added when the request already sets the fiel
 OpenAI's own API (`api.openai.com`, Azure OpenAI), or when turned off: `OtelTracer(request_token_ids=False)` for a
 tracer, `AGL_REQUEST_TOKEN_IDS=0` for the process. A server that rejects the field (decided from the error's
 structure, see `agentlightning.llm_proxy.token_id_support`) gets the request again without it, is not asked for a
-while, and a warning says capture is off for it. The Responses API (`/responses`) is left unchanged.
+while, and a warning says capture is off for it. Responses API calls (`/responses`, the OpenAI Agents SDK's default
+model) are asked too; whether a server knows the field there is remembered apart from its chat completions.
 
 **Recording.** vLLM (with `return_token_ids`) and Agent Lightning's inference server return `prompt_token_ids` at the
 top level of a chat completion and `token_ids` in each choice; vLLM's `/v1/completions` puts `prompt_token_ids`
@@ -22,7 +23,8 @@ instrumentor's wrapper, so the instrumentor's LLM span is current while the requ
 - `gen_ai.response.id`,
 - `logprobs.content` (JSON text of the first choice's per-token logprobs) when the server returned them.
 
-Older response shapes are read too: `choices[0].provider_specific_fields["token_ids"]` (LiteLLM) and
+A Responses API answer carries `prompt_token_ids` and `output_token_ids` at its top level (Agent Lightning's server;
+streamed: on the terminal event's response). Older response shapes are read too: `choices[0].provider_specific_fields["token_ids"]` (LiteLLM) and
 `response_token_ids[0]` (v0.2 patched vLLM). Streams are observed in place (the stream object keeps its type), so
 streaming consumers see no difference.
 """
@@ -53,7 +55,9 @@ _MARK = "_agl_token_ids"
 _originals: dict[type, Optional[Any]] = {}
 
 _support = TokenIdSupport(what="Zero-code capture")
-_ENDPOINT = re.compile(r"(?:^|/)(?:chat/)?completions/?$")
+_ENDPOINT = re.compile(r"(?:^|/)(?:(?:chat/)?completions|responses)/?$")
+_RESPONSES_ENDPOINT = re.compile(r"(?:^|/)responses/?$")
+_TERMINAL_RESPONSE_EVENTS = frozenset({"response.completed", "response.incomplete"})
 _warned_env = False
 
 
@@ -109,6 +113,8 @@ def _ids_from_response(response: Any) -> tuple[Optional[list[int]], Optional[lis
         if isinstance(fields, dict):
             completion = _int_list(fields.get("token_ids"))  # type: ignore[union-attr]
     if completion is None:
+        completion = _int_list(_extra(response, "output_token_ids"))  # the Responses API
+    if completion is None:
         legacy = _extra(response, "response_token_ids")
         if isinstance(legacy, (list, tuple)) and legacy:
             completion = _int_list(legacy[0])
@@ -158,6 +164,9 @@ class _StreamRecorder:
 
     def observe(self, chunk: Any) -> None:
         try:
+            if getattr(chunk, "type", None) in _TERMINAL_RESPONSE_EVENTS:  # a Responses API stream ends here
+                self._observe_response(getattr(chunk, "response", None))
+                return
             if self.response_id is None and isinstance(getattr(chunk, "id", None), str):
                 self.response_id = chunk.id
             if self.prompt is None:
@@ -173,6 +182,17 @@ class _StreamRecorder:
                     self.completion.extend(ids)
         except Exception:
             logger.debug("Could not read token ids from a stream chunk", exc_info=True)
+
+    def _observe_response(self, response: Any) -> None:
+        if response is None:
+            return
+        if isinstance(getattr(response, "id", None), str):
+            self.response_id = response.id
+        prompt, completion = _ids_from_response(response)
+        self.prompt = prompt if prompt is not None else self.prompt
+        if completion is not None:
+            self.saw_completion_ids = True
+            self.completion = list(completion)
 
     def finish(self) -> None:
         span = self.span
@@ -260,6 +280,8 @@ def _add_token_id_request(client: Any, args: tuple[Any, ...], kwargs: dict[str, 
     base_url = getattr(client, "base_url", None)
     host = str(getattr(base_url, "host", "") or "")
     server = str(base_url)
+    if _RESPONSES_ENDPOINT.search(url.split("?")[0]):
+        server += " (Responses API)"  # a server may know the field on chat completions only
     if _is_openai_api(host) or not _support.wanted(server):
         return None
     updated = options.model_copy()

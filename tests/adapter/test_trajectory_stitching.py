@@ -8,12 +8,12 @@ SYSTEM = [1, 2, 3]
 
 
 def test_a_call_extending_the_previous_call_joins_its_sequence() -> None:
-    first = CallIds(SYSTEM + [10], [20, 21])
-    second = CallIds(SYSTEM + [10] + [20, 21] + [30, 31], [40])  # tool result 30 31, then the answer 40
+    first = CallIds([*SYSTEM, 10], [20, 21])
+    second = CallIds([*SYSTEM, 10, 20, 21, 30, 31], [40])  # tool result 30 31, then the answer 40
     report = stitch_calls([first, second])
     assert len(report.sequences) == 1
     sequence = report.sequences[0]
-    assert sequence.prompt_ids == SYSTEM + [10]
+    assert sequence.prompt_ids == [*SYSTEM, 10]
     assert sequence.response_ids == [20, 21, 30, 31, 40]
     assert sequence.loss_mask == [1, 1, 0, 0, 1]
     assert sequence.calls == [0, 1]
@@ -30,18 +30,18 @@ def test_three_turns_join_into_one_sequence() -> None:
 
 
 def test_a_retokenized_history_is_drift_and_gets_its_own_sequence() -> None:
-    first = CallIds(SYSTEM + [10], [20, 21])
+    first = CallIds([*SYSTEM, 10], [20, 21])
     # the template re-rendered the assistant turn: 20 21 came back as 22
-    second = CallIds(SYSTEM + [10] + [22] + [30], [40])
+    second = CallIds([*SYSTEM, 10, 22, 30], [40])
     report = stitch_calls([first, second])
     assert [s.calls for s in report.sequences] == [[0], [1]]
-    assert report.sequences[1].prompt_ids == SYSTEM + [10, 22, 30]
+    assert report.sequences[1].prompt_ids == [*SYSTEM, 10, 22, 30]
     assert report.sequences[1].loss_mask == [1]
     assert (report.continuations, report.drifted, report.drift_rate) == (1, 1, 1.0)
 
 
 def test_a_different_conversation_is_not_drift() -> None:
-    report = stitch_calls([CallIds(SYSTEM + [10], [20]), CallIds([7, 7, 7], [8])])
+    report = stitch_calls([CallIds([*SYSTEM, 10], [20]), CallIds([7, 7, 7], [8])])
     assert len(report.sequences) == 2
     assert (report.continuations, report.drifted) == (0, 0)
 

@@ -84,7 +84,7 @@ def test_the_prompt_after_a_tool_call_extends_the_prompt_and_the_generated_ids(s
     first = _chat(server, messages, tools=[TOOL])
     message = first["choices"][0]["message"]
     assert message["tool_calls"][0]["function"]["name"] == "multiply"
-    history = messages + [message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "42"}]
+    history = [*messages, message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "42"}]
     second = _chat(server, history, tools=[TOOL])
     assert _extends(second["prompt_token_ids"], first["prompt_token_ids"] + first["choices"][0]["token_ids"])
     assert second["choices"][0]["message"]["content"] == "42"
@@ -94,7 +94,7 @@ def test_a_text_answer_comes_back_as_the_ids_it_was_generated_with(server: Infer
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Hello"}]
     first = _chat(server, messages)
     assert first["choices"][0]["message"]["content"] == "Hithere"
-    second = _chat(server, messages + [first["choices"][0]["message"], {"role": "user", "content": "Again"}])
+    second = _chat(server, [*messages, first["choices"][0]["message"], {"role": "user", "content": "Again"}])
     assert _extends(second["prompt_token_ids"], first["prompt_token_ids"] + first["choices"][0]["token_ids"])
 
 
@@ -102,7 +102,7 @@ def test_a_streamed_tool_call_comes_back_exactly(server: InferenceServer) -> Non
     messages: list[dict[str, Any]] = [{"role": "user", "content": "What is 6 * 7?"}]
     first = _streamed_chat(server, messages, [TOOL])
     call_id = first["message"]["tool_calls"][0]["id"]
-    history = messages + [first["message"], {"role": "tool", "tool_call_id": call_id, "content": "42"}]
+    history = [*messages, first["message"], {"role": "tool", "tool_call_id": call_id, "content": "42"}]
     second = _chat(server, history, tools=[TOOL])
     assert _extends(second["prompt_token_ids"], first["prompt_ids"] + first["token_ids"])
 
@@ -112,7 +112,7 @@ def test_an_edited_history_is_rendered_from_its_messages(server: InferenceServer
     first = _chat(server, messages, tools=[TOOL])
     message = first["choices"][0]["message"]
     edited = [{"role": "user", "content": "What is 6 times 7?"}]  # the turn no longer follows its prompt
-    history = edited + [message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "42"}]
+    history = [*edited, message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "42"}]
     second = _chat(server, history, tools=[TOOL])
     expected = server.engine._encode_text(server.engine._render(history, [TOOL]))
     assert second["prompt_token_ids"] == expected

@@ -58,3 +58,42 @@ async def test_the_sdks_own_trace_export_is_replaced(capture: Capture) -> None:
 
     processors = get_trace_provider()._multi_processor._processors  # type: ignore[attr-defined]
     assert processors and all(isinstance(p, OpenInferenceTracingProcessor) for p in processors)
+
+
+# --------------------------------------------------------------------------------- the default Responses model
+def _scripted_reply(prompt: str) -> str:
+    if "<tool_response>" in prompt:
+        return "It is about otters."
+    return '<tool_call>\n{"name": "lookup", "arguments": {"topic": "otters"}}\n</tool_call>'
+
+
+async def test_the_default_responses_model_is_captured_with_token_ids(capture: Capture) -> None:
+    pytest.importorskip("torch", reason="the inference extra (torch) is not installed")
+    from agents import OpenAIResponsesModel
+
+    from agentlightning.inference.server import InferenceServer
+
+    from ..inference.scripted import scripted_engine
+
+    with InferenceServer(scripted_engine(_scripted_reply)) as server:
+        client = openai.AsyncOpenAI(base_url=server.endpoint, api_key="test")
+        model = OpenAIResponsesModel(model="scripted", openai_client=client)
+        researcher = Agent(name="researcher", instructions="Research.", tools=[lookup], model=model)
+
+        async def agent() -> str:
+            result = await Runner.run(researcher, "tell me about otters")
+            agl.emit_reward(1.0)
+            return str(result.final_output)
+
+        output, spans = await capture(agent)
+    assert output == "It is about otters."
+    assert sum(span.name == "openai.responses" for span in spans) == 2
+    triplets = TracerTraceToTriplet().adapt(spans)
+    assert len(triplets) == 2
+    assert all(t.prompt["token_ids"] and t.response["token_ids"] for t in triplets)
+    assert [t.metadata["agent_name"] for t in triplets] == ["researcher", "researcher"]
+    assert [t.reward for t in triplets] == [None, 1.0]
+    # the second call's prompt extends the first call's prompt and response: one multi-turn sequence
+    first, second = triplets
+    joined = first.prompt["token_ids"] + first.response["token_ids"]
+    assert second.prompt["token_ids"][: len(joined)] == joined

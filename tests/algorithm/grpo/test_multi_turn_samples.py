@@ -22,8 +22,8 @@ def _call(prompt: list[int], response: list[int], reward: Optional[float] = None
 
 def _tool_rollout(name: str, reward: float, answer: int, turn_rewards: tuple[Any, Any] = (None, None)) -> RolloutData:
     """Two calls: a tool call (ids 20 21), the tool's result (30 31), then the answer."""
-    first = _call(SYSTEM + [10], [20, 21], turn_rewards[0])
-    second = _call(SYSTEM + [10, 20, 21, 30, 31], [answer], turn_rewards[1])
+    first = _call([*SYSTEM, 10], [20, 21], turn_rewards[0])
+    second = _call([*SYSTEM, 10, 20, 21, 30, 31], [answer], turn_rewards[1])
     rollout: Any = SimpleNamespace(status="succeeded", rollout_id=name)
     return RolloutData(rollout, reward, [first, second])
 
@@ -37,7 +37,7 @@ def test_trajectory_aggregation_makes_one_masked_sample_per_rollout() -> None:
     built = _build([_tool_rollout("a", 1.0, 40), _tool_rollout("b", 0.0, 41)])
     assert len(built.samples) == 2
     sample = built.samples[0]
-    assert sample.prompt_ids == SYSTEM + [10]
+    assert sample.prompt_ids == [*SYSTEM, 10]
     assert sample.response_ids == [20, 21, 30, 31, 40]
     assert sample.loss_mask == [1, 1, 0, 0, 1]  # the tool's result is never trained on
     assert sample.calls == 2 and sample.group == "7"
@@ -55,8 +55,8 @@ def test_trajectory_aggregation_makes_one_masked_sample_per_rollout() -> None:
 def test_transition_aggregation_makes_one_sample_per_call() -> None:
     built = _build([_tool_rollout("a", 1.0, 40), _tool_rollout("b", 0.0, 41)], aggregation="transition")
     assert [(s.prompt_ids, s.response_ids) for s in built.samples[:2]] == [
-        (SYSTEM + [10], [20, 21]),
-        (SYSTEM + [10, 20, 21, 30, 31], [40]),
+        ([*SYSTEM, 10], [20, 21]),
+        ([*SYSTEM, 10, 20, 21, 30, 31], [40]),
     ]
     assert all(s.loss_mask is None for s in built.samples)
 
@@ -71,7 +71,7 @@ def test_trajectory_samples_process_fewer_tokens_than_transitions() -> None:
 
 def test_a_drifted_call_is_trained_alone_and_counted_for_its_rollout() -> None:
     drifted = _tool_rollout("a", 1.0, 40)
-    drifted.calls[1] = _call(SYSTEM + [10, 22, 30, 31], [40])  # the history came back retokenized (22)
+    drifted.calls[1] = _call([*SYSTEM, 10, 22, 30, 31], [40])  # the history came back retokenized (22)
     built = _build([drifted, _tool_rollout("b", 0.0, 41)])
     assert [s.calls for s in built.samples] == [1, 1, 2]
     assert built.drift.drifted == 1 and built.drift.rollouts_drifted == 1
@@ -81,7 +81,7 @@ def test_a_drifted_call_is_trained_alone_and_counted_for_its_rollout() -> None:
 
 def test_drift_is_counted_even_for_groups_without_signal() -> None:
     drifted = _tool_rollout("a", 1.0, 40)
-    drifted.calls[1] = _call(SYSTEM + [10, 22, 30, 31], [40])
+    drifted.calls[1] = _call([*SYSTEM, 10, 22, 30, 31], [40])
     built = _build([drifted, _tool_rollout("b", 1.0, 41)])
     assert built.samples == [] and built.drift.drifted == 1
 
