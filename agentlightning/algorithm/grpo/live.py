@@ -35,6 +35,7 @@ class GRPOLiveView:
         self.rollouts = (0, 0)
         self.evaluations: dict[str, Any] = {}
         self.notes: list[str] = []
+        self.drift = {"continuations": 0, "drifted": 0}  # the run's multi-turn calls so far
         self._lock = threading.Lock()
         self._live: Any = None
 
@@ -64,12 +65,15 @@ class GRPOLiveView:
                 self.last = payload
                 if payload.get("reward_mean") is not None:
                     self.rewards.append(float(payload["reward_mean"]))
+                drift = payload.get("drift") or {}
+                for key in self.drift:
+                    self.drift[key] += int(drift.get(key, 0))
                 if not self.live:
                     seconds = payload.get("seconds", {})
                     reward = payload.get("reward_mean")
                     print(
                         f"step {self.step}: reward {'n/a' if reward is None else f'{reward:.3f}'}, "
-                        f"{payload.get('samples', 0)} samples, "
+                        f"{payload.get('samples', 0)} samples, {self._multi_turn()}, "
                         + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()),
                         flush=True,
                     )
@@ -90,6 +94,19 @@ class GRPOLiveView:
         if not self.live:
             print(text, flush=True)
 
+    def _multi_turn(self) -> str:
+        """Calls per rollout, informative groups and the drift rate (last step; run so far)."""
+        last = self.last
+        calls = last.get("calls_per_rollout")
+        drift = last.get("drift") or {}
+        run_rate = self.drift["drifted"] / self.drift["continuations"] if self.drift["continuations"] else 0.0
+        groups = last.get("informative_groups")
+        return (
+            f"{'n/a' if calls is None else f'{calls:.1f}'} calls/rollout, "
+            f"{'n/a' if groups is None else groups} informative groups of {last.get('tasks', 'n/a')} tasks, "
+            f"drift {100 * float(drift.get('rate', 0.0)):.0f}% (run {100 * run_rate:.0f}%)"
+        )
+
     # ------------------------------------------------------------------------------------------------ render
     def _render(self) -> Any:
         from rich.panel import Panel
@@ -108,6 +125,8 @@ class GRPOLiveView:
             recent = self.rewards[-5:]
             table.add_row("reward", f"{self.rewards[-1]:.3f} (last 5: {sum(recent) / len(recent):.3f})")
             table.add_row("curve", sparkline(self.rewards))
+        if self.last:
+            table.add_row("multi-turn", self._multi_turn())
         seconds = self.last.get("seconds")
         if seconds:
             table.add_row("last step", ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()))
