@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from agentlightning.types import Triplet
+
 from .rollouts import RolloutData
 
-__all__ = ["EvaluationReport", "evaluation_report"]
+__all__ = ["EvaluationReport", "evaluation_report", "tool_calls_of"]
 
 
 @dataclass
@@ -36,6 +39,25 @@ class EvaluationReport:
         }
 
 
+def tool_calls_of(call: Triplet) -> list[dict[str, Any]]:
+    """The tool calls in a call's recorded completion (`raw_content`): `{"name", "arguments"}` each, arguments as
+    the JSON text the server returned (empty without recorded messages)."""
+    found: list[dict[str, Any]] = []
+    raw = call.response.get("raw_content") if isinstance(call.response, dict) else None
+    for message in raw if isinstance(raw, list) else []:
+        listed = message.get("tool_calls") if isinstance(message, dict) else None
+        if isinstance(listed, str):
+            try:
+                listed = json.loads(listed)
+            except ValueError:
+                continue
+        for entry in listed if isinstance(listed, list) else []:
+            function = entry.get("function", entry) if isinstance(entry, dict) else {}
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                found.append({"name": function["name"], "arguments": function.get("arguments")})
+    return found
+
+
 def evaluation_report(
     label: str,
     step: int,
@@ -46,14 +68,25 @@ def evaluation_report(
 ) -> EvaluationReport:
     """The report of one evaluation: `data[i]` is the rollout of `tasks[positions[i]]`; items follow the task order.
 
-    A task's answer is the decoded response of its rollout's last LLM call (None without calls or `tokenizer`).
+    A task's answer is the decoded response of its rollout's last LLM call (None without calls or `tokenizer`);
+    `calls` counts its LLM calls and `tool_calls` lists the tool calls the model made (name and arguments, as the
+    server parsed them), so multi-turn agents can be judged on how they use their tools.
     """
     items: list[dict[str, Any]] = []
     for item, position in sorted(zip(data, positions, strict=True), key=lambda pair: pair[1]):
         answer = None
         if item.calls and tokenizer is not None:
             answer = tokenizer.decode(item.calls[-1].response["token_ids"], skip_special_tokens=True)
-        items.append({"task": tasks[position], "reward": item.reward, "answer": answer, "status": item.rollout.status})
+        items.append(
+            {
+                "task": tasks[position],
+                "reward": item.reward,
+                "answer": answer,
+                "status": item.rollout.status,
+                "calls": len(item.calls),
+                "tool_calls": [call for triplet in item.calls for call in tool_calls_of(triplet)],
+            }
+        )
     rewards = [i["reward"] for i in items if isinstance(i["reward"], (int, float)) and math.isfinite(i["reward"])]
     return EvaluationReport(
         label=label,

@@ -7,7 +7,44 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["plot_accuracy", "plot_rewards", "write_summary"]
+__all__ = ["plot_accuracy", "plot_rewards", "training_summary", "write_summary"]
+
+_TIMED_PARTS = ("rollout", "adapter", "update", "weight_swap", "total")
+
+
+def training_summary(algorithm: Any) -> dict[str, Any]:
+    """What a GRPO run did, for its summary.json: steps, settings, mean seconds per step (this run's steps), what
+    was skipped, how its calls joined into multi-turn samples (drift per run and per rollout that drifted), and what
+    it sampled to find informative groups. `algorithm` is a `GRPO` after (or during) `run`."""
+    history = algorithm.history
+    timed = [e for e in history if e["step"] > algorithm.start_step and "seconds" in e]
+    calls = [e["calls_per_rollout"] for e in timed if e.get("calls_per_rollout") is not None]
+    tokens = {
+        "sample_tokens": sum(e.get("sample_tokens", 0) for e in timed),
+        "transition_tokens": sum(e.get("transition_tokens", 0) for e in timed),
+    }
+    return {
+        "settings": algorithm.config.to_dict(),
+        "steps": algorithm.step,
+        "resumed_from": algorithm.resumed_from,
+        "mean_seconds_per_step": {
+            part: round(sum(e["seconds"][part] for e in timed) / max(len(timed), 1), 3) for part in _TIMED_PARTS
+        },
+        "calls_per_rollout": {
+            "first_step": calls[0] if calls else None,
+            "last_5_steps": round(sum(calls[-5:]) / len(calls[-5:]), 3) if calls else None,
+        },
+        "drift": {**algorithm.drift.to_dict(), "per_rollout": dict(algorithm.rollout_drift)},
+        "sampling": algorithm.sampling.to_dict(),
+        "training_tokens": {
+            **tokens,
+            "transition_over_trained": round(tokens["transition_tokens"] / tokens["sample_tokens"], 3)
+            if tokens["sample_tokens"]
+            else None,
+        },
+        "skips": algorithm.skips.to_dict(),
+        "history": history,
+    }
 
 
 def _pyplot() -> Any:

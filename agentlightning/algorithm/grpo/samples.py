@@ -60,7 +60,7 @@ class StepSamples:
     drift: DriftCounts = field(default_factory=DriftCounts)
     rollout_drift: dict[str, float] = field(default_factory=dict)  # drift rate of each rollout that drifted
     informative_groups: int = 0  # groups whose rewards varied (they produced the samples)
-    transition_tokens: int = 0  # tokens a one-sample-per-call update would process (for comparison)
+    transition_tokens: int = 0  # tokens one sample per call would process for the same rollouts (for comparison)
 
 
 def call_ids(call: Triplet) -> CallIds:
@@ -94,12 +94,12 @@ def build_samples(
         if report.drifted:
             step.drift.rollouts_drifted += 1
             step.rollout_drift[item.rollout.rollout_id] = round(report.drift_rate, 4)
-        step.transition_tokens += sum(len(c.prompt["token_ids"]) + len(c.response["token_ids"]) for c in item.calls)
 
     advantages = _call_advantages(data, groups, skips, config, step)
     for position, per_call in advantages.items():
         item = data[position]
         group = str(indices[groups[position]])
+        step.transition_tokens += sum(len(c.prompt["token_ids"]) + len(c.response["token_ids"]) for c in item.calls)
         for sequence in stitched[position].sequences:
             step.samples.extend(_sequence_samples(item, sequence, per_call, group, skips, config))
     return step

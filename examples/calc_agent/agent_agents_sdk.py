@@ -1,0 +1,66 @@
+"""The calculator agent written with the OpenAI Agents SDK (`Agent` + `function_tool`, its default Responses model).
+The reward line is its only training-specific line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, question, reward
+from task import add as add_numbers
+from task import multiply as multiply_numbers
+
+import agentlightning as agl
+
+
+def build_agent(llm: agl.LLM) -> Any:
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, function_tool
+    from openai import AsyncOpenAI
+
+    @function_tool
+    def multiply(a: int, b: int) -> int:
+        """Multiply two integers."""
+        return multiply_numbers(a, b)
+
+    @function_tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return add_numbers(a, b)
+
+    client = AsyncOpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=2)
+    return Agent(
+        name="calculator",
+        instructions=SYSTEM_PROMPT,
+        tools=[multiply, add],
+        model=OpenAIResponsesModel(model=llm.model, openai_client=client),
+        model_settings=ModelSettings(
+            temperature=llm.sampling_parameters.get("temperature", 0.0), max_tokens=max_tokens(llm.sampling_parameters)
+        ),
+    )
+
+
+def worked_examples() -> list[dict[str, Any]]:
+    """The worked examples as Responses API input items: question, function call, its output, answer."""
+    items: list[dict[str, Any]] = []
+    for index, example in enumerate(EXAMPLES):
+        call_id = f"example_{index}"
+        items += [
+            {"role": "user", "content": example.question},
+            {"type": "function_call", "call_id": call_id, "name": example.tool, "arguments": example.arguments},
+            {"type": "function_call_output", "call_id": call_id, "output": example.result},
+            {"role": "assistant", "content": example.result},
+        ]
+    return items
+
+
+@agl.rollout
+async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    from agents import MaxTurnsExceeded, Runner, set_tracing_disabled
+
+    set_tracing_disabled(True)  # nothing is exported to OpenAI's trace servers
+    items = [*worked_examples(), {"role": "user", "content": question(task)}]
+    try:
+        result = await Runner.run(build_agent(llm), items, max_turns=MAX_TURNS)  # type: ignore[arg-type]
+        reply = str(result.final_output)
+    except MaxTurnsExceeded:
+        reply = ""  # the model kept calling tools
+    return reward(reply, task)  # the reward: the only training-specific line
