@@ -51,6 +51,9 @@ __all__ = ["LitAgentRunner", "StoreUnreachableError"]
 
 logger = logging.getLogger(__name__)
 
+STOPPED_REPORT_TIMEOUT = 2.0
+"""Seconds a stopping runner spends telling the store that it stopped."""
+
 T_task = TypeVar("T_task")
 R = TypeVar("R")
 
@@ -297,7 +300,15 @@ class LitAgentRunner(Runner[T_task]):
                         logger.info("%s finished %d rollouts", self.get_worker_id(), processed)
         finally:
             await heartbeat.stop()
+            await self._report_stopped(heartbeat)
         logger.debug("%s stopped after %d rollouts", self.get_worker_id(), processed)
+
+    async def _report_stopped(self, heartbeat: Heartbeat) -> None:
+        """Tell the store this worker stopped (best effort, a few seconds at most: the store may be the reason)."""
+        try:
+            await asyncio.wait_for(heartbeat.beat_stopped(), STOPPED_REPORT_TIMEOUT)
+        except Exception as exc:
+            logger.debug("%s could not report that it stopped: %r", self.get_worker_id(), exc)
 
     async def _release_lost_claim(self) -> None:
         await release_lost_claim(self.get_store(), self.get_worker_id())
