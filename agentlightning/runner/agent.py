@@ -6,9 +6,11 @@ attempt's status, with the reward, duration and any failure reason in its metada
 the loop (`heartbeat.py`). What a result means and what to record are plain functions (`results.py`); writing it
 to the store is `recording.py`; store calls that ride out an outage or a stop are `store_calls.py`.
 
-The runner never dies because an agent misbehaved: exceptions, timeouts, `sys.exit`, garbage results and output
-floods fail the attempt with a readable reason and the loop goes on. A store that cannot be reached at start is
-waited for (`connect_timeout`); a store that goes away later is ridden out.
+The runner never dies because an agent misbehaved: exceptions (BaseExceptions such as KeyboardInterrupt included),
+timeouts, `sys.exit`, garbage results and output floods fail the attempt with a readable reason and the loop goes
+on; only a stop of the runner itself ends it. A store that cannot be reached at start is waited for
+(`connect_timeout`); a store that goes away later is ridden out (an attempt's store calls for at most
+`store_retry_timeout`); a store error that is not an outage fails the attempt, or, on a claim, ends the runner.
 """
 
 from __future__ import annotations
