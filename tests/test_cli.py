@@ -67,3 +67,18 @@ def test_demo_against_a_shared_server_touches_only_its_own_rollouts(capsys: pyte
         asyncio.run(inspect())
     finally:
         stop_server(server)
+
+
+def test_serve_help_states_each_default_once_and_never_shows_the_api_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGL_INFERENCE_API_KEY", "secret-key-from-env")
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--help"])
+    assert exited.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "(default: None)" not in out
+    assert "secret-key-from-env" not in out
+    assert "(default: $AGL_INFERENCE_API_KEY, else no key)" in out
+    assert "(default: the model's name, see --model)" in out
+    assert "(default: 8000)" in out  # a default the help text does not state is still shown

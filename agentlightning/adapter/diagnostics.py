@@ -6,22 +6,39 @@ empty or when calls lack token ids, naming the cause and the counts:
 - no LLM call captured (no span matched the LLM-call pattern; the most frequent span names are listed);
 - the agent filter matched nothing (the agent names seen are listed);
 - the calls carry no token ids (the server did not return them, e.g. vLLM without `return_token_ids`).
+
+A caller that reports diagnoses itself, once per run rather than once per rollout (Baseline), adapts inside
+`quiet_diagnoses()` and reads `last_diagnosis`.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
 from agentlightning.types import Span, Triplet
 
-__all__ = ["TrajectoryDiagnosis", "diagnose_trajectory"]
+__all__ = ["TrajectoryDiagnosis", "diagnose_trajectory", "quiet_diagnoses"]
 
 logger = logging.getLogger("agentlightning.adapter")
+
+_quiet: contextvars.ContextVar[bool] = contextvars.ContextVar("agl_quiet_diagnoses", default=False)
+
+
+@contextmanager
+def quiet_diagnoses() -> Iterator[None]:
+    """Within this block diagnoses are recorded (`last_diagnosis`) but not logged: the caller reports them."""
+    token = _quiet.set(True)
+    try:
+        yield
+    finally:
+        _quiet.reset(token)
 
 
 @dataclass
@@ -97,6 +114,8 @@ def diagnose_trajectory(
         )
     elif not triplets:
         diagnosis.reason = f"no triplets from {llm_calls} LLM-call spans (all excluded, e.g. inside reward spans)"
+    if _quiet.get():
+        return diagnosis
     if diagnosis.reason is not None:
         logger.warning("%s produced an empty trajectory: %s", adapter, diagnosis.reason)
     elif diagnosis.triplets_without_token_ids:

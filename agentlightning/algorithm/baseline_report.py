@@ -91,6 +91,8 @@ class BaselineSummary:
 
     by_mode: dict[str, ModeSummary] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    adapter_notes: dict[str, int] = field(default_factory=dict)
+    """What the adapter diagnosed (e.g. "empty trajectory: no LLM call captured") and for how many rollouts."""
 
     @property
     def rollouts(self) -> int:
@@ -112,11 +114,16 @@ class BaselineSummary:
                 f"{mode}: {summary.rollouts} rollouts ({statuses}); {reward_text}; "
                 f"{summary.mean_spans:.1f} spans per rollout (max {summary.max_spans}); {summary.retried} retried"
             )
+        for cause, count in sorted(self.adapter_notes.items()):
+            lines.append(f"adapter: {cause} in {count} of {self.rollouts} rollouts")
         return lines
 
 
-def summarize(reports: Sequence[RolloutReport], wall_seconds: float = 0.0) -> BaselineSummary:
-    """Aggregate rollout reports per mode (rollouts without a mode count as "none")."""
+def summarize(
+    reports: Sequence[RolloutReport], wall_seconds: float = 0.0, adapter_notes: Optional[dict[str, int]] = None
+) -> BaselineSummary:
+    """Aggregate rollout reports per mode (rollouts without a mode count as "none"); `adapter_notes` counts what the
+    adapter diagnosed, per cause."""
     groups: dict[str, list[RolloutReport]] = {}
     for report in reports:
         groups.setdefault(report.mode or "none", []).append(report)
@@ -135,4 +142,4 @@ def summarize(reports: Sequence[RolloutReport], wall_seconds: float = 0.0) -> Ba
             max_spans=max(spans) if spans else 0,
             retried=sum(1 for report in group if report.attempts > 1),
         )
-    return BaselineSummary(by_mode=by_mode, wall_seconds=wall_seconds)
+    return BaselineSummary(by_mode=by_mode, wall_seconds=wall_seconds, adapter_notes=dict(adapter_notes or {}))

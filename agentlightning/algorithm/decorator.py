@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional, Union
 
@@ -18,6 +19,8 @@ from .base import Algorithm
 __all__ = ["FunctionalAlgorithm", "algo"]
 
 _INJECTED = ("store", "adapter", "llm_proxy", "initial_resources")
+
+logger = logging.getLogger(__name__)
 
 
 class FunctionalAlgorithm(Algorithm):
@@ -65,6 +68,12 @@ class FunctionalAlgorithm(Algorithm):
         for name in _INJECTED:
             if self._accepts(name):
                 kwargs[name] = getters[name]()
+        if self.get_initial_resources() and not self._accepts("initial_resources"):
+            logger.warning(
+                "Trainer(initial_resources=...) was given, but %s has no `initial_resources` parameter: they are not "
+                "published, and rollouts run with whatever resources the algorithm publishes itself",
+                self._algorithm_func.__qualname__,
+            )
         for name, value in (("train_dataset", train_dataset), ("val_dataset", val_dataset)):
             if self._accepts(name):
                 kwargs[name] = value

@@ -2,7 +2,9 @@
 
 `Trainer.dev` accepts only FastAlgorithms. `Baseline` runs every task once through the real queue and runners and
 logs what happened (statuses, attempts, spans, the adapter's output, rewards), which makes it the smoke test of an
-agent before anything is trained.
+agent before anything is trained. What the adapter has to say about the trajectories (empty, no token ids) is
+logged once per cause and counted in the summary, not repeated for every rollout; a rollout that failed before
+recording any span is not adapted (its failure is the cause, and the summary counts it).
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from agentlightning.types import Attempt, Dataset, RolloutMode, Span
+from agentlightning.adapter.diagnostics import quiet_diagnoses
+from agentlightning.types import Attempt, Dataset, RolloutConfig, RolloutMode, Span
 
 from .base import Algorithm
 from .baseline_report import BaselineSummary, RolloutReport, span_to_string, summarize
@@ -48,6 +52,7 @@ class Baseline(FastAlgorithm):
         polling_interval: seconds between queue-length checks and status checks of a running rollout.
         max_queue_length: the most rollouts allowed to wait in the queue before the next one is enqueued.
         span_verbosity: "keys" (attribute names), "key_values" (whole attributes) or "none" (no span lines).
+        rollout_config: the `RolloutConfig` of every rollout (timeout, retries); None: the store's default.
     """
 
     def __init__(
@@ -58,6 +63,7 @@ class Baseline(FastAlgorithm):
         polling_interval: float = 5.0,
         max_queue_length: int = 4,
         span_verbosity: SpanVerbosity = "keys",
+        rollout_config: Optional[RolloutConfig] = None,
     ) -> None:
         if not 0.0 < train_split < 1.0:
             raise ValueError(f"train_split must be between 0 and 1 (exclusive), got {train_split}")
@@ -71,12 +77,16 @@ class Baseline(FastAlgorithm):
             raise ValueError(f"max_queue_length must be at least 1, got {max_queue_length}")
         if span_verbosity not in ("keys", "key_values", "none"):
             raise ValueError(f"span_verbosity must be 'keys', 'key_values' or 'none', got {span_verbosity!r}")
+        if rollout_config is not None and not isinstance(rollout_config, RolloutConfig):
+            raise TypeError(f"rollout_config must be a RolloutConfig, got {type(rollout_config).__name__}")
         self.n_epochs = n_epochs
         self.train_split = train_split
         self.polling_interval = polling_interval
         self.max_queue_length = max_queue_length
         self.span_verbosity: SpanVerbosity = span_verbosity
+        self.rollout_config = rollout_config
         self.summary: Optional[BaselineSummary] = None
+        self._adapter_notes: Counter[str] = Counter()
 
     async def run(
         self,
@@ -103,6 +113,7 @@ class Baseline(FastAlgorithm):
             self.summary = summarize([])
             return
         resources_id = await self._publish_initial_resources()
+        self._adapter_notes = Counter()
         reports: list[RolloutReport] = []
         started = time.monotonic()
         for epoch in range(self.n_epochs):
@@ -119,7 +130,9 @@ class Baseline(FastAlgorithm):
             finally:
                 for task in tasks:
                     task.cancel()
-        self.summary = summarize(reports, wall_seconds=time.monotonic() - started)
+        self.summary = summarize(
+            reports, wall_seconds=time.monotonic() - started, adapter_notes=dict(self._adapter_notes)
+        )
         for line in self.summary.lines():
             logger.info("[Baseline] %s", line)
 
@@ -145,7 +158,9 @@ class Baseline(FastAlgorithm):
     async def _enqueue(
         self, store: LightningStore, sample: Any, mode: RolloutMode, resources_id: Optional[str]
     ) -> Rollout:
-        return await store.enqueue_rollout(input=sample, mode=mode, resources_id=resources_id)
+        return await store.enqueue_rollout(
+            input=sample, mode=mode, resources_id=resources_id, config=self.rollout_config
+        )
 
     @with_store
     async def _harvest(self, store: LightningStore, rollout_id: str, reports: list[RolloutReport]) -> None:
@@ -189,12 +204,55 @@ class Baseline(FastAlgorithm):
             for span in spans:
                 attempt: Optional[Attempt] = by_attempt.get(span.attempt_id)
                 logger.info(span_to_string(rollout_id, attempt, span, self.span_verbosity))
-        latest_id = attempts[-1].attempt_id if attempts else None
-        latest_spans = [span for span in spans if span.attempt_id == latest_id]
+        latest = attempts[-1] if attempts else None
+        latest_spans = [span for span in spans if latest is not None and span.attempt_id == latest.attempt_id]
         if self._adapter_ref is not None:
-            try:
-                adapted = self.get_adapter().adapt(latest_spans)
-                logger.info("[Rollout %s] Adapted data: %s", rollout_id, adapted)
-            except Exception as exc:
-                logger.error("[Rollout %s] The adapter failed on its spans: %r", rollout_id, exc)
+            self._adapt(rollout, latest, latest_spans)
         return RolloutReport.from_rollout(rollout, attempts, latest_spans)
+
+    def _adapt(self, rollout: Rollout, attempt: Optional[Attempt], spans: list[Span]) -> None:
+        """Log the adapter's output for the rollout; what it diagnoses is logged once per cause and counted."""
+        rollout_id = rollout.rollout_id
+        if not spans and rollout.status != "succeeded":
+            error = (attempt.metadata or {}).get("error") if attempt is not None else None
+            logger.info(
+                "[Rollout %s] Not adapted: it %s before recording any span%s",
+                rollout_id,
+                rollout.status,
+                f" ({error})" if error else "",
+            )
+            return
+        adapter = self.get_adapter()
+        try:
+            with quiet_diagnoses():
+                adapted = adapter.adapt(spans)
+        except Exception as exc:
+            logger.error("[Rollout %s] The adapter failed on its spans: %r", rollout_id, exc)
+            return
+        logger.info("[Rollout %s] Adapted data: %s", rollout_id, adapted)
+        diagnosis = getattr(adapter, "last_diagnosis", None)
+        if diagnosis is None:
+            return
+        adapter_name = type(adapter).__name__
+        if diagnosis.reason is not None:
+            cause = diagnosis.reason.split(":", 1)[0]
+            self._note(
+                f"empty trajectory: {cause}", rollout_id, f"{adapter_name}: empty trajectory: {diagnosis.reason}"
+            )
+        elif diagnosis.triplets_without_token_ids:
+            self._note(
+                "triplets without token ids",
+                rollout_id,
+                f"{adapter_name}: {diagnosis.triplets_without_token_ids} of {diagnosis.triplets} triplets have no "
+                "prompt or response token ids (the server did not return them, e.g. vLLM without return_token_ids); "
+                "they cannot be used for RL training",
+            )
+
+    def _note(self, cause: str, rollout_id: str, message: str) -> None:
+        self._adapter_notes[cause] += 1
+        if self._adapter_notes[cause] == 1:
+            logger.warning(
+                "[Rollout %s] %s (further rollouts with this cause are counted in the summary, not logged)",
+                rollout_id,
+                message,
+            )

@@ -5,7 +5,8 @@
 The store is a URL (`http(s)://` for a store server, or `sqlite:///...` / `postgresql://...` opened directly). The
 agent is `module:object`: a LitAgent instance, a LitAgent subclass (instantiated without arguments), or a function
 (decorated with `@agl.rollout` or not). With `--n-runners N > 1` the runners are separate processes. The runners
-join a training already running and may leave at any time (Ctrl-C stops them after recording their attempts).
+join a training already running and may leave at any time (Ctrl-C or SIGTERM stops them after recording their
+attempts; each worker's last heartbeat says that it stopped).
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import argparse
 import inspect
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Optional
 
 __all__ = ["main"]
@@ -123,7 +128,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as exc:
         return _fail(str(exc))
     try:
-        serve(runner, agent, store, args.store, args.n_runners)
+        with _sigterm_as_interrupt():
+            serve(runner, agent, store, args.store, args.n_runners)
     except StoreUnreachableError as exc:
         return _fail(str(exc), 3)
     except (TypeError, RuntimeError) as exc:
@@ -131,24 +137,41 @@ def main(argv: Optional[list[str]] = None) -> int:
     return 0
 
 
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the runners like Ctrl-C: attempts recorded, processes and semaphores released, nothing leaked."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt()
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def serve(runner: Any, agent: Any, store: Any, url: str, n_runners: int) -> None:
     """Run `n_runners` runners (in this process for one, as child processes otherwise) until they stop."""
     import multiprocessing
 
-    from agentlightning.execution.events import MultiprocessingEvent
+    from agentlightning.execution.events import MultiprocessingEvent, ThreadingEvent
     from agentlightning.execution.loop import run_interruptibly
     from agentlightning.execution.processes import ChildStore, ProcessGroup, pickle_for_child
     from agentlightning.trainer.trainer import RunnerBundle
 
     bundle = RunnerBundle(runner, agent, ())
+    if n_runners == 1:  # in this process: a thread event (a process-shared one would need OS semaphores)
+        try:
+            run_interruptibly(_serve_one(bundle, store, ThreadingEvent()))
+        except KeyboardInterrupt:
+            logger.info("Interrupted (Ctrl-C or SIGTERM): the runner stopped")
+        return
     ctx = multiprocessing.get_context("spawn")
     stop = MultiprocessingEvent(ctx=ctx)
-    if n_runners == 1:
-        try:
-            run_interruptibly(_serve_one(bundle, store, stop))
-        except KeyboardInterrupt:
-            logger.info("Interrupted (Ctrl-C): the runner stopped")
-        return
     payload = pickle_for_child(bundle, "agent and runner")
     group = ProcessGroup(
         ctx,

@@ -20,12 +20,23 @@ INSTALL_HINT = (
 TINY_MODEL_NAME = "tiny-chat"
 
 
+class _DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Appends "(default: X)" only where the help does not already say what the default is and there is one (never
+    "(default: None)"; never the value of an API key taken from the environment)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if "(default:" in help_text or action.default is None:
+            return help_text
+        return super()._get_help_string(action) or help_text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agl serve",
         description="Serve a local model with an OpenAI/vLLM-compatible API (token ids included). "
         "Concurrent requests are batched together.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_DefaultsFormatter,
         epilog="Environment: AGL_INFERENCE_API_KEY sets --api-key; AGL_MODEL_CACHE is where the default model's "
         "converted copy is cached; OMP_WAIT_POLICY defaults to PASSIVE. Install: docs/inference.md.",
     )

@@ -13,6 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Literal, Optional
 
 from agentlightning.env_var import resolve_managed_store_flag
+from agentlightning.runner.agent_loop import on_shared_agent_loop
 
 from .base import AlgorithmBundle, ExecutionStrategy, RunnerBundle
 from .events import ExecutionEvent, ThreadingEvent
@@ -90,7 +91,7 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
     ) -> None:
         try:
             await run_until_completed_or_canceled(
-                runner(store, worker_id, stop),
+                on_shared_agent_loop(runner(store, worker_id, stop)),  # one loop for every thread's async agents
                 stop,
                 graceful_delay=self.graceful_delay,
                 poll_interval=self.poll_interval,

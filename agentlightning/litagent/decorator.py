@@ -37,10 +37,17 @@ _ACCEPTED_SIGNATURES = (
 
 def _first_resource(resources: NamedResources, kind: type, what: str, agent_name: str) -> Any:
     found = [(name, value) for name, value in resources.items() if isinstance(value, kind)]
+    if not found and not resources:
+        raise ValueError(
+            f"Agent {agent_name} needs a {what} resource, but the rollout has no resources at all: nothing was "
+            f"published to the store. Trainer(initial_resources=...) only hands resources to the algorithm; Baseline, "
+            f"APO and GRPO publish them, an @agl.algo function must publish them itself (take an `initial_resources` "
+            f"and a `store` parameter and call `await store.add_resources(initial_resources)`)"
+        )
     if not found:
         raise ValueError(
             f"Agent {agent_name} needs a {what} resource, but the rollout's resources have none "
-            f"(names: {sorted(resources) or 'none'}); publish one, e.g. initial_resources={{'main': {kind.__name__}(...)}}"
+            f"(names: {sorted(resources)}); add a {kind.__name__} to the resources the algorithm publishes"
         )
     if len(found) > 1:
         logger.warning(

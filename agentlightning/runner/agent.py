@@ -6,9 +6,11 @@ attempt's status, with the reward, duration and any failure reason in its metada
 the loop (`heartbeat.py`). What a result means and what to record are plain functions (`results.py`); writing it
 to the store is `recording.py`; store calls that ride out an outage or a stop are `store_calls.py`.
 
-The runner never dies because an agent misbehaved: exceptions, timeouts, `sys.exit`, garbage results and output
-floods fail the attempt with a readable reason and the loop goes on. A store that cannot be reached at start is
-waited for (`connect_timeout`); a store that goes away later is ridden out.
+The runner never dies because an agent misbehaved: exceptions (BaseExceptions such as KeyboardInterrupt included),
+timeouts, `sys.exit`, garbage results and output floods fail the attempt with a readable reason and the loop goes
+on; only a stop of the runner itself ends it. A store that cannot be reached at start is waited for
+(`connect_timeout`); a store that goes away later is ridden out (an attempt's store calls for at most
+`store_retry_timeout`); a store error that is not an outage fails the attempt, or, on a claim, ends the runner.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from .errors import StoreUnreachableError, describe_store, is_transient_store_er
 from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
 from .invoke import AgentInvoker
 from .output import output_budget, output_guard
-from .recording import StoreCall, finish_attempt, store_result
-from .resources import ResourcesCache
+from .recording import finish_attempt, store_result
+from .resources import ResourcesCache, StoreCall
 from .results import (
     SUCCEEDED,
     AttemptOutcome,
@@ -50,6 +52,9 @@ if TYPE_CHECKING:
 __all__ = ["LitAgentRunner", "StoreUnreachableError"]
 
 logger = logging.getLogger(__name__)
+
+STOPPED_REPORT_TIMEOUT = 2.0
+"""Seconds a stopping runner spends telling the store that it stopped."""
 
 T_task = TypeVar("T_task")
 R = TypeVar("R")
@@ -78,6 +83,10 @@ class LitAgentRunner(Runner[T_task]):
         cancel_grace: seconds a cancelled async agent gets to unwind before it is abandoned.
         worker_id_prefix: the worker id in the store is this prefix followed by the worker number.
         min_poll_interval: first wait after finding the queue empty.
+        store_retry_timeout: how long a store call made for an attempt (its resources, its result, its status) is
+            retried through an outage (connection errors, 502/503/504). Past it the attempt fails (or, for its status,
+            is left to the store's health rules: its heartbeats have stopped) and the runner claims the next rollout.
+            Other store errors (500, 4xx) are not retried at all.
     """
 
     def __init__(
@@ -95,6 +104,7 @@ class LitAgentRunner(Runner[T_task]):
         cancel_grace: float = 5.0,
         worker_id_prefix: str = "Worker-",
         min_poll_interval: float = 0.01,
+        store_retry_timeout: float = 300.0,
     ) -> None:
         super().__init__()
         if tracer is None:
@@ -123,6 +133,7 @@ class LitAgentRunner(Runner[T_task]):
         self.max_output_chars = max_output_chars
         self.cancel_grace = _positive("cancel_grace", cancel_grace)
         self.worker_id_prefix = worker_id_prefix
+        self.store_retry_timeout = _positive("store_retry_timeout", store_retry_timeout)
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:
@@ -291,7 +302,15 @@ class LitAgentRunner(Runner[T_task]):
                         logger.info("%s finished %d rollouts", self.get_worker_id(), processed)
         finally:
             await heartbeat.stop()
+            await self._report_stopped(heartbeat)
         logger.debug("%s stopped after %d rollouts", self.get_worker_id(), processed)
+
+    async def _report_stopped(self, heartbeat: Heartbeat) -> None:
+        """Tell the store this worker stopped (best effort, a few seconds at most: the store may be the reason)."""
+        try:
+            await asyncio.wait_for(heartbeat.beat_stopped(), STOPPED_REPORT_TIMEOUT)
+        except Exception as exc:
+            logger.debug("%s could not report that it stopped: %r", self.get_worker_id(), exc)
 
     async def _release_lost_claim(self) -> None:
         await release_lost_claim(self.get_store(), self.get_worker_id())
@@ -360,17 +379,20 @@ class LitAgentRunner(Runner[T_task]):
         failure: Optional[Exception] = None
         try:
             try:
-                resources = await self._resources.get(store, claimed)
+                resources = await self._resources.get(store, claimed, self._store_call(event))
                 await self._trigger_hooks("on_rollout_start", agent=agent, runner=self, rollout=claimed)
                 normalized, spans = await self._trace_and_run(agent, claimed, resources, running)
                 spans = spans + await store_result(store, claimed, normalized, self._store_call(event))
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                outcome = outcome_of_exception(RunnerInterrupted())
+            except (asyncio.CancelledError, KeyboardInterrupt):  # the runner itself is stopped (the agent's own are
+                outcome = outcome_of_exception(RunnerInterrupted())  # AgentBaseException by now)
                 raise
             except Exception as exc:
                 outcome = outcome_of_exception(exc)
                 failure = exc
                 self._log_failure(claimed, outcome)
+            except BaseException as exc:  # not the agent's (a hook's, the tracer's): fail the attempt, then stop
+                outcome = outcome_of_exception(exc)
+                raise
         finally:
             heartbeat.current = None
             reward = find_final_reward(spans) if spans else None
@@ -427,10 +449,13 @@ class LitAgentRunner(Runner[T_task]):
         return normalized, traced
 
     def _store_call(self, event: Optional[ExecutionEvent]) -> StoreCall:
-        """This worker's store calls: retried through an outage, given up soon after `event` is set."""
+        """This worker's store calls for an attempt: retried through an outage for at most `store_retry_timeout`
+        seconds (or the given `limit`, if shorter), given up soon after `event` is set."""
         worker_id = self.get_worker_id()
+        bound = self.store_retry_timeout
 
         def call(operation: Callable[[], Awaitable[R]], what: str, *, limit: Optional[float] = None) -> Awaitable[R]:
+            limit = bound if limit is None else min(limit, bound)
             return retry_store_call(operation, what, worker_id=worker_id, event=event, limit=limit)
 
         return call

@@ -7,24 +7,27 @@ from typing import Any
 
 from agentlightning.store.errors import StoreBusyError, StoreClosedError, StoreOpenError
 
-__all__ = ["StoreUnreachableError", "describe_store", "is_transient_store_error"]
+__all__ = ["OUTAGE_STATUSES", "StoreUnreachableError", "describe_store", "is_transient_store_error"]
 
 
 class StoreUnreachableError(ConnectionError):
     """The runner could not reach its store within the configured time."""
 
 
+OUTAGE_STATUSES = frozenset({502, 503, 504})
+"""HTTP answers of a store server (or of a proxy in front of it) that is restarting, overloaded or unreachable."""
+
+
 def is_transient_store_error(exc: BaseException) -> bool:
-    """True for failures that may go away by themselves: connection errors, timeouts, a server that answers 5xx,
-    a database that is busy or (re)opening. Client errors (bad arguments, authentication) are not transient."""
-    if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError, StoreBusyError, StoreOpenError)):
+    """True for an outage, which goes away by itself: connection errors, timeouts, 502/503/504, a database that is
+    busy, (re)opening or closed for a restart. Everything else (500, 4xx, bad arguments, authentication, other OS
+    errors) says something is wrong with the request or the store and would fail the same way again."""
+    if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
         return True
-    if isinstance(exc, StoreClosedError):
+    if isinstance(exc, (StoreBusyError, StoreOpenError, StoreClosedError)):
         return True
     status = getattr(exc, "status", None)
-    if isinstance(status, int):  # an HTTP error of the store server
-        return status >= 500
-    return isinstance(exc, OSError)
+    return isinstance(status, int) and status in OUTAGE_STATUSES
 
 
 def describe_store(store: Any) -> str:

@@ -6,6 +6,9 @@ attempt unresponsive. The heartbeat time is sent on the store's clock (estimated
 machines with a skewed clock are not marked unresponsive. If the store answers that the attempt timed out, the
 runner is told to stop the agent.
 
+When the runner stops, a last worker heartbeat carries `stopped_at` (the time it stopped) in its stats, so progress
+displays and the dashboard show the worker as stopped instead of alive and idle until its heartbeat grows stale.
+
 Launch modes: "thread" (a daemon thread with its own event loop: heartbeats continue even when an async agent blocks
 the runner's loop) or "asyncio" (a task on the runner's loop: no extra thread).
 """
@@ -16,8 +19,9 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from agentlightning.utils.system_snapshot import system_snapshot
 
@@ -26,11 +30,19 @@ from .results import jittered
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["Heartbeat", "HeartbeatLaunchMode", "RunningAttempt"]
+__all__ = ["STOPPED_AT", "Heartbeat", "HeartbeatLaunchMode", "RunningAttempt", "has_stopped"]
 
 logger = logging.getLogger(__name__)
 
 HeartbeatLaunchMode = Literal["thread", "asyncio"]
+
+STOPPED_AT = "stopped_at"
+"""Key of the worker's heartbeat stats that says when its runner stopped (absent while it runs)."""
+
+
+def has_stopped(heartbeat_stats: Optional[Mapping[str, Any]]) -> bool:
+    """Whether a worker's last heartbeat said that its runner stopped."""
+    return bool(heartbeat_stats) and heartbeat_stats.get(STOPPED_AT) is not None  # type: ignore[union-attr]
 
 
 @dataclass
@@ -84,6 +96,11 @@ class Heartbeat:
     async def beat_worker(self) -> None:
         """Report this worker with a system snapshot (raises on store errors)."""
         await self.store.update_worker(self.worker_id, heartbeat_stats=system_snapshot(self.include_gpu))
+
+    async def beat_stopped(self) -> None:
+        """Report that this worker's runner stopped (its last heartbeat; raises on store errors)."""
+        stats = {**system_snapshot(self.include_gpu), STOPPED_AT: time.time()}
+        await self.store.update_worker(self.worker_id, heartbeat_stats=stats)
 
     async def beat_attempt(self) -> None:
         """Report that the current attempt is alive; stop the agent when the store says it timed out."""

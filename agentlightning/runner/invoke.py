@@ -1,10 +1,15 @@
 """Running one agent call so that a misbehaving agent cannot take the runner down.
 
-Async agents run as a task of the runner's loop; sync agents run on a worker thread, so the loop (and asyncio
-heartbeats) keep going while they work. A call that outlives its timeout (or that the store declared timed out) is
-cancelled (async) or abandoned (sync: its thread is asked to stop with an asynchronous exception, which interrupts
-Python code but not a blocking C call, and a fresh thread serves the next rollout). `sys.exit` inside the agent
-becomes an `AgentExit` error instead of ending the runner.
+Async agents run as a task of the runner's loop (or, for the runner threads of the "shm" strategy, of the process's
+shared agent loop: `agent_loop.py`); sync agents run on a worker thread, so the loop (and asyncio heartbeats) keep
+going while they work. A call that outlives its timeout (or that the store declared timed out) is cancelled (async)
+or abandoned (sync: its thread is asked to stop with an asynchronous exception, which interrupts Python code but not
+a blocking C call, and a fresh thread serves the next rollout).
+
+Whatever the agent raises is the agent's failure, never the runner's: `sys.exit` becomes `AgentExit`, and a
+BaseException that is not an Exception (KeyboardInterrupt, CancelledError, GreenletExit, pytest's Failed, a class of
+the user's own) becomes `AgentBaseException`, so it fails the attempt and the runner goes on. Only a cancellation of
+the runner itself (its task cancelled, Ctrl-C reaching its loop) stops the runner.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
-from .results import AgentExit, AgentTimeout, StoreDeclaredTimeout
+from .agent_loop import agent_loop
+from .results import AgentBaseException, AgentExit, AgentTimeout, StoreDeclaredTimeout
 
 __all__ = ["AgentInvoker"]
 
@@ -40,6 +46,80 @@ def _raise_in_thread(thread: threading.Thread, exc_type: type[BaseException]) ->
 
 class _AbandonedCall(BaseException):
     """Raised inside an abandoned sync agent to make it unwind (a BaseException so `except Exception` passes it)."""
+
+
+class _AsyncCall:
+    """An async agent call running as a task on `loop` (None: the caller's loop), watched from the caller's loop.
+
+    `finished` (a future of the caller's loop) resolves when the task has ended, whatever the outcome. A CancelledError
+    that the runner did not ask for (`cancel`) is the agent's own and is reported as its failure.
+    """
+
+    def __init__(self, fn: Callable[[], Awaitable[Any]], loop: Optional[asyncio.AbstractEventLoop]) -> None:
+        self._fn = fn
+        self._caller = asyncio.get_running_loop()
+        self._loop = loop if loop is not None else self._caller
+        self._task: Optional[asyncio.Task[Any]] = None
+        self._cancel_requested = False
+        self.finished: asyncio.Future[None] = self._caller.create_future()
+        if self._loop is self._caller:
+            self._start()
+        else:  # the task inherits the caller's context (trace context, current rollout) through the handle
+            self._loop.call_soon_threadsafe(self._start, context=contextvars.copy_context())
+
+    async def _guarded(self) -> Any:
+        try:
+            return await self._fn()
+        except SystemExit as exc:
+            raise AgentExit(exc.code) from None
+        except asyncio.CancelledError as exc:
+            if self._cancel_requested:
+                raise
+            raise AgentBaseException(exc) from None
+        except Exception:
+            raise
+        except BaseException as exc:  # KeyboardInterrupt would otherwise escape through the event loop
+            raise AgentBaseException(exc) from None
+
+    def _start(self) -> None:  # on the agent's loop
+        self._task = self._loop.create_task(self._guarded())
+        self._task.add_done_callback(self._relay)
+
+    def _relay(self, _: asyncio.Task[Any]) -> None:  # on the agent's loop
+        if self._loop is self._caller:
+            self._settle()
+            return
+        try:
+            self._caller.call_soon_threadsafe(self._settle)
+        except RuntimeError:  # the caller's loop is closed: nobody waits for this call any more
+            pass
+
+    def _settle(self) -> None:  # on the caller's loop
+        if not self.finished.done():
+            self.finished.set_result(None)
+
+    def cancel(self) -> None:
+        """Ask the agent to stop (it gets a CancelledError at its next await)."""
+        if self._loop is self._caller:
+            self._cancel_here()
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._cancel_here)
+        except RuntimeError:  # the agent loop is gone, and the call with it
+            pass
+
+    def _cancel_here(self) -> None:  # on the agent's loop, after `_start` (callbacks run in order)
+        self._cancel_requested = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def result(self) -> Any:
+        """The agent's return value once `finished`; raises what the agent raised."""
+        task = self._task
+        assert task is not None and task.done()
+        if task.cancelled():  # cancelled before it started running: not by the runner, which is still waiting
+            raise AgentBaseException(asyncio.CancelledError())
+        return task.result()
 
 
 class _SyncWorker:
@@ -151,26 +231,20 @@ class AgentInvoker:
     async def _call_async(
         self, fn: Callable[[], Awaitable[Any]], timeout: Optional[float], abort: Optional[asyncio.Future[None]]
     ) -> Any:
-        async def guarded() -> Any:
-            try:
-                return await fn()
-            except SystemExit as exc:
-                raise AgentExit(exc.code) from None
-
-        task = asyncio.ensure_future(guarded())
+        call = _AsyncCall(fn, agent_loop())
         try:
-            reason = await self._wait(task, timeout, abort)
+            reason = await self._wait(call.finished, timeout, abort)
         except BaseException:
-            task.cancel()  # the runner is being stopped: stop the agent too
+            call.cancel()  # the runner is being stopped: stop the agent too
             raise
         if reason is None:
-            return task.result()
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=self._cancel_grace)
+            return call.result()
+        call.cancel()
+        done, _ = await asyncio.wait({call.finished}, timeout=self._cancel_grace)
         if not done:
             logger.error(
                 "The agent did not stop within %.1f s of being cancelled (%s); it is abandoned and may keep using "
-                "this runner's event loop",
+                "its event loop",
                 self._cancel_grace,
                 reason,
             )
@@ -184,6 +258,10 @@ class AgentInvoker:
                 return fn()
             except SystemExit as exc:
                 raise AgentExit(exc.code) from None
+            except (Exception, _AbandonedCall):
+                raise
+            except BaseException as exc:
+                raise AgentBaseException(exc) from None
 
         if self._worker is None:
             self._worker = _SyncWorker(f"{self._name}-worker")

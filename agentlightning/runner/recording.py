@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.emitter.reward import emit_reward
 from agentlightning.types import AttemptedRollout, Span, SpanCoreFields
 
-from .results import AttemptOutcome, NormalizedResult, RunnerInterrupted, attempt_metadata
+from .resources import StoreCall
+from .results import AttemptOutcome, NormalizedResult, ResultNotStored, RunnerInterrupted, attempt_metadata
 from .spans import readable_span_from_fields
 from .store_calls import INTERRUPTED_WRITE_TIMEOUT
 
@@ -25,16 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["StoreCall", "finish_attempt", "is_remote", "store_result"]
 
 logger = logging.getLogger(__name__)
-
-R = TypeVar("R")
-
-
-class StoreCall(Protocol):
-    """Runs one store operation, riding out an outage (see `store_calls.retry_store_call`)."""
-
-    def __call__(
-        self, operation: Callable[[], Awaitable[R]], what: str, *, limit: Optional[float] = None
-    ) -> Awaitable[R]: ...
 
 
 def is_remote(store: Any) -> bool:
@@ -46,7 +36,20 @@ def is_remote(store: Any) -> bool:
 async def store_result(
     store: LightningStore, claimed: AttemptedRollout, normalized: NormalizedResult, call: StoreCall
 ) -> list[Span]:
-    """Store what the result asks for (reward span, returned spans); the stored spans."""
+    """Store what the result asks for (reward span, returned spans); the stored spans.
+
+    Raises:
+        ResultNotStored: the store refused a write, or stayed unreachable until `call` gave up.
+    """
+    try:
+        return await _store_result(store, claimed, normalized, call)
+    except Exception as exc:
+        raise ResultNotStored(exc) from exc
+
+
+async def _store_result(
+    store: LightningStore, claimed: AttemptedRollout, normalized: NormalizedResult, call: StoreCall
+) -> list[Span]:
     rollout_id, attempt_id = claimed.rollout_id, claimed.attempt.attempt_id
     if normalized.empty_list:
         logger.warning("Rollout %s: the agent returned an empty list; nothing to store", rollout_id)
@@ -108,7 +111,8 @@ async def finish_attempt(
     call: StoreCall,
 ) -> None:
     """Record the attempt's status and metadata; an interrupted runner tries for a few seconds only. Failures are
-    logged, never raised (the runner goes on)."""
+    logged, never raised (the runner goes on); the attempt's heartbeats have stopped by then, so the store's health
+    rules (`unresponsive_seconds`) decide what becomes of an attempt whose status could not be written."""
     metadata = attempt_metadata(claimed.attempt.metadata, outcome, final_reward=reward, duration_seconds=duration)
     interrupted = outcome.error_type == RunnerInterrupted.__name__
     try:
@@ -121,7 +125,8 @@ async def finish_attempt(
         )
     except Exception as exc:
         logger.error(
-            "Could not record status %r for rollout %s attempt %s: %r",
+            "Could not record status %r for rollout %s attempt %s (%r); the attempt gets no more heartbeats, so the "
+            "store's health rules (unresponsive_seconds) decide what becomes of it",
             outcome.status,
             claimed.rollout_id,
             claimed.attempt.attempt_id,

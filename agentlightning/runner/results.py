@@ -19,10 +19,12 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
+    "AgentBaseException",
     "AgentExit",
     "AgentTimeout",
     "AttemptOutcome",
     "NormalizedResult",
+    "ResultNotStored",
     "RunnerInterrupted",
     "StoreDeclaredTimeout",
     "attempt_metadata",
@@ -60,6 +62,25 @@ class AgentExit(Exception):
     def __init__(self, code: Any) -> None:
         super().__init__(f"the agent called sys.exit({code!r})")
         self.code = code
+
+
+class AgentBaseException(Exception):
+    """The agent raised a BaseException that is not an Exception (KeyboardInterrupt, CancelledError, GreenletExit,
+    pytest's Failed, a class of its own). It fails the attempt like any error; only a stop of the runner itself stops
+    the runner. `original` is what the agent raised."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(f"{type(original).__name__}: {original}" if str(original) else type(original).__name__)
+        self.original = original
+
+
+class ResultNotStored(Exception):
+    """The agent finished but the store refused its result or stayed unreachable past the runner's
+    `store_retry_timeout`; the attempt fails with the store's error."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(f"the result could not be stored: {type(error).__name__}: {error}")
+        self.error = error
 
 
 class RunnerInterrupted(Exception):
@@ -170,6 +191,8 @@ def outcome_of_exception(exc: BaseException) -> AttemptOutcome:
         return AttemptOutcome("timeout", reason=str(exc), error_type=type(exc).__name__)
     if isinstance(exc, (AgentExit, RunnerInterrupted)):
         return AttemptOutcome("failed", reason=str(exc), error_type=type(exc).__name__)
+    if isinstance(exc, AgentBaseException):
+        exc = exc.original  # report what the agent raised, by its own type, message and traceback
     message = str(exc)
     reason = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -2,8 +2,9 @@
 writes retried until the store is back, the claim lost to an interruption, and sleeping until stopped.
 
 A store that cannot be reached at start is waited for (`connect_timeout`); a store that goes away later is ridden
-out: writes are retried until they succeed, their time limit passes, or the runner is asked to stop (then it gives up
-within `INTERRUPTED_WRITE_TIMEOUT` seconds).
+out: calls are retried until they succeed, their time limit passes (the whole call, retries and waits included, ends
+by then), or the runner is asked to stop (then it gives up within `INTERRUPTED_WRITE_TIMEOUT` seconds). Only an
+outage is retried (`errors.is_transient_store_error`); any other store error is raised at once.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ INTERRUPTED_WRITE_TIMEOUT = 5.0
 CONNECT_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.1, max_delay=2.0, jitter=0.0)
 """Registering waits for a store that is not up yet, until `connect_timeout` passes or the runner stops."""
 STORE_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.2, max_delay=5.0, jitter=0.0)
-"""Store writes ride out an outage: retried until they succeed, the time limit passes or the runner stops."""
+"""Store calls ride out an outage: retried until they succeed, their time limit passes or the runner stops."""
 
 
 def is_set(event: Optional[ExecutionEvent]) -> bool:
@@ -73,18 +74,25 @@ async def retry_store_call(
     event: Optional[ExecutionEvent],
     limit: Optional[float] = None,
 ) -> R:
-    """Run a store operation, riding out transient failures (an unreachable or restarting store).
+    """Run a store operation, riding out an outage (an unreachable or restarting store).
 
-    Retries until it succeeds; once the runner is asked to stop (or after `limit` seconds) it gives up within
-    a few seconds and raises the last error.
+    Retries until it succeeds; after `limit` seconds (the retries and the waits between them included; the first try
+    is bounded by the store client's own request timeout) or a few seconds after the runner is asked to stop, it gives
+    up and raises the last error (TimeoutError for a retry cut short by the limit). Errors that are not an outage are
+    raised at once.
     """
     started = time.monotonic()
+    deadline = None if limit is None else started + limit
+
+    def remaining() -> Optional[float]:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     def worth_retrying(exc: Exception) -> bool:
         if not is_transient_store_error(exc):
             return False
         elapsed = time.monotonic() - started
-        out_of_time = limit is not None and elapsed >= limit
+        left = remaining()
+        out_of_time = left is not None and left <= 0
         return not out_of_time and not (is_set(event) and elapsed >= INTERRUPTED_WRITE_TIMEOUT)
 
     warned = False
@@ -95,8 +103,15 @@ async def retry_store_call(
             logger.warning("%s: cannot %s yet (%r); retrying", worker_id, what, retry.error)
             warned = True
 
-    async def attempt(_: RetryAttempt) -> R:
-        return await operation()
+    async def attempt(try_: RetryAttempt) -> R:
+        left = remaining()
+        if left is None or try_.number == 1:  # the first try is bounded by the store client's own timeouts
+            return await operation()
+        return await asyncio.wait_for(operation(), max(left, STOP_CHECK))
+
+    async def sleep_within_limit(seconds: float) -> None:
+        left = remaining()
+        await asyncio.sleep(seconds if left is None else min(seconds, left))
 
     result = await retry_async(
         attempt,
@@ -104,6 +119,7 @@ async def retry_store_call(
         what=what,
         retry_on=worth_retrying,  # once it says no, the last error propagates
         on_retry=warn_once,
+        sleep=sleep_within_limit,
     )
     if warned:
         logger.info("%s: %s succeeded after %.1f s", worker_id, what, time.monotonic() - started)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 
+from agentlightning.runner.heartbeat import has_stopped
 from agentlightning.types import Rollout, RolloutStatus
 from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
 
@@ -354,6 +355,7 @@ class ProgressMonitor:
             1
             for worker in recent
             if now - max(worker.last_heartbeat_time or 0.0, worker.last_dequeue_time or 0.0) <= self.alive_after
+            and not has_stopped(worker.heartbeat_stats)
         )
         return self.tracker.update(counts, list(finished), alive, len(recent))
 

@@ -30,7 +30,7 @@ from agentlightning.runner.agent import LitAgentRunner
 from agentlightning.runner.base import Runner
 from agentlightning.store.base import LightningStore
 from agentlightning.tracer.base import Tracer
-from agentlightning.types import Dataset, Hook, NamedResources
+from agentlightning.types import Dataset, Hook, NamedResources, RolloutConfig
 
 from .datasets import check_dataset, check_items_serialisable
 from .init_utils import build_component
@@ -320,9 +320,19 @@ class Trainer:
         train_dataset: Optional[Dataset[Any]] = None,
         *,
         val_dataset: Optional[Dataset[Any]] = None,
+        rollout_config: Optional[RolloutConfig] = None,
     ) -> None:
-        """A quick developer run with a fast algorithm (the trainer's algorithm, which must be a FastAlgorithm)."""
-        algorithm = self.algorithm if self.algorithm is not None else Baseline()
+        """A quick developer run with a fast algorithm (the trainer's algorithm, which must be a FastAlgorithm).
+
+        `rollout_config` (timeout, retries of each rollout) configures the default `Baseline`; with an algorithm of
+        your own, set it there (`Baseline(rollout_config=...)`).
+        """
+        if rollout_config is not None and self.algorithm is not None:
+            raise ValueError(
+                f"rollout_config configures the default Baseline, but this trainer has its own algorithm "
+                f"({type(self.algorithm).__name__}): give it the config instead, e.g. Baseline(rollout_config=...)"
+            )
+        algorithm = self.algorithm if self.algorithm is not None else Baseline(rollout_config=rollout_config)
         if not isinstance(algorithm, FastAlgorithm):
             raise TypeError(
                 f"Trainer.dev() needs a FastAlgorithm (quick to run, no training hardware); got "

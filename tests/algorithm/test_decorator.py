@@ -110,3 +110,23 @@ def test_decorated_algorithms_are_independent() -> None:
 def test_algo_needs_a_callable() -> None:
     with pytest.raises(TypeError, match="needs a function"):
         algo(42)  # type: ignore[arg-type]
+
+
+def test_initial_resources_a_function_cannot_receive_are_reported(caplog: pytest.LogCaptureFixture) -> None:
+    @algo
+    def ignores_resources(train_dataset: Any = None) -> None:
+        return None
+
+    ignores_resources.set_initial_resources({"prompt": PromptTemplate(template="t", engine="f-string")})
+    ignores_resources.run([1])
+    assert "has no `initial_resources` parameter: they are not published" in caplog.text
+
+
+def test_initial_resources_a_function_receives_are_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    @algo
+    def takes_resources(initial_resources: Any, train_dataset: Any = None) -> None:
+        return None
+
+    takes_resources.set_initial_resources({"prompt": PromptTemplate(template="t", engine="f-string")})
+    takes_resources.run([1])
+    assert "initial_resources" not in caplog.text

@@ -134,6 +134,15 @@ def test_heartbeat_health(js: Any) -> None:
     ]
 
 
+def test_a_worker_whose_runner_said_it_stopped_is_stopped_not_alive_or_idle(js: Any) -> None:
+    stopped = {"status": "idle", "last_heartbeat_time": 999, "heartbeat_stats": {"stopped_at": 999}}
+    running = {"status": "idle", "last_heartbeat_time": 999, "heartbeat_stats": {"cpu_percent": 1}}
+    health = js("stats", "return m.heartbeatHealth(arg, 1000);", stopped)
+    summary = js("stats", "return m.runnerSummary(arg, 1000);", [stopped, running])
+    assert health == "stopped"
+    assert (summary["stopped"], summary["alive"], summary["idle"]) == (1, 1, 1)
+
+
 def test_time_block_is_found_by_binary_search(js: Any) -> None:
     result = js(
         "timerange",

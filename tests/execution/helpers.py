@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
 from typing import Any, Optional
 
 from agentlightning.algorithm.base import Algorithm
+from agentlightning.litagent import LitAgent
 from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutConfig
 
 
@@ -58,3 +60,27 @@ def die_on_sigint(ready: Any) -> None:
 def exit_with(ready: Any, code: int) -> None:
     ready.set()
     os._exit(code)
+
+
+STALE_MARK = "stale attempt"
+
+
+class StopAwareAgent(LitAgent[Any]):
+    """Sleeps `task["sleep"]` seconds and returns its pid as the reward. While it sleeps, the file
+    `sleeping-<pid>` in `task["markers"]` holds the rollout id and the time the sleep began, so a test can stop the
+    process (SIGSTOP) in the middle of a rollout. A process the test stopped (it left `stopped-<pid>` there) fails
+    the attempt it resumes instead, so the stale attempt's write differs from the write of the retry."""
+
+    def rollout(self, task: Any, resources: Any, rollout: Any) -> Any:
+        pid = os.getpid()
+        sleeping = os.path.join(task["markers"], f"sleeping-{pid}")
+        with open(sleeping + ".tmp", "w") as file:
+            json.dump({"rollout_id": rollout.rollout_id, "since": time.time()}, file)
+        os.replace(sleeping + ".tmp", sleeping)
+        time.sleep(task["sleep"])
+        os.remove(sleeping)
+        stopped = os.path.join(task["markers"], f"stopped-{pid}")
+        if os.path.exists(stopped):
+            os.remove(stopped)
+            raise RuntimeError(f"{STALE_MARK} of process {pid}")
+        return float(pid)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import multiprocessing
-import pickle
+import sys
 
 from agentlightning.execution import MultiprocessingEvent, ThreadingEvent
 
 
 def _set(event: MultiprocessingEvent) -> None:
     event.set()
+
+
+def _report_and_clear(event: MultiprocessingEvent) -> None:
+    """Exit 0 when the event arrived set (3 otherwise), after clearing it for the parent to see."""
+    arrived_set = event.is_set()
+    event.clear()
+    sys.exit(0 if arrived_set else 3)
 
 
 def test_threading_event_sets_clears_and_waits() -> None:
@@ -30,9 +37,12 @@ def test_a_multiprocessing_event_set_in_a_spawned_child_is_seen_by_the_parent() 
     assert process.exitcode == 0 and event.wait(1)
 
 
-def test_a_multiprocessing_event_survives_pickling_for_children() -> None:
+def test_a_multiprocessing_event_pickled_for_a_spawned_child_is_the_same_flag() -> None:
     ctx = multiprocessing.get_context("spawn")
     event = MultiprocessingEvent(ctx=ctx)
-    assert isinstance(pickle.dumps, object)  # the event travels as a Process argument (spawn pickles it)
     event.set()
-    assert event.is_set()
+    process = ctx.Process(target=_report_and_clear, args=(event,))  # spawn pickles the event for the child
+    process.start()
+    process.join(30)
+    assert process.exitcode == 0  # the child's copy was already set
+    assert not event.is_set()  # and the child's clear() reached the parent

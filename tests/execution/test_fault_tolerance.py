@@ -3,6 +3,7 @@ stopped past its unresponsive timeout and resumed."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,12 +20,10 @@ import pytest
 import agentlightning as agl
 from agentlightning.runner import LitAgentRunner
 from agentlightning.store.base import LightningStore
-from agentlightning.store.http.client.client import LightningStoreClient
-from agentlightning.store.http.client.retry import RetryPolicy
-from agentlightning.types import RolloutConfig
+from agentlightning.types import EnqueueRolloutRequest, RolloutConfig
 
 from ..runner.agents import PidAgent
-from .helpers import EnqueueAllAlgorithm
+from .helpers import STALE_MARK, EnqueueAllAlgorithm, StopAwareAgent
 
 pytestmark = pytest.mark.slow
 
@@ -153,44 +152,100 @@ def sqlite_server(tmp_path: Path) -> Iterator[tuple[str, Callable[[], None], Cal
             state["process"].wait(10)
 
 
+class OutageTolerantAlgorithm(EnqueueAllAlgorithm):
+    """EnqueueAllAlgorithm whose waiting rides out a store outage (the test restarts the store server)."""
+
+    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        import asyncio
+
+        store = self.get_store()
+        requests = [EnqueueRolloutRequest(input=item, mode="train", config=self.config) for item in train_dataset or []]
+        self.rollout_ids = [rollout.rollout_id for rollout in await store.enqueue_many_rollouts(requests)]
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            try:
+                self.finished = await store.wait_for_rollouts(rollout_ids=self.rollout_ids, timeout=1.0)
+            except ConnectionError:  # the server is restarting
+                await asyncio.sleep(0.2)
+                continue
+            if len(self.finished) == len(self.rollout_ids):
+                return
+
+
 def test_runners_ride_out_a_restart_of_the_store_server(sqlite_server: tuple[str, Any, Any]) -> None:
     url, stop_server, start_server = sqlite_server
     config = RolloutConfig(max_attempts=3, retry_condition=["unresponsive"], unresponsive_seconds=10.0)
-    algorithm = EnqueueAllAlgorithm(config=config, timeout=120)
-    # The algorithm's client waits out the restart however long the new server takes to start on a loaded machine
-    # (the default policy gives up after 3-6 s).
-    patient = LightningStoreClient(url, retry_policy=RetryPolicy(max_retries=15, max_delay=5.0))
-    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, runner=_runner(), store=patient, progress="off")
-    thread, errors = _fit_in_thread(trainer, PidAgent(), [{"sleep": 0.1} for _ in range(30)])
+    algorithm = OutageTolerantAlgorithm(config=config, timeout=120)
+    # A URL, not a client object: the runner processes talk to the server itself (a client object would be served
+    # through a local proxy that never goes down, and the outage would stay inside the algorithm's process).
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, runner=_runner(), store=url, progress="off")
+    assert trainer.strategy.managed_store is False  # type: ignore[attr-defined]
+    thread, errors = _fit_in_thread(trainer, PidAgent(), [{"sleep": 0.2} for _ in range(40)])
     client = agl.store_from_url(url)
 
-    def some_done() -> bool:
-        return len(agl_run(client.query_rollouts(status_in=["succeeded"]))) >= 5
+    def succeeded() -> int:
+        return len(agl_run(client.query_rollouts(status_in=["succeeded"])))
 
-    _wait_for(some_done, 60, "the first rollouts")
+    _wait_for(lambda: succeeded() >= 5, 60, "the first rollouts")
     stop_server()
     time.sleep(1.5)
     start_server()
+    assert succeeded() < 40  # the outage hit the run in the middle
     thread.join(120)
     assert not thread.is_alive() and not errors, errors
     finished = agl_run(client.query_rollouts(status_in=["succeeded"]))
-    assert len(finished) == 30
+    assert len(finished) == 40
     for rollout in finished:
         spans = agl_run(client.query_spans(rollout.rollout_id, "latest"))
         assert agl.find_final_reward(spans) is not None
 
 
-def test_a_resumed_runner_does_not_overwrite_the_retry_that_superseded_it() -> None:
+class WaitForStaleWrite(EnqueueAllAlgorithm):
+    """EnqueueAllAlgorithm that, once every rollout finished, keeps the run going until a stale attempt was
+    recorded (the resumed runner's write), so the test sees what that write did."""
+
+    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        import asyncio
+
+        await super().run(train_dataset, val_dataset)
+        store = self.get_store()
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            for rollout_id in self.rollout_ids:
+                for attempt in await store.query_attempts(rollout_id):
+                    if STALE_MARK in str((attempt.metadata or {}).get("error")):
+                        return
+            await asyncio.sleep(0.1)
+
+
+def _stop_a_sleeping_runner(markers: Path, seconds_left: float) -> tuple[int, str]:
+    """SIGSTOP a runner process in the middle of its agent's sleep (at least `seconds_left` of it still to go);
+    returns its pid and the rollout it was running."""
+
+    def find() -> Any:
+        for path in markers.glob("sleeping-*"):
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):  # finished meanwhile, or being written
+                continue
+            if time.time() - state["since"] < 1.0 - seconds_left:
+                pid = int(path.name.split("-")[1])
+                (markers / f"stopped-{pid}").touch()
+                os.kill(pid, signal.SIGSTOP)
+                return pid, state["rollout_id"]
+        return None
+
+    return _wait_for(find, 60, "a runner in the middle of a rollout")
+
+
+def test_a_resumed_runner_does_not_overwrite_the_retry_that_superseded_it(tmp_path: Path) -> None:
     config = RolloutConfig(max_attempts=2, retry_condition=["unresponsive"], unresponsive_seconds=1.5)
-    algorithm = EnqueueAllAlgorithm(config=config, timeout=120)
+    algorithm = WaitForStaleWrite(config=config, timeout=60)
     trainer = agl.Trainer(algorithm=algorithm, n_runners=2, runner=_runner(), progress="off")
-    thread, errors = _fit_in_thread(trainer, PidAgent(), [{"sleep": 1.0} for _ in range(6)])
+    tasks = [{"sleep": 1.0, "markers": str(tmp_path)} for _ in range(6)]
+    thread, errors = _fit_in_thread(trainer, StopAwareAgent(), tasks)
     store = trainer.store
-    victim = _busy_runner_pid(store)
-    workers = agl_run(store.query_workers())
-    (stopped,) = [w for w in workers if (w.heartbeat_stats or {}).get("pid") == victim]
-    stopped_rollout = stopped.current_rollout_id
-    os.kill(victim, signal.SIGSTOP)
+    victim, stopped_rollout = _stop_a_sleeping_runner(tmp_path, seconds_left=0.5)
     try:
 
         def superseded() -> bool:
@@ -203,10 +258,12 @@ def test_a_resumed_runner_does_not_overwrite_the_retry_that_superseded_it() -> N
     thread.join(120)
     assert not thread.is_alive() and not errors, errors
     rollout = agl_run(store.get_rollout_by_id(stopped_rollout))
-    attempts = agl_run(store.query_attempts(stopped_rollout))
+    stale, retry = agl_run(store.query_attempts(stopped_rollout))
+    # The stale write happened (the resumed process failed its attempt), and landed on the stale attempt only.
+    assert stale.status == "failed"
+    assert f"{STALE_MARK} of process {victim}" in (stale.metadata or {})["error"]
+    # The retry's outcome stands: the rollout is succeeded with the retry's attempt and reward.
     assert rollout.status == "succeeded"
-    assert rollout.attempt.attempt_id == attempts[1].attempt_id
-    assert attempts[1].worker_id != stopped.worker_id
-    assert (attempts[1].metadata or {})["final_reward"] != float(victim)
-    latest_spans = agl_run(store.query_spans(stopped_rollout, "latest"))
-    assert all(span.attempt_id == attempts[1].attempt_id for span in latest_spans)
+    assert rollout.attempt.attempt_id == retry.attempt_id
+    assert retry.status == "succeeded" and retry.worker_id != stale.worker_id
+    assert (retry.metadata or {})["final_reward"] not in (None, float(victim))

@@ -69,9 +69,19 @@ def test_strip_proxy_false_passes_the_proxy_llm_through() -> None:
     assert agent.rollout(1, {"main": proxy}, _attempted()) is proxy
 
 
-def test_a_missing_resource_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="needs a LLM resource"):
+def test_a_rollout_without_any_resources_says_nothing_was_published_and_who_publishes() -> None:
+    with pytest.raises(ValueError, match="needs a LLM resource") as raised:
         llm_agent.rollout(1, {}, _attempted())
+    message = str(raised.value)
+    assert "nothing was published to the store" in message
+    assert "an @agl.algo function must publish them itself" in message
+    assert "e.g. initial_resources=" not in message  # passing them to the Trainer alone does not publish them
+
+
+def test_resources_without_the_needed_kind_are_named() -> None:
+    prompt = PromptTemplate(template="t", engine="f-string")
+    with pytest.raises(ValueError, match=r"resources have none \(names: \['prompt'\]\); add a LLM"):
+        llm_agent.rollout(1, {"prompt": prompt}, _attempted())
 
 
 def test_several_llms_use_the_first_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Optional
 
 import pytest
@@ -21,11 +22,18 @@ from .agents import AsyncScriptedAgent, ScriptedAgent
 
 
 class CountingStore(InMemoryLightningStore):
-    """A real in-memory store that counts resource reads."""
+    """A real in-memory store that counts resource reads and attempt heartbeats."""
 
     def __init__(self) -> None:
         super().__init__()
         self.resource_reads = 0
+        self.attempt_beats = 0
+
+    async def update_attempt(self, *args: Any, **kwargs: Any) -> Any:
+        attempt = await super().update_attempt(*args, **kwargs)
+        if kwargs.get("last_heartbeat_time") is not None:
+            self.attempt_beats += 1
+        return attempt
 
     async def get_resources_by_id(self, resources_id: str) -> Optional[ResourcesUpdate]:
         self.resource_reads += 1
@@ -113,16 +121,27 @@ async def test_iter_processes_rollouts_in_queue_order_up_to_max_rollouts(store: 
     assert statuses == ["succeeded", "succeeded", "queuing"]
 
 
+async def _until(condition: Callable[[], Awaitable[bool]], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
 async def test_iter_returns_soon_after_the_stop_event_is_set(store: CountingStore) -> None:
     event = ThreadingEvent()
-    runner = _runner(poll_interval=5.0)
+    runner = _runner(min_poll_interval=60.0, poll_interval=60.0)  # an empty queue: the next poll would be in 60 s
     with runner.run_context(agent=ScriptedAgent(), store=store):
         task = asyncio.ensure_future(runner.iter(event=event))
-        await asyncio.sleep(0.3)
-        started = time.monotonic()
+
+        async def polled() -> bool:
+            worker = await store.get_worker_by_id("Worker-0")
+            return worker is not None and worker.last_dequeue_time is not None
+
+        await _until(polled, "the first poll of the empty queue")
         event.set()
-        await asyncio.wait_for(task, timeout=2.0)
-    assert time.monotonic() - started < 1.0
+        await asyncio.wait_for(task, timeout=30.0)  # well before the next poll
 
 
 async def test_train_rollouts_use_training_methods_and_others_validation(store: CountingStore) -> None:
@@ -180,10 +199,8 @@ async def test_an_agent_past_its_timeout_is_stopped_and_the_attempt_times_out(
     store: CountingStore, agent: Any, task: Any
 ) -> None:
     config = RolloutConfig(timeout_seconds=0.3)
-    started = time.monotonic()
     runner = _runner(heartbeat_interval=5.0)  # the runner's own timer fires before a heartbeat hears of it
-    rollouts = await _serve(runner, agent, store, [task, {"reward": 1.0}], config=config)
-    assert time.monotonic() - started < 10
+    rollouts = await asyncio.wait_for(_serve(runner, agent, store, [task, {"reward": 1.0}], config=config), 20)
     attempt = await store.get_latest_attempt(rollouts[0].rollout_id)
     assert attempt is not None and attempt.status == "timeout"
     assert "did not finish within 0.3 s" in (attempt.metadata or {})["error"]
@@ -242,14 +259,38 @@ async def test_an_unknown_resources_id_fails_the_attempt_with_the_id(store: Coun
     assert "'missing-id'" in (await _latest_metadata(store, rollout.rollout_id))["error"]
 
 
+class BeatCountingAgent(agl.LitAgent[Any]):
+    """Runs until the store has received `beats` attempt heartbeats (at most 30 s); `block_loop` waits without ever
+    yielding to the event loop. `saw_beats` says whether they arrived."""
+
+    def __init__(self, store: CountingStore, beats: int, block_loop: bool) -> None:
+        super().__init__()
+        self.store = store
+        self.beats = beats
+        self.block_loop = block_loop
+        self.saw_beats = False
+
+    async def rollout_async(self, task: Any, resources: Any, rollout: Any) -> float:
+        deadline = time.monotonic() + 30
+        while self.store.attempt_beats < self.beats and time.monotonic() < deadline:
+            if self.block_loop:
+                time.sleep(0.01)
+            else:
+                await asyncio.sleep(0.01)
+        self.saw_beats = self.store.attempt_beats >= self.beats
+        return 1.0
+
+
 async def test_a_long_attempt_and_its_worker_send_heartbeats(store: CountingStore) -> None:
     runner = _runner(heartbeat_interval=0.1)
-    await store.enqueue_rollout({"sleep": 0.6}, config=RolloutConfig(unresponsive_seconds=0.4))
+    agent = BeatCountingAgent(store, beats=3, block_loop=False)
+    await store.enqueue_rollout({})
     runner.max_rollouts = 1
-    with runner.run_context(agent=ScriptedAgent(), store=store):
+    with runner.run_context(agent=agent, store=store):
         await runner.iter()
+    assert agent.saw_beats
     (rollout,) = await store.query_rollouts()
-    assert rollout.status == "succeeded"  # not unresponsive: heartbeats kept it alive
+    assert rollout.status == "succeeded"
     attempt = await store.get_latest_attempt(rollout.rollout_id)
     assert attempt is not None and attempt.last_heartbeat_time is not None
     worker = await store.get_worker_by_id("Worker-0")
@@ -264,9 +305,13 @@ async def test_the_store_declaring_a_timeout_stops_the_agent(store: CountingStor
     runner.max_rollouts = 1
     with runner.run_context(agent=AsyncScriptedAgent(), store=store):
         task = asyncio.ensure_future(runner.iter())
-        await asyncio.sleep(0.3)
+
+        async def claimed() -> bool:
+            return await store.get_latest_attempt(rollout.rollout_id) is not None
+
+        await _until(claimed, "the runner to claim the rollout")
         await store.update_attempt(rollout.rollout_id, "latest", status="timeout")
-        await asyncio.wait_for(task, timeout=5)
+        await asyncio.wait_for(task, timeout=20)  # long before the agent's 30 s sleep ends
     attempt = await store.get_latest_attempt(rollout.rollout_id)
     assert attempt is not None and "store marked the attempt as timed out" in (attempt.metadata or {})["error"]
 
@@ -288,20 +333,19 @@ async def test_a_store_that_is_unreachable_at_start_fails_after_connect_timeout(
 
     client = LightningStoreClient("http://127.0.0.1:9", retry_policy=RetryPolicy(max_retries=0))
     runner = _runner(connect_timeout=0.5)
-    started = time.monotonic()
     with (
         runner.run_context(agent=ScriptedAgent(), store=client),
         pytest.raises(agl.StoreUnreachableError, match=r"http://127\.0\.0\.1:9 within 0\.5 s"),
     ):
-        await runner.iter()
-    assert time.monotonic() - started < 5
+        await asyncio.wait_for(runner.iter(), timeout=20)
     await client.close()
 
 
 class OutageStore(InMemoryLightningStore):
-    """A real in-memory store whose calls fail with ConnectionError while `down` is True."""
+    """A real in-memory store whose claims and attempt updates fail with ConnectionError while `down` is True."""
 
     down = False
+    failed_status_writes = 0
 
     async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Any:
         if self.down:
@@ -310,33 +354,55 @@ class OutageStore(InMemoryLightningStore):
 
     async def update_attempt(self, *args: Any, **kwargs: Any) -> Any:
         if self.down:
+            if kwargs.get("status") is not None:
+                self.failed_status_writes += 1
             raise ConnectionError("store restarting")
         return await super().update_attempt(*args, **kwargs)
 
 
+class GatedAgent(agl.LitAgent[Any]):
+    """{"gated": True} signals `started`, then waits for `gate` (at most 30 s); every task returns a reward of 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+        self.gate = threading.Event()
+
+    def rollout(self, task: Any, resources: Any, rollout: Any) -> float:
+        if task.get("gated"):
+            self.started.set()
+            self.gate.wait(30)
+        return 1.0
+
+
 async def test_a_store_outage_mid_run_is_ridden_out() -> None:
     store = OutageStore()
-    ids = [(await store.enqueue_rollout({"sleep": 0.2 if i == 0 else 0.0})).rollout_id for i in range(3)]
+    ids = [(await store.enqueue_rollout({"gated": i == 0})).rollout_id for i in range(3)]
     runner = _runner(max_rollouts=3)
-    with runner.run_context(agent=ScriptedAgent(), store=store):
+    agent = GatedAgent()
+    with runner.run_context(agent=agent, store=store):
         task = asyncio.ensure_future(runner.iter())
-        await asyncio.sleep(0.05)
-        store.down = True  # the first attempt finishes while the store is down
-        await asyncio.sleep(0.6)
+        assert await asyncio.to_thread(agent.started.wait, 30)
+        store.down = True
+        agent.gate.set()  # the first attempt finishes while the store is down
+
+        async def status_write_failed() -> bool:
+            return store.failed_status_writes >= 1
+
+        await _until(status_write_failed, "the first attempt's status write to meet the outage")
         store.down = False
-        await asyncio.wait_for(task, timeout=10)
-    rollouts = await store.wait_for_rollouts(rollout_ids=ids, timeout=1)
+        await asyncio.wait_for(task, timeout=30)
+    rollouts = await store.wait_for_rollouts(rollout_ids=ids, timeout=5)
     assert [r.status for r in rollouts] == ["succeeded"] * 3
 
 
 async def test_thread_heartbeats_keep_going_while_an_async_agent_blocks_the_loop(store: CountingStore) -> None:
     runner = _runner(heartbeat_launch_mode="thread", heartbeat_interval=0.1)
-    rollout = await store.enqueue_rollout({"block": 0.8}, config=RolloutConfig(unresponsive_seconds=0.5))
+    agent = BeatCountingAgent(store, beats=3, block_loop=True)
+    rollout = await store.enqueue_rollout({})
     runner.max_rollouts = 1
-    with runner.run_context(agent=AsyncScriptedAgent(), store=store):
+    with runner.run_context(agent=agent, store=store):
         await runner.iter()
+    assert agent.saw_beats  # beats arrived while the agent kept the runner's loop blocked
     finished = await store.get_rollout_by_id(rollout.rollout_id)
     assert finished is not None and finished.status == "succeeded"
-    attempt = await store.get_latest_attempt(rollout.rollout_id)
-    assert attempt is not None and attempt.last_heartbeat_time is not None
-    assert attempt.last_heartbeat_time - attempt.start_time >= 0.4  # beats arrived while the loop was blocked

@@ -101,8 +101,10 @@ export function groupFailures(failures) {
 
 export const STALE_HEARTBEAT_SECONDS = 60;
 
-/** A worker's health: "alive", "stale" (no heartbeat for a minute) or "never" (no heartbeat yet). */
+/** A worker's health: "stopped" (its runner said so in its last heartbeat), "alive", "stale" (no heartbeat for a
+ * minute) or "never" (no heartbeat yet). */
 export function heartbeatHealth(worker, now = Date.now() / 1000, staleAfter = STALE_HEARTBEAT_SECONDS) {
+  if (isNumber(worker?.heartbeat_stats?.stopped_at)) return "stopped";
   const last = worker?.last_heartbeat_time;
   if (!isNumber(last)) return "never";
   return now - last > staleAfter ? "stale" : "alive";
@@ -110,9 +112,11 @@ export function heartbeatHealth(worker, now = Date.now() / 1000, staleAfter = ST
 
 /** Counts of workers by status and heartbeat health. */
 export function runnerSummary(workers, now = Date.now() / 1000) {
-  const summary = { total: workers.length, alive: 0, stale: 0, never: 0, busy: 0, idle: 0, unknown: 0 };
+  const summary = { total: workers.length, alive: 0, stale: 0, never: 0, stopped: 0, busy: 0, idle: 0, unknown: 0 };
   for (const worker of workers) {
-    summary[heartbeatHealth(worker, now)] += 1;
+    const health = heartbeatHealth(worker, now);
+    summary[health] += 1;
+    if (health === "stopped") continue; // its last status ("idle") no longer describes it
     const status = ["busy", "idle"].includes(worker.status) ? worker.status : "unknown";
     summary[status] += 1;
   }

@@ -69,7 +69,11 @@ export function createRunners({ api }) {
     const previous = row.worker_;
     row.worker_ = worker;
     setText(cells.id, worker.worker_id);
-    if (!previous || previous.status !== worker.status) replace(cells.status, statusBadge(worker.status));
+    const shownStatus = heartbeatHealth(worker) === "stopped" ? "stopped" : worker.status;
+    if (cells.status.dataset.value !== shownStatus) {
+      cells.status.dataset.value = shownStatus;
+      replace(cells.status, statusBadge(shownStatus));
+    }
     if (!previous || previous.current_rollout_id !== worker.current_rollout_id || previous.current_attempt_id !== worker.current_attempt_id) {
       replace(
         cells.rollout,
@@ -115,7 +119,7 @@ export function createRunners({ api }) {
     const counts = runnerSummary(workers);
     setText(
       summary,
-      `${formatCount(counts.total)} runner${counts.total === 1 ? "" : "s"} · ${formatCount(counts.alive)} alive · ${formatCount(counts.busy)} busy · ${formatCount(counts.idle)} idle · ${formatCount(counts.stale + counts.never)} without a recent heartbeat`,
+      `${formatCount(counts.total)} runner${counts.total === 1 ? "" : "s"} · ${formatCount(counts.alive)} alive · ${formatCount(counts.busy)} busy · ${formatCount(counts.idle)} idle · ${formatCount(counts.stopped)} stopped · ${formatCount(counts.stale + counts.never)} without a recent heartbeat`,
     );
     empty.hidden = workers.length > 0;
     reconcile(body, workers, (worker) => worker.worker_id, createRow, updateRow);
