@@ -122,7 +122,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     if settings.dashboard:
         from agentlightning.dashboard.routes import mount_dashboard
 
-        open_paths |= mount_dashboard(app, auth="required" if settings.api_key else "none")
+        open_paths |= mount_dashboard(app, auth="required" if settings.api_key else "none", store=store)
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:

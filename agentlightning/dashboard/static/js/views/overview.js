@@ -1,5 +1,6 @@
 // Overview: "is my training working?" — rollouts by status, throughput, reward over time and per resources
-// version, runners alive, and why rollouts fail, grouped and counted.
+// version (recent rollouts here; the whole run from the server's aggregates), runners alive, and why rollouts fail,
+// grouped and counted.
 
 import { timeChart, barList } from "../charts.js";
 import { h, replace, setText } from "../dom.js";
@@ -15,6 +16,7 @@ import {
   withoutBookkeeping,
 } from "../stats.js";
 import { link } from "./common.js";
+import { wholeRunSection } from "./whole_run.js";
 
 export const RECENT_FINISHED = 200;
 const MOVING_WINDOW = 20;
@@ -41,6 +43,7 @@ export function createOverview({ api, facts }) {
   const rewardSlot = h("div", { class: "chart-slot", id: "reward-chart" });
   const versionSlot = h("div", { class: "chart-slot", id: "reward-by-version" });
   const failureSlot = h("div", { id: "failure-reasons" });
+  const wholeRun = wholeRunSection();
   const runnersSlot = h("div", { id: "runner-summary" });
   const problems = h("div", { class: "view-problems" });
   const element = h(
@@ -50,6 +53,7 @@ export function createOverview({ api, facts }) {
     problems,
     statusRow,
     totals,
+    wholeRun.element,
     h(
       "div",
       { class: "grid-2" },
@@ -68,14 +72,19 @@ export function createOverview({ api, facts }) {
     const counts = await Promise.all(
       ROLLOUT_STATUSES.map((status) => api.rollouts({ status_in: status, limit: 0 }, { signal }).then((page) => page.total)),
     );
-    const [recent, workers, versions] = await Promise.all([
+    const [recent, workers, versions, progress] = await Promise.all([
       api.rollouts(
         { status_in: TERMINAL_STATUSES, sort_by: "end_time", sort_order: "desc", limit: RECENT_FINISHED },
         { signal },
       ),
       api.workers({ limit: 1000 }, { signal }),
       api.resources({ sort_by: "create_time", sort_order: "asc", limit: 200 }, { signal }),
+      api.progress({ buckets: 60 }, { signal }).catch((error) => {
+        if (error.name === "ApiError" && error.status === 404) return null; // a store server older than this page
+        throw error;
+      }),
     ]);
+    wholeRun.render(progress);
     for (const rollout of recent.items) if (isBookkeeping(rollout)) bookkeeping.set(rollout.rollout_id, rollout.status);
     const finished = recent.items.filter((rollout) => !isBookkeeping(rollout));
     const byStatus = Object.fromEntries(ROLLOUT_STATUSES.map((status, index) => [status, counts[index]]));
@@ -138,6 +147,7 @@ export function createOverview({ api, facts }) {
         barWidth: width,
         xFormat: (value, long, span) => (long ? formatTime(value) : formatClock(value, span < 600)),
         yFormat: (value) => formatCount(Math.round(value)),
+        yInteger: true,
         empty: "No rollout has finished yet.",
       }),
       buckets.length ? h("p", { class: "hint" }, `Bucket: ${width} s · latest rate ≈ ${formatScore(buckets[buckets.length - 1].count * perMinute)} per minute`) : null,
