@@ -115,3 +115,68 @@ def test_runner_heartbeats_are_aged_on_the_servers_clock(page: Page, loop_thread
             assert re.fullmatch(r"just now|\d s ago", row.locator(".age").inner_text())
     finally:
         loop_thread.run(served.server.stop())
+
+
+def test_count_axes_read_in_whole_numbers(page: Page, loop_thread: LoopThread) -> None:
+    from agentlightning.store.core.clock import use_clock
+
+    store = agl.InMemoryLightningStore()
+
+    async def finish_one_at(when: float) -> None:
+        with use_clock(lambda: when):
+            rollout = await store.start_rollout(input={})
+            await store.update_attempt(rollout.rollout_id, rollout.attempt.attempt_id, status="succeeded")
+
+    for offset in (0.0, 9.0, 20.0):  # one rollout per bucket at most: counts of 0 and 1
+        loop_thread.run(finish_one_at(time.time() - 60 + offset))
+    served = serve(loop_thread, store, RunData())
+    try:
+        view = page.open(f"{served.url}/#/")
+        view.wait_for_selector("#throughput-chart figure[data-points]")
+        script = "nodes => nodes.map((node) => node.textContent)"
+        ticks = view.eval_on_selector_all("#throughput-chart .chart-tick", script)
+        counts = [tick for tick in ticks if re.fullmatch(r"\d+", tick)]
+        assert counts == ["0", "1"], ticks  # not "0, 0, 1, 1, 1"
+    finally:
+        loop_thread.run(served.server.stop())
+
+
+def test_a_langchain_agents_calls_are_listed_once_each_with_their_token_ids(
+    page: Page, loop_thread: LoopThread
+) -> None:
+    pytest.importorskip("langchain_openai", reason="the langchain extra is not installed")
+    import openai
+    from langchain_openai import ChatOpenAI
+
+    store = agl.InMemoryLightningStore()
+
+    async def capture(server: FakeOpenAIServer) -> str:
+        model = ChatOpenAI(
+            model="fake-model",
+            base_url=server.base_url,
+            api_key="test",  # type: ignore[arg-type]
+            max_retries=0,
+            http_async_client=openai.DefaultAsyncHttpxClient(),
+        )
+        tracer = agl.OtelTracer(instrument=["openai", "langchain"], flush_interval=0.05)
+        tracer.init_worker(0, store)
+        try:
+            rollout = await store.start_rollout(input={"question": "three calls"})
+            async with tracer.trace_context(rollout_id=rollout.rollout_id, attempt_id=rollout.attempt.attempt_id):
+                for word in ("one", "two", "three"):
+                    await model.ainvoke([("user", f"REPLY: {word}")])
+            return rollout.rollout_id
+        finally:
+            tracer.teardown_worker(0)
+
+    with FakeOpenAIServer(token_ids="on_request") as server:
+        rollout_id = loop_thread.run(capture(server))
+    served = serve(loop_thread, store, RunData())
+    try:
+        view = page.open(f"{served.url}/#/rollouts/{rollout_id}?tab=conversation")
+        view.wait_for_selector(".llm-call")
+        cards = view.locator(".llm-call")
+        assert cards.count() == 3
+        assert all(text.startswith("token ids captured") for text in cards.locator(".token-ids").all_inner_texts())
+    finally:
+        loop_thread.run(served.server.stop())
