@@ -36,6 +36,8 @@ BUCKET_WIDTHS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 
 _REFRESH_MARGIN_SECONDS = 120.0
 """How far below the newest end time an incremental read keeps going (end times of different writers may be out of
 order by this much)."""
+_FIRST_NEWEST_PAGE = 50
+"""Size of the first page of an incremental read (the rest use `page_size`)."""
 _UNKNOWN = object()
 
 
@@ -99,32 +101,42 @@ def summarize(records: Iterable[FinishedRollout], buckets: int = 60) -> dict[str
     accuracy when rewards are 0 or 1). Buckets and versions are in time order (a version's place is its first
     finished rollout).
     """
-    ordered = sorted(records, key=lambda record: record.end_time)
+    records = list(records)
     totals = _group()
-    for record in ordered:
-        _add(totals, record)
-    if not ordered:
+    if not records:
         return {"totals": _finish(totals), "bucket_seconds": None, "buckets": [], "versions": [], "modes": []}
-    width = bucket_width(ordered[-1].end_time - ordered[0].end_time, buckets)
+    first = min(record.end_time for record in records)
+    last = max(record.end_time for record in records)
+    width = bucket_width(last - first, buckets)
     by_bucket: dict[tuple[float, str], dict[str, Any]] = {}
     by_version: dict[tuple[str, str], dict[str, Any]] = {}
-    for record in ordered:
+    for record in records:
+        _add(totals, record)
         mode = record.mode or "none"
         start = math.floor(record.end_time / width) * width
-        bucket = by_bucket.setdefault((start, mode), {"start": start, "mode": mode, **_group()})
+        bucket = by_bucket.get((start, mode))
+        if bucket is None:
+            bucket = by_bucket[(start, mode)] = {"start": start, "mode": mode, **_group()}
         _add(bucket, record)
-        version_key = (record.resources_id or "none", mode)
-        version = by_version.setdefault(
-            version_key,
-            {"resources_id": record.resources_id, "mode": mode, "first_end_time": record.end_time, **_group()},
-        )
+        version = by_version.get((record.resources_id or "none", mode))
+        if version is None:
+            version = by_version[(record.resources_id or "none", mode)] = {
+                "resources_id": record.resources_id,
+                "mode": mode,
+                "first_end_time": record.end_time,
+                **_group(),
+            }
+        elif record.end_time < version["first_end_time"]:
+            version["first_end_time"] = record.end_time
         _add(version, record)
     return {
         "totals": _finish(totals),
         "bucket_seconds": width,
-        "buckets": [_finish(group) for group in by_bucket.values()],
-        "versions": [_finish(group) for group in by_version.values()],
-        "modes": sorted({record.mode or "none" for record in ordered}),
+        "buckets": sorted((_finish(group) for group in by_bucket.values()), key=lambda group: group["start"]),
+        "versions": sorted(
+            (_finish(group) for group in by_version.values()), key=lambda group: group["first_end_time"]
+        ),
+        "modes": sorted({record.mode or "none" for record in records}),
     }
 
 
@@ -144,6 +156,8 @@ class RunProgress:
         self.scanned = 0  # finished rollouts read by the full scan (in end-time order)
         self.complete = False
         self.total = 0
+        self._changes = 0  # counts changes of the records, so that an unchanged run is not summarised again
+        self._summary: Optional[tuple[tuple[int, int], dict[str, Any]]] = None
         self._lock = asyncio.Lock()
 
     async def snapshot(self, buckets: int = 60) -> dict[str, Any]:
@@ -151,7 +165,12 @@ class RunProgress:
         left out), `complete` (all of them are counted) and `pending_rewards` (rewards still to read)."""
         async with self._lock:
             await self.refresh()
-            summary = summarize(self.records.values(), buckets)
+            key = (self._changes, buckets)
+            if self._summary is None or self._summary[0] != key:
+                # In a thread: summarising a long run takes a while, and this loop also serves the runners.
+                summary = await asyncio.to_thread(summarize, list(self.records.values()), buckets)
+                self._summary = (key, summary)
+            summary = dict(self._summary[1])
             summary["finished"] = max(self.total - len(self.bookkeeping), 0)
             summary["complete"] = self.complete and not self.unrewarded
             summary["pending_rewards"] = len(self.unrewarded)
@@ -168,15 +187,16 @@ class RunProgress:
         await self._read_rewards()
 
     def _restart(self) -> None:
+        self._changes += 1
         self.records.clear()
         self.unrewarded.clear()
         self.bookkeeping.clear()
         self.scanned = 0
         self.complete = False
 
-    async def _page(self, order: Literal["asc", "desc"], offset: int) -> Sequence[Rollout]:
+    async def _page(self, order: Literal["asc", "desc"], offset: int, size: int) -> Sequence[Rollout]:
         page = await self.store.query_rollouts(
-            status_in=list(TERMINAL), sort_by="end_time", sort_order=order, limit=self.page_size, offset=offset
+            status_in=list(TERMINAL), sort_by="end_time", sort_order=order, limit=size, offset=offset
         )
         self.total = int(getattr(page, "total", len(page)))
         return page
@@ -184,7 +204,7 @@ class RunProgress:
     async def _scan(self) -> None:
         """Read finished rollouts oldest first from where the last call stopped (at most `max_pages` pages)."""
         for _ in range(self.max_pages):
-            page = await self._page("asc", self.scanned)
+            page = await self._page("asc", self.scanned, self.page_size)
             for rollout in page:
                 self._keep(rollout)
             self.scanned += len(page)
@@ -198,15 +218,17 @@ class RunProgress:
         newest = max((record.end_time for record in self.records.values()), default=0.0)
         horizon = newest - _REFRESH_MARGIN_SECONDS
         offset = 0
+        size = min(self.page_size, _FIRST_NEWEST_PAGE)  # usually nothing or a few rollouts are new: read a few first
         for _ in range(self.max_pages):
-            page = await self._page("desc", offset)
+            page = await self._page("desc", offset, size)
             changed = [self._keep(rollout) for rollout in page]
             offset += len(page)
-            if len(page) < self.page_size or offset >= self.total:
+            if len(page) < size or offset >= self.total:
                 return
             oldest = page[-1].end_time or 0.0
             if not any(changed) and (oldest < horizon or self._counted_all()):
                 return
+            size = self.page_size
         self._restart()  # more news than one call reads: read everything again, in bounded steps
 
     def _counted_all(self) -> bool:
@@ -241,6 +263,7 @@ class RunProgress:
             attempt_id=attempt_id,
         )
         self.records[rollout_id] = record
+        self._changes += 1
         if reward is _UNKNOWN:
             self.unrewarded[rollout_id] = record
         else:
@@ -265,3 +288,4 @@ class RunProgress:
             except Exception:  # spans removed by retention, or a rollout that is gone: no reward to show
                 continue
             record.reward = find_final_reward(list(spans))
+            self._changes += 1

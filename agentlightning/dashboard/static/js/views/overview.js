@@ -72,32 +72,42 @@ export function createOverview({ api, facts }) {
     const counts = await Promise.all(
       ROLLOUT_STATUSES.map((status) => api.rollouts({ status_in: status, limit: 0 }, { signal }).then((page) => page.total)),
     );
-    const [recent, workers, versions, progress] = await Promise.all([
-      api.rollouts(
-        { status_in: TERMINAL_STATUSES, sort_by: "end_time", sort_order: "desc", limit: RECENT_FINISHED },
-        { signal },
-      ),
-      api.workers({ limit: 1000 }, { signal }),
-      api.resources({ sort_by: "create_time", sort_order: "asc", limit: 200 }, { signal }),
-      api.progress({ buckets: 60 }, { signal }).catch((error) => {
+    // The whole run is drawn when the server's aggregates arrive (reading a long run takes it a few requests),
+    // without holding up the rest of the page.
+    const wholeRunDrawn = api
+      .progress({ buckets: 60 }, { signal })
+      .catch((error) => {
         if (error.name === "ApiError" && error.status === 404) return null; // a store server older than this page
         throw error;
-      }),
-    ]);
-    wholeRun.render(progress);
-    for (const rollout of recent.items) if (isBookkeeping(rollout)) bookkeeping.set(rollout.rollout_id, rollout.status);
-    const finished = recent.items.filter((rollout) => !isBookkeeping(rollout));
-    const byStatus = Object.fromEntries(ROLLOUT_STATUSES.map((status, index) => [status, counts[index]]));
-    renderCounts(withoutBookkeeping(byStatus, bookkeeping));
-    renderRunners(workers.items);
-    renderThroughput(finished);
-    const rolloutFacts = await facts.getAll(finished, signal);
-    const signature = JSON.stringify([finished.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
-    if (signature !== lastSignature) {
-      lastSignature = signature;
-      renderRewards(finished, rolloutFacts, versions.items);
-      renderFailures(finished, rolloutFacts);
+      })
+      .then((progress) => wholeRun.render(progress));
+    try {
+      const [recent, workers, versions] = await Promise.all([
+        api.rollouts(
+          { status_in: TERMINAL_STATUSES, sort_by: "end_time", sort_order: "desc", limit: RECENT_FINISHED },
+          { signal },
+        ),
+        api.workers({ limit: 1000 }, { signal }),
+        api.resources({ sort_by: "create_time", sort_order: "asc", limit: 200 }, { signal }),
+      ]);
+      for (const rollout of recent.items) if (isBookkeeping(rollout)) bookkeeping.set(rollout.rollout_id, rollout.status);
+      const finished = recent.items.filter((rollout) => !isBookkeeping(rollout));
+      const byStatus = Object.fromEntries(ROLLOUT_STATUSES.map((status, index) => [status, counts[index]]));
+      renderCounts(withoutBookkeeping(byStatus, bookkeeping));
+      renderRunners(workers.items);
+      renderThroughput(finished);
+      const rolloutFacts = await facts.getAll(finished, signal);
+      const signature = JSON.stringify([finished.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
+      if (signature !== lastSignature) {
+        lastSignature = signature;
+        renderRewards(finished, rolloutFacts, versions.items);
+        renderFailures(finished, rolloutFacts);
+      }
+    } catch (error) {
+      await wholeRunDrawn.catch(() => null); // one failure to report, not an unhandled second one
+      throw error;
     }
+    await wholeRunDrawn;
   }
 
   function renderCounts(byStatus) {
