@@ -29,6 +29,10 @@ LLM_CALL_MATCH = r"openai\.(?:chat\.completion|responses)"
 logger = logging.getLogger(__name__)
 
 VIRTUAL_ROOT_ID = "virtual-root"
+LANGGRAPH_NODE = "langgraph.node"
+"""Attribute of a LangGraph node's span: the node's name (set by the LangChain instrumentation's mapping)."""
+LANGGRAPH_DEFAULT_NAME = "LangGraph"
+"""The name LangGraph gives a compiled graph that was not named; such a graph is not an agent."""
 
 
 class RewardMatchPolicy(str, Enum):
@@ -179,7 +183,8 @@ class TraceTree:
         `agent.name` (OpenAI Agents SDK, LangGraph nodes, ...); `gen_ai.agent.name` (OpenTelemetry GenAI
         conventions, e.g. AutoGen's `invoke_agent` spans); `operation.name` of an AgentOps agent span;
         `recipient_agent_type` (AutoGen runtime); `langchain.chain.type`; `executor.id` (Microsoft Agent Framework);
-        for an OpenInference AGENT span its `graph.node.id`, else its name.
+        for an OpenInference AGENT span its `graph.node.id`, else its name; for a LangGraph graph given a name, that
+        name.
         """
         attributes = self.span.attributes
         for key in ("agent.name", "gen_ai.agent.name"):
@@ -197,7 +202,18 @@ class TraceTree:
         if attributes.get("openinference.span.kind") == "AGENT":
             node = attributes.get("graph.node.id")
             return node if isinstance(node, str) and node else self.span.name
+        if self.is_named_graph():
+            return self.span.name
         return None
+
+    def is_langgraph_node(self) -> bool:
+        """Whether this span is a LangGraph node (marked `langgraph.node` when it was stored)."""
+        return isinstance(self.span.attributes.get(LANGGRAPH_NODE), str)
+
+    def is_named_graph(self) -> bool:
+        """Whether this span is a LangGraph graph compiled with a name of its own (`create_react_agent(name=...)`,
+        `compile(name=...)`): a span whose children include LangGraph nodes, named other than "LangGraph"."""
+        return self.span.name != LANGGRAPH_DEFAULT_NAME and any(child.is_langgraph_node() for child in self.children)
 
     def maybe_reward_dict(self) -> dict[str, Any]:
         """`{"type": "reward", "value": v}` when this span holds a reward, else `{}`."""
@@ -248,26 +264,31 @@ class TraceTree:
         """LLM calls in this subtree (depth-first), each with the agent label it was found under.
 
         A span is an LLM call when its name matches `llm_call_match`, it lies inside an accepted agent's subtree
-        (`within_matching_subtree` is not None) and not inside a reward span (`within_reward` is not True). Nested
-        wrapper spans of a counted call (no `gen_ai.response.id`, `within_llm_call` True) and repeated response ids
-        are skipped. Below a span with an agent name, the label becomes that name if it matches `agent_match` (or
-        there is no filter), else None: the descendants of other agents are excluded.
+        (`within_matching_subtree` is not None) and not inside a reward span (`within_reward` is not True). With
+        `within_llm_call` given, one call is counted once: nested spans of a counted call (no `gen_ai.response.id`),
+        repeated response ids, and a span without a response id around a matching span that has one or has token
+        ids (a framework's span around the SDK's record of the same call) are skipped. Below a span with an agent name, the label becomes that name if it matches `agent_match` (or
+        there is no filter), else None: the descendants of other agents are excluded. A LangGraph node does not
+        exclude the calls of the named graph it belongs to: when the node's name does not match, its calls keep the
+        graph's label.
         """
         seen = existing_llm_call_response_ids if existing_llm_call_response_ids is not None else set()
         pattern = re.compile(llm_call_match)
         agent_pattern = re.compile(agent_match) if agent_match is not None else None
         result: list[tuple[TraceTree, str]] = []
-        stack: list[tuple[TraceTree, Optional[str], Optional[bool], Optional[bool]]] = [
-            (self, within_matching_subtree, within_reward, within_llm_call)
+        stack: list[tuple[TraceTree, Optional[str], Optional[bool], Optional[bool], bool]] = [
+            (self, within_matching_subtree, within_reward, within_llm_call, False)
         ]
         while stack:
-            node, label, in_reward, in_call = stack.pop()
+            node, label, in_reward, in_call, in_named_graph = stack.pop()
             child_in_call = in_call
             if label is not None and in_reward is not True and pattern.search(node.span.name):
                 response_id = node.span.attributes.get("gen_ai.response.id")
                 counted = True
                 if (not response_id and in_call is True) or (response_id and str(response_id) in seen):
                     counted = False
+                elif not response_id and in_call is False and node._wraps_a_recorded_call(pattern):
+                    counted = False  # a framework's span (LangChain's ChatOpenAI) around the SDK's record of the call
                 if counted:
                     result.append((node, label))
                     if response_id:
@@ -277,13 +298,27 @@ class TraceTree:
             child_label = label
             agent = node.agent_name()
             if agent is not None:
-                child_label = agent if agent_pattern is None or agent_pattern.search(agent) else None
+                if agent_pattern is None or agent_pattern.search(agent):
+                    child_label = agent
+                elif not (in_named_graph and node.is_langgraph_node()):
+                    child_label = None
             child_in_reward = in_reward
             if in_reward is not None and node.is_reward_span():
                 child_in_reward = True
+            named_graph = node.is_named_graph()
             for child in reversed(node.children):
-                stack.append((child, child_label, child_in_reward, child_in_call))
+                stack.append((child, child_label, child_in_reward, child_in_call, named_graph))
         return result
+
+    def _wraps_a_recorded_call(self, pattern: re.Pattern[str]) -> bool:
+        """Whether a span below this one matches `pattern` and carries the call's response id or token ids."""
+        for node in self.traverse()[1:]:
+            attributes = node.span.attributes
+            if pattern.search(node.span.name) and (
+                attributes.get("gen_ai.response.id") or token_id_list(attributes.get("prompt_token_ids"))
+            ):
+                return True
+        return False
 
     # ---------------------------------------------------------------------------------------------- rewards
     def match_rewards(

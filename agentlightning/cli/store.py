@@ -150,6 +150,7 @@ def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: i
         return _fail(f"cannot bind {args.host}:{args.port}: {exc.strerror}. Another process may be using this port.", 1)
     os.environ["AGL_STORE_BACKEND"] = args.backend
     os.environ["AGL_STORE_MAX_BODY_BYTES"] = str(max_body)
+    os.environ["AGL_STORE_BIND_HOST"] = args.host  # the workers check Host headers when keyless on loopback
     if api_key:
         os.environ[API_KEY_ENV] = api_key
     print(

@@ -28,7 +28,7 @@ __all__ = ["API_PREFIX", "create_proxy_app", "store_root"]
 
 API_PREFIX = "/v1/agl"
 _FORWARDED_REQUEST_HEADERS = ("authorization", "accept")
-_FORWARDED_RESPONSE_HEADERS = ("content-type", "www-authenticate", "retry-after")
+_FORWARDED_RESPONSE_HEADERS = ("content-type", "www-authenticate", "retry-after", "x-agl-server-time")
 
 
 def store_root(url: str) -> str:

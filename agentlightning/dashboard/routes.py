@@ -1,16 +1,22 @@
 """HTTP routes that serve the dashboard's page and files from any Starlette/FastAPI app (the store server, or the
-`agl dashboard` server). The routes are exact paths, so nothing outside `static/` can be reached through them."""
+`agl dashboard` server), and, next to a store, the whole-run aggregates the Overview charts (`progress.py`). The
+routes are exact paths, so nothing outside `static/` can be reached through them."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Optional
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from .assets import Asset, AuthHint, load_assets, security_headers
 
-__all__ = ["mount_dashboard"]
+__all__ = ["PROGRESS_PATH", "mount_dashboard"]
+
+PROGRESS_PATH = "/v1/agl/dashboard/progress"
+"""Whole-run aggregates of a store's finished rollouts (GET, `?buckets=N` time buckets, 1 to 500, default 60)."""
+_MAX_BUCKETS = 500
 
 
 def _endpoint(asset: Asset) -> Any:
@@ -29,13 +35,40 @@ def _endpoint(asset: Asset) -> Any:
     return serve
 
 
-def mount_dashboard(app: Any, *, auth: AuthHint) -> frozenset[str]:
-    """Add GET routes for the page (`/`) and its files (`/dashboard/...`) to the Starlette app `app`.
+def _json(status: int, body: Any) -> Response:
+    return Response(content=json.dumps(body).encode(), status_code=status, media_type="application/json")
 
-    Returns the paths added, which an API-key check must leave open: the files hold no data, and the page asks
-    for the key itself.
+
+def _progress_endpoint(store: Any) -> Any:
+    from .progress import RunProgress
+
+    progress = RunProgress(store)
+
+    async def serve(request: Request) -> Response:
+        request.scope["agl.operation"] = "dashboard_progress"
+        raw = request.query_params.get("buckets", "60")
+        try:
+            buckets = int(raw)
+        except ValueError:
+            buckets = 0
+        if not 1 <= buckets <= _MAX_BUCKETS:
+            detail = f"buckets must be a whole number from 1 to {_MAX_BUCKETS}, got {raw!r}"
+            return _json(400, {"detail": detail, "error_type": "InvalidArgumentError"})
+        return _json(200, await progress.snapshot(buckets))
+
+    return serve
+
+
+def mount_dashboard(app: Any, *, auth: AuthHint, store: Optional[Any] = None) -> frozenset[str]:
+    """Add GET routes for the page (`/`) and its files (`/dashboard/...`) to the Starlette app `app`, and, with a
+    `store`, the whole-run aggregates at PROGRESS_PATH (which an API key protects like the rest of the API).
+
+    Returns the paths of the page and its files, which an API-key check must leave open: the files hold no data,
+    and the page asks for the key itself.
     """
     assets = load_assets(auth)
     for path, asset in assets.items():
         app.add_route(path, _endpoint(asset), methods=["GET", "HEAD"], include_in_schema=False)
+    if store is not None:
+        app.add_route(PROGRESS_PATH, _progress_endpoint(store), methods=["GET"], include_in_schema=False)
     return frozenset(assets)

@@ -24,10 +24,11 @@ def is_remote_store_url(url: str) -> bool:
 
 @dataclass
 class DashboardServer:
-    """An ASGI app and what must be closed when it stops."""
+    """An ASGI app and what must be closed when it stops. `keyed`: the app itself requires an API key."""
 
     app: Any
     store: Any = None
+    keyed: bool = False
 
     async def serve(self, host: str, port: int, on_ready: Callable[[str], None], log_level: str = "warning") -> None:
         """Bind `host:port` (0 picks a free port), call `on_ready(url)`, then serve until interrupted.
@@ -37,7 +38,10 @@ class DashboardServer:
         import uvicorn
 
         sock = _bind(host, port)
-        config = uvicorn.Config(self.app, log_level=log_level, access_log=False, lifespan="on")
+        from agentlightning.utils.hosts import guard_loopback
+
+        app = guard_loopback(self.app, host, "key" if self.keyed else None)  # a keyless relay too: DNS rebinding
+        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on")
         server = uvicorn.Server(config)
         bound_port = sock.getsockname()[1]
         shown_host = f"[{host}]" if ":" in host else ("127.0.0.1" if host in ("0.0.0.0", "") else host)
@@ -74,4 +78,4 @@ def dashboard_server_for(store_url: str, *, api_key: Optional[str] = None) -> Da
     store = store_from_url(store_url)
     app = create_app(store, ServerSettings(api_key=api_key or None, metrics=False))
     app.front_middleware.insert(0, (ReadOnlyGate, {}))
-    return DashboardServer(app=app, store=store)
+    return DashboardServer(app=app, store=store, keyed=bool(api_key))

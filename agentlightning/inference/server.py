@@ -310,11 +310,15 @@ class InferenceServer:
         served_model_names: Optional[list[str]] = None,
         api_key: Optional[str] = None,
     ) -> None:
+        from agentlightning.utils.hosts import guard_loopback
         from agentlightning.utils.uvicorn_thread import UvicornThread
 
         self.engine = engine
         self.app = create_inference_app(engine, served_model_names=served_model_names, api_key=api_key)
-        self._thread = UvicornThread(self.app, host=host, port=port, name="agl-inference")
+        # Keyless on loopback: only requests addressed to this machine (DNS rebinding; agentlightning/utils/hosts.py).
+        self._thread = UvicornThread(
+            guard_loopback(self.app, host, api_key), host=host, port=port, name="agl-inference"
+        )
 
     @property
     def endpoint(self) -> str:

@@ -17,8 +17,12 @@ The OpenInference message attributes (`llm.input_messages.*`, `llm.output_messag
 `input.value` / `output.value` JSON are dropped once mapped (they repeat the same content); the other `llm.*`
 attributes and `openinference.span.kind` are kept.
 
-OpenInference LangChain spans of LangGraph nodes (a CHAIN span whose `metadata.langgraph_node` equals its name) get
-`agent.name = <node name>`, so `agent_match` can select the LLM calls made inside a node.
+OpenInference LangChain spans of LangGraph nodes (a CHAIN or AGENT span whose `metadata.langgraph_node` equals its
+name) get `agent.name = <node name>`, so `agent_match` can select the LLM calls made inside a node, and
+`langgraph.node = <node name>`, which marks them as nodes: the span they hang under is their graph, and a graph
+compiled with a name (`create_react_agent(name="calculator")`) is an agent of that name for the adapters
+(`TraceTree.agent_name`) and the dashboard. A graph's own span cannot be told from the other chain spans of a node
+by its attributes, only by its node children, so that is decided when the trace is read.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = ["OPENAI_LLM_SPAN_NAMES", "normalize_span"]
 OPENINFERENCE_KIND = "openinference.span.kind"
 OPENAI_SCOPE = "openinference.instrumentation.openai"
 LANGCHAIN_SCOPE = "openinference.instrumentation.langchain"
+LANGGRAPH_NODE = "langgraph.node"
 
 OPENAI_LLM_SPAN_NAMES = {
     "ChatCompletion": "openai.chat.completion",
@@ -56,10 +61,12 @@ def normalize_span(span: Span, scope_name: Optional[str]) -> Span:
     if kind == "LLM" and scope_name == OPENAI_SCOPE:
         name = OPENAI_LLM_SPAN_NAMES.get(span.name, span.name)
         return span.model_copy(update={"name": name, "attributes": _map_openai_llm(attributes)})
-    if kind == "CHAIN" and scope_name == LANGCHAIN_SCOPE and "agent.name" not in attributes:
+    if kind in ("CHAIN", "AGENT") and scope_name == LANGCHAIN_SCOPE and LANGGRAPH_NODE not in attributes:
         node = _langgraph_node(attributes.get("metadata"))
         if node is not None and node == span.name:
-            return span.model_copy(update={"attributes": {**attributes, "agent.name": node}})
+            marked = {**attributes, LANGGRAPH_NODE: node}
+            marked.setdefault("agent.name", node)
+            return span.model_copy(update={"attributes": marked})
     return span
 
 

@@ -162,6 +162,7 @@ class LLMProxy:
 
     def start(self) -> _Done:
         """Start serving (restarts if already running). Blocks until the proxy answers; awaitable too."""
+        from agentlightning.utils.hosts import guard_loopback
         from agentlightning.utils.uvicorn_thread import UvicornThread
 
         from .app import ProxyState, create_proxy_app
@@ -180,9 +181,10 @@ class LLMProxy:
             api_key=self.api_key,
             writer_options=self.writer_options,
         )
-        self._server = UvicornThread(
-            create_proxy_app(self._state), host=self.bind_host, port=self.port, name="agl-llm-proxy"
-        )
+        # Keyless on loopback: answer only requests addressed to this machine (or the advertised host), so that a
+        # web page cannot use the proxy through DNS rebinding (agentlightning/utils/hosts.py).
+        app = guard_loopback(create_proxy_app(self._state), self.bind_host, self.api_key, extra=[self.host])
+        self._server = UvicornThread(app, host=self.bind_host, port=self.port, name="agl-llm-proxy")
         self._server.start()
         self.port = self._server.port
         set_active_llm_proxy(self)

@@ -266,3 +266,42 @@ def test_image_urls_are_read_from_content_parts_in_every_recorded_form() -> None
     ]
     assert image_urls(messages) == ["u1", "u2", "u3"]
     assert image_urls("not messages") == []
+
+
+def test_a_framework_span_around_the_sdk_record_of_the_same_call_is_not_a_second_call() -> None:
+    spans = [
+        span("root", "r", None, 0, 10),
+        span("openai.chat.completion.langchain", "outer", "r", 1, 9),  # no response id, no token ids
+        llm("inner", "outer", 2, 8, "resp-1"),
+        span("openai.chat.completion.langchain", "alone", "r", 9.5, 9.9),  # a wrapper with nothing inside counts
+    ]
+    triplets = TracerTraceToTriplet(llm_call_match="openai", repair_hierarchy=False).adapt(spans)
+    assert [t.metadata["response_id"] for t in triplets] == ["resp-1", None]
+
+
+def _graph_spans(graph_name: str) -> list[Span]:
+    """A LangGraph graph span with two node spans ("agent" calling the model, "tools"), as the mapping stores them."""
+    return [
+        span(graph_name, "g", None, 0, 100),
+        span("agent", "n1", "g", 1, 40, agent__name="agent", langgraph__node="agent"),
+        span("ChatOpenAI", "m1", "n1", 2, 30),
+        llm("c1", "m1", 3, 20, "c1"),
+        span("tools", "n2", "g", 41, 60, agent__name="tools", langgraph__node="tools"),
+    ]
+
+
+def test_a_langgraph_graph_given_a_name_is_an_agent_that_its_nodes_do_not_hide() -> None:
+    spans = _graph_spans("calculator")
+    assert TraceTree.from_spans(spans).agent_name() == "calculator"
+    [call] = TracerTraceToTriplet(agent_match="^calculator$").adapt(spans)
+    assert call.metadata == {"response_id": "c1", "agent_name": "calculator"}
+    [call] = TracerTraceToTriplet(agent_match="^agent$").adapt(spans)
+    assert call.metadata["agent_name"] == "agent"
+    assert TracerTraceToTriplet(agent_match="^tools$").adapt(spans) == []
+
+
+def test_a_graph_left_with_langgraphs_default_name_is_not_an_agent() -> None:
+    spans = _graph_spans("LangGraph")
+    assert TraceTree.from_spans(spans).agent_name() is None
+    assert TracerTraceToTriplet(agent_match="LangGraph").adapt(spans) == []
+    assert [t.metadata["agent_name"] for t in TracerTraceToTriplet().adapt(spans)] == ["agent"]

@@ -292,3 +292,115 @@ def test_bookkeeping_rollouts_are_recognised_and_left_out_of_the_counts(js: Any)
         {"succeeded": 3, "failed": 1},
     )
     assert counts == {"succeeded": 2, "failed": 1}
+
+
+def test_the_runners_error_reads_as_its_exception_type_and_message(js: Any) -> None:
+    found = js(
+        "spans",
+        """return [
+          m.exceptionFromMetadata({error: 'ValueError: no answer in the reply', error_type: 'ValueError', traceback: 'tb'}),
+          m.exceptionFromMetadata({error: 'the agent ran past its 5 s timeout', error_type: 'AgentTimeout'}),
+          m.exceptionFromMetadata({error: 'KeyError', error_type: 'KeyError'}),
+          m.exceptionFromMetadata({error: 'asyncio.TimeoutError: slow'}),
+          m.exceptionFromMetadata({error: 'Note: not an exception name'}),
+        ];""",
+    )
+    assert found[0] == {"type": "ValueError", "message": "no answer in the reply", "stacktrace": "tb"}
+    assert (found[1]["type"], found[1]["message"]) == ("AgentTimeout", "the agent ran past its 5 s timeout")
+    assert (found[2]["type"], found[2]["message"]) == ("KeyError", "")
+    assert (found[3]["type"], found[3]["message"]) == ("asyncio.TimeoutError", "slow")
+    assert (found[4]["type"], found[4]["message"]) == ("Error", "Note: not an exception name")
+    reason = js("stats", "return m.failureReason({status: 'failed', attempt: {status: 'failed'}}, arg);", found[0])
+    assert reason == "ValueError: no answer in the reply"
+
+
+def test_facts_the_runner_recorded_need_no_span_query(js: Any) -> None:
+    facts = js(
+        "facts",
+        """
+        const attempt = (status, metadata) => ({attempt_id: 'at-1', status, metadata});
+        return [
+          m.recordedFacts({status: 'succeeded', attempt: attempt('succeeded', {final_reward: 0.75})}),
+          m.recordedFacts({status: 'succeeded', attempt: attempt('succeeded', {final_reward: null})}),
+          m.recordedFacts({status: 'failed', attempt: attempt('failed', {final_reward: null, error: 'ValueError: x', error_type: 'ValueError'})}),
+          m.recordedFacts({status: 'failed', attempt: attempt('timeout', {final_reward: null})}),
+          m.recordedFacts({status: 'failed', attempt: attempt('failed', {final_reward: null})}),
+          m.recordedFacts({status: 'succeeded', attempt: attempt('succeeded', {})}),
+        ];
+        """,
+    )
+    assert facts[0] == {"reward": 0.75, "exception": None}
+    assert facts[1] == {"reward": None, "exception": None}
+    assert facts[2]["exception"]["type"] == "ValueError" and facts[2]["reward"] is None
+    assert facts[3] == {"reward": None, "exception": None}  # a timeout needs no exception
+    assert facts[4] is None and facts[5] is None  # a failure without its reason, a rollout no runner finished
+
+
+def test_count_axes_have_whole_number_ticks(js: Any) -> None:
+    assert js("charts", "return m.niceTicks(0, 1, 4, true);") == [0, 1]
+    assert js("charts", "return m.niceTicks(0, 7, 4, true);") == [0, 2, 4, 6]
+    assert js("charts", "return m.niceTicks(0, 1, 4);") == [0, 0.25, 0.5, 0.75, 1]
+
+
+def test_whole_run_groups_become_one_series_per_mode(js: Any) -> None:
+    result = js(
+        "stats",
+        """
+        const groups = [
+          {start: 60, mode: 'val', count: 4, rewarded: 4, mean_reward: 0.5},
+          {start: 0, mode: 'train', count: 8, rewarded: 8, mean_reward: 0.25},
+          {start: 60, mode: 'train', count: 8, rewarded: 0, mean_reward: null},
+          {start: 120, mode: 'train', count: 8, rewarded: 6, mean_reward: 0.75},
+        ];
+        const versions = [
+          {resources_id: 'rs-2', mode: 'train', first_end_time: 50},
+          {resources_id: 'rs-1', mode: 'val', first_end_time: 20},
+          {resources_id: 'rs-1', mode: 'train', first_end_time: 10},
+        ];
+        return {series: m.seriesByMode(groups, (g) => g.start), positions: [...m.versionPositions(versions)]};
+        """,
+    )
+    assert [(item["mode"], [(p["x"], p["y"]) for p in item["points"]]) for item in result["series"]] == [
+        ("train", [(0, 0.25), (120, 0.75)]),
+        ("val", [(60, 0.5)]),
+    ]
+    assert result["positions"] == [["rs-1", 1], ["rs-2", 2]]
+
+
+def test_a_framework_llm_span_around_an_unparented_sdk_call_is_its_wrapper(js: Any) -> None:
+    """Traces recorded before LangChain's SDK spans were parented: the SDK span is a root of its own trace."""
+    result = js(
+        "spans",
+        """
+        const span = (trace, id, parent, start, end, attributes) =>
+          ({trace_id: trace, span_id: id, parent_id: parent, start_time: start, end_time: end, sequence_id: start, attributes});
+        const chat = {'openinference.span.kind': 'LLM'};
+        const sdk = {'openinference.span.kind': 'LLM', prompt_token_ids: [1, 2], response_token_ids: [3]};
+        const tree = m.buildTree([
+          span('a', 'graph', null, 0, 100, {}),
+          span('a', 'chat1', 'graph', 10, 20, chat), span('b', 'sdk1', null, 11, 19, sdk),
+          span('a', 'chat2', 'graph', 30, 40, chat), span('c', 'sdk2', null, 31, 39, sdk),
+          span('a', 'lonely', 'graph', 50, 60, chat),
+        ]);
+        return [...m.llmWrappers(tree)].map((node) => node.span.span_id).sort();
+        """,
+    )
+    assert result == ["chat1", "chat2"]  # "lonely" made a call that was not captured: it stays a call
+
+
+def test_a_call_in_a_named_langgraph_graph_names_the_graph_and_the_node(js: Any) -> None:
+    names = js(
+        "spans",
+        """
+        const span = (id, parent, name, attributes) => ({trace_id: 't', span_id: id, parent_id: parent, name, start_time: 1, attributes});
+        const tree = m.buildTree([
+          span('g', null, 'calculator', {}), span('n', 'g', 'agent', {'agent.name': 'agent', 'langgraph.node': 'agent'}),
+          span('c', 'n', 'ChatOpenAI', {}),
+          span('g2', null, 'LangGraph', {}), span('n2', 'g2', 'coder', {'agent.name': 'coder', 'langgraph.node': 'coder'}),
+          span('c2', 'n2', 'ChatOpenAI', {}),
+        ]);
+        const parentOf = (node) => node.span.parent_id ? tree.nodes.get(`t/${node.span.parent_id}`) : null;
+        return [m.agentNameOf(tree.nodes.get('t/c'), parentOf), m.agentNameOf(tree.nodes.get('t/c2'), parentOf)];
+        """,
+    )
+    assert names == ["calculator \u203a agent", "coder"]  # graph, a right-pointing angle quote, node

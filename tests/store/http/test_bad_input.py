@@ -117,7 +117,7 @@ def test_an_oversized_chunked_body_gets_413() -> None:
     server = start_server(max_body_bytes=1024)
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-            head = f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            head = f"POST {ENQUEUE} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
             chunk = b"x" * 800
             sock.sendall(head + b"%x\r\n%s\r\n" % (len(chunk), chunk) * 3)
             reply = sock.recv(65536)
@@ -159,7 +159,7 @@ def test_a_stalled_sender_gets_408_while_others_are_served() -> None:
     server = start_server(InMemoryLightningStore(), settings=settings)
     try:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-            sock.sendall(f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{".encode())
+            sock.sendall(f"POST {ENQUEUE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{{".encode())
             started = time.monotonic()
             _alive(server)  # another client is served while this one stalls
             reply = sock.recv(65536)
@@ -172,7 +172,9 @@ def test_a_stalled_sender_gets_408_while_others_are_served() -> None:
 def test_a_vanished_client_does_not_lose_its_write(server: LightningStoreServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         body = b'{"rollouts": [{"input": "fire and forget"}]}'
-        sock.sendall(f"POST {ENQUEUE} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        sock.sendall(
+            f"POST {ENQUEUE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+        )
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         items = call(server, "GET", "/v1/agl/rollouts").json["items"]

@@ -1,6 +1,9 @@
 // The store's public REST API (/v1/agl), read-only. Every request goes through `get`, which adds the API key as
 // an Authorization header (never in the URL), applies a timeout and turns failures into three kinds of error the
 // page reacts to differently: the server cannot be reached, the key is missing or wrong, or the request failed.
+// Each answer's server time feeds the page's view of the server's clock (clock.js).
+
+import { observeServerTime } from "./clock.js";
 
 export class ApiError extends Error {
   constructor(status, errorType, detail) {
@@ -74,6 +77,7 @@ export function createApi({ base = new URL("v1/agl", document.baseURI).href, get
     const key = getKey ? getKey() : null;
     if (key) headers.Authorization = `Bearer ${key}`;
     let response;
+    const sentAt = Date.now();
     try {
       response = await fetch(root + path + queryString(params), {
         method: "GET",
@@ -89,6 +93,7 @@ export function createApi({ base = new URL("v1/agl", document.baseURI).href, get
       observe?.("unreachable", failure);
       throw failure;
     }
+    observeServerTime(Number.parseFloat(response.headers.get("x-agl-server-time") ?? ""), sentAt, Date.now());
     if (!response.ok) {
       const failure = await errorFrom(response);
       observe?.(failure instanceof AuthError ? "auth" : failure instanceof UnreachableError ? "unreachable" : "ok", failure);
@@ -110,5 +115,7 @@ export function createApi({ base = new URL("v1/agl", document.baseURI).href, get
     resources: (params, options) => get("/resources", params, options),
     resourcesById: (resourcesId, options) => get(`/resources/${segment(resourcesId)}`, null, options),
     workers: (params, options) => get("/workers", params, options),
+    /** Whole-run aggregates the store server computes (agentlightning/dashboard/progress.py); 404 on older servers. */
+    progress: (params, options) => get("/dashboard/progress", params, options),
   };
 }

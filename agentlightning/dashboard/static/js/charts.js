@@ -6,13 +6,16 @@ import { h, svg } from "./dom.js";
 const WIDTH = 640;
 const MARGIN = { top: 12, right: 16, bottom: 26, left: 52 };
 
-/** About `count` round tick values covering [min, max]. */
-export function niceTicks(min, max, count = 4) {
+/** About `count` round tick values covering [min, max]; with `integer`, whole numbers only (counts). */
+export function niceTicks(min, max, count = 4, integer = false) {
   if (!Number.isFinite(min) || !Number.isFinite(max)) return [];
   if (min === max) return [min];
-  const raw = (max - min) / count;
+  const raw = integer ? Math.max(1, (max - min) / count) : (max - min) / count;
   const magnitude = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((factor) => factor * magnitude).find((value) => value >= raw) ?? raw;
+  const step =
+    [1, 2, 2.5, 5, 10]
+      .map((factor) => factor * magnitude)
+      .find((value) => value >= raw && (!integer || Number.isInteger(value))) ?? raw;
   const ticks = [];
   for (let value = Math.ceil(min / step) * step; value <= max + step * 1e-9; value += step) {
     ticks.push(Number(value.toPrecision(12)));
@@ -75,8 +78,9 @@ function axes(root, x, y, xTicks, yTicks, xFormat, yFormat, height) {
 /**
  * A time-series chart. `series`: [{name, className, points: [{x, y, label?}], style: "line" | "dots" | "bars"}].
  * Returns a <figure> with a legend and a hover read-out; `empty` is shown when there is no point at all.
+ * `yInteger` / `xInteger`: the values are counts (or positions), so that axis has whole-number ticks only.
  */
-export function timeChart({ series, xFormat, yFormat, height = 200, label, empty, yDomain, barWidth }) {
+export function timeChart({ series, xFormat, yFormat, height = 200, label, empty, yDomain, barWidth, yInteger = false, xInteger = false, xPad = 30 }) {
   const figure = h("figure", { class: "chart", "aria-label": label });
   const allPoints = series.flatMap((item) => item.points);
   figure.dataset.points = String(allPoints.length);
@@ -88,8 +92,8 @@ export function timeChart({ series, xFormat, yFormat, height = 200, label, empty
   let x0 = Math.min(...xs);
   let x1 = Math.max(...xs) + (barWidth || 0);
   if (x1 - x0 < 1e-9) {
-    x0 -= 30; // a single instant: show a minute around it
-    x1 += 30;
+    x0 -= xPad; // a single instant: show a minute around it (or `xPad` on either side)
+    x1 += xPad;
   }
   const span = x1 - x0;
   const [y0, y1] = yDomain ?? extent([...allPoints.map((point) => point.y), ...(series.some((s) => s.style === "bars") ? [0] : [])], [0, 1]);
@@ -97,7 +101,7 @@ export function timeChart({ series, xFormat, yFormat, height = 200, label, empty
   const y = scale([y0, y1], [height - MARGIN.bottom, MARGIN.top]);
   const root = frame(height, label);
   const xLabel = (value, long) => xFormat(value, long, span);
-  axes(root, x, y, niceTicks(x0, x1, 5).filter((t) => t >= x0 && t <= x1), niceTicks(y0, y1, 4), xLabel, yFormat, height);
+  axes(root, x, y, niceTicks(x0, x1, 5, xInteger).filter((t) => t >= x0 && t <= x1), niceTicks(y0, y1, 4, yInteger), xLabel, yFormat, height);
   for (const item of series) {
     const group = svg("g", { class: `chart-series ${item.className || ""}` });
     const points = [...item.points].sort((a, b) => a.x - b.x);

@@ -1,10 +1,26 @@
-// Per-rollout facts the rollout list does not carry: the final reward and, for failures, the exception. The
-// query API has no cross-rollout span search, so each rollout costs one small filtered span query (reward and
-// annotation spans only); answers are cached per attempt and status, so a refresh asks only about rollouts that
-// finished since the last one, and at most `concurrency` queries run at once.
+// Per-rollout facts the rollout list does not carry as columns: the final reward and, for failures, the exception.
+// The runner records both in the latest attempt's metadata (`final_reward`; `error`, `error_type`, `traceback`), so
+// for rollouts it ran they are read from the rollout itself, without a request. For others (rollouts written by
+// other clients) each rollout costs one small filtered span query (reward and annotation spans only); answers are
+// cached per attempt and status, so a refresh asks only about rollouts that finished since the last one, and at
+// most `concurrency` queries run at once.
 
 import { isAbort } from "./api.js";
 import { ANNOTATION_SPAN, EXCEPTION_SPAN, exceptionFromMetadata, exceptionsOf, finalReward, rewardOf } from "./spans.js";
+
+const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
+
+/**
+ * The facts recorded in the latest attempt's metadata: {reward, exception}, or null when a span query is needed
+ * (no `final_reward` in the metadata, or a failure without a recorded reason).
+ */
+export function recordedFacts(rollout) {
+  const metadata = rollout?.attempt?.metadata;
+  if (!metadata || typeof metadata !== "object" || !Object.hasOwn(metadata, "final_reward")) return null;
+  const exception = exceptionFromMetadata(metadata);
+  if (rollout.status === "failed" && !exception && rollout.attempt.status === "failed") return null;
+  return { reward: isNumber(metadata.final_reward) ? metadata.final_reward : null, exception };
+}
 
 const factsKey = (rollout) => `${rollout.rollout_id}/${rollout.attempt?.attempt_id ?? "-"}/${rollout.status}`;
 
@@ -47,18 +63,16 @@ export function createFactsCache(api, { concurrency = 6, maxEntries = 5000 } = {
       );
       exception = exceptionPage.items.flatMap(exceptionsOf)[0] ?? null;
     }
-    return {
-      reward: finalReward(rewardSpans),
-      rewardCount: rewardSpans.length,
-      exception,
-    };
+    return { reward: finalReward(rewardSpans), exception };
   }
 
   return {
-    /** The cached facts of a rollout, or undefined when not known yet. */
-    peek: (rollout) => cache.get(factsKey(rollout)),
-    /** Facts of a rollout (from the cache, or one query queued behind the others). */
+    /** The facts of a rollout when known without a request (recorded or cached), else undefined. */
+    peek: (rollout) => recordedFacts(rollout) ?? cache.get(factsKey(rollout)),
+    /** Facts of a rollout (recorded, cached, or one query queued behind the others). */
     get(rollout, signal) {
+      const recorded = recordedFacts(rollout);
+      if (recorded) return Promise.resolve(recorded);
       const key = factsKey(rollout);
       if (cache.has(key)) return Promise.resolve(cache.get(key));
       if (pending.has(key)) return pending.get(key);

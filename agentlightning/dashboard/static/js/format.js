@@ -1,5 +1,7 @@
 // Formatting numbers, times and durations for people. Pure functions.
 
+import { serverNow } from "./clock.js";
+
 const pad = (value) => String(value).padStart(2, "0");
 
 /** Local date and time of a Unix timestamp in seconds ("2026-11-02 14:03:22"), or "—". */
@@ -29,7 +31,7 @@ export function formatDuration(seconds) {
 }
 
 /** How long ago a timestamp was ("just now", "42 s ago", "3 min ago"). */
-export function formatAge(seconds, now = Date.now() / 1000) {
+export function formatAge(seconds, now = serverNow()) {
   if (typeof seconds !== "number" || !Number.isFinite(seconds)) return "never";
   const age = Math.max(0, now - seconds);
   if (age < 2) return "just now";

@@ -7,6 +7,7 @@ export const REWARD_SPAN = "agentlightning.reward";
 export const ANNOTATION_SPAN = "agentlightning.annotation";
 export const EXCEPTION_SPAN = "agentlightning.exception";
 const REWARD_PREFIX = "agentlightning.reward";
+const LANGGRAPH_DEFAULT_NAME = "LangGraph"; // the name of a compiled graph nobody named: not an agent
 const AGENTOPS_KEYS = ["agentops.task.output", "agentops.entity.output"];
 
 const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
@@ -99,12 +100,32 @@ export function exceptionsOf(span) {
   return found;
 }
 
-/** An exception described in attempt metadata ({error|exception: {type, message, traceback}} or strings). */
+// "ValueError: ...", "asyncio.TimeoutError: ...": a name that reads as an exception's, then ": ".
+const TYPE_PREFIX = /^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Interrupted|Timeout|Cancelled|Failure)): /;
+
+/**
+ * An exception from a reason string and an optional type: the runner records `error = "ValueError: bad"` with
+ * `error_type = "ValueError"`, which reads as {type: "ValueError", message: "bad"}; a reason that does not start with
+ * its type (`AgentTimeout`: "the agent ran past its 5 s timeout") keeps its whole text as the message.
+ */
+export function splitReason(reason, type) {
+  const text = String(reason);
+  if (typeof type === "string" && type) {
+    return { type, message: text.startsWith(`${type}: `) ? text.slice(type.length + 2) : text === type ? "" : text };
+  }
+  const match = TYPE_PREFIX.exec(text);
+  return match ? { type: match[1], message: text.slice(match[0].length) } : { type: "Error", message: text };
+}
+
+/**
+ * An exception described in attempt metadata: the runner's `error` (reason text) with `error_type` and `traceback`,
+ * or {error|exception: {type, message, traceback}}, or a bare traceback.
+ */
 export function exceptionFromMetadata(metadata) {
   if (!metadata || typeof metadata !== "object") return null;
   for (const key of ["exception", "error"]) {
     const value = metadata[key];
-    if (typeof value === "string" && value) return { type: "Error", message: value, stacktrace: String(metadata.traceback ?? "") };
+    if (typeof value === "string" && value) return { ...splitReason(value, metadata.error_type ?? metadata.exception_type), stacktrace: String(metadata.traceback ?? "") };
     if (value && typeof value === "object") {
       return {
         type: String(value.type ?? value.exception_type ?? "Error"),
@@ -335,33 +356,59 @@ export function llmCall(span) {
   };
 }
 
+const hasTokenIds = (span) => Array.isArray(attrs(span).prompt_token_ids) && attrs(span).prompt_token_ids.length > 0;
+const parentNode = (tree, node) => (node.span.parent_id ? tree.nodes.get(`${node.span.trace_id ?? ""}/${node.span.parent_id}`) : null);
+
 /**
- * LLM spans that wrap another LLM span (an agent framework's "generation" around the SDK's chat completion):
- * the inner call is the real one, with the raw request, the response and the token ids.
+ * LLM spans that wrap another LLM span (an agent framework's "generation" or LangChain's `ChatOpenAI` around the
+ * SDK's chat completion): the inner call is the real one, with the raw request, the response and the token ids.
+ * Traces recorded before LangChain's SDK spans were parented have the SDK span as a root of its own: an LLM span
+ * without token ids and without an LLM span below it, whose time encloses such a root call with token ids, is its
+ * wrapper too (each root call is given to the tightest such span).
  */
 export function llmWrappers(tree) {
   const wrappers = new Set();
-  for (const node of tree.nodes.values()) {
-    if (spanKind(node.span) !== "llm") continue;
-    let parent = node.span.parent_id ? tree.nodes.get(`${node.span.trace_id ?? ""}/${node.span.parent_id}`) : null;
+  const llmNodes = [...tree.nodes.values()].filter((node) => spanKind(node.span) === "llm");
+  for (const node of llmNodes) {
+    let parent = parentNode(tree, node);
     let guard = 0;
     while (parent && guard < 1000) {
       if (spanKind(parent.span) === "llm") wrappers.add(parent);
-      parent = parent.span.parent_id ? tree.nodes.get(`${parent.span.trace_id ?? ""}/${parent.span.parent_id}`) : null;
+      parent = parentNode(tree, parent);
       guard += 1;
     }
+  }
+  const framework = llmNodes.filter((node) => !wrappers.has(node) && !hasTokenIds(node.span));
+  const orphans = llmNodes.filter((node) => !parentNode(tree, node) && hasTokenIds(node.span));
+  const within = (outer, inner) =>
+    isNumber(outer.start_time) && isNumber(outer.end_time) && isNumber(inner.start_time) && isNumber(inner.end_time) &&
+    outer.start_time <= inner.start_time && inner.end_time <= outer.end_time;
+  for (const orphan of orphans) {
+    let best = null;
+    for (const candidate of framework) {
+      if (wrappers.has(candidate) || candidate === orphan || !within(candidate.span, orphan.span)) continue;
+      if (!best || candidate.span.end_time - candidate.span.start_time < best.span.end_time - best.span.start_time) best = candidate;
+    }
+    if (best) wrappers.add(best);
   }
   return wrappers;
 }
 
-/** The name of the agent a span ran under: the nearest ancestor (or itself) naming one. */
+/**
+ * The name of the agent a span ran under: the nearest ancestor (or itself) naming one. A LangGraph node of a graph
+ * given a name reads "graph › node" (`create_react_agent(name="calculator")` gives "calculator › agent").
+ */
 export function agentNameOf(node, parentOf) {
   let current = node;
   let guard = 0;
   while (current && guard < 1000) {
     const attributes = attrs(current.span);
     const name = attributes["agent.name"] ?? attributes["graph.node.id"];
-    if (typeof name === "string" && name) return name;
+    if (typeof name === "string" && name) {
+      const graph = typeof attributes["langgraph.node"] === "string" ? parentOf(current) : null;
+      const graphName = graph ? String(graph.span?.name ?? "") : "";
+      return graphName && graphName !== LANGGRAPH_DEFAULT_NAME ? `${graphName} › ${name}` : name;
+    }
     current = parentOf(current);
     guard += 1;
   }

@@ -1,6 +1,8 @@
 // Aggregations behind the overview: throughput, reward moving averages, rewards per resources version, failure
 // reasons and runner health. Pure functions, checked in tests against hand-computed values.
 
+import { serverNow } from "./clock.js";
+
 const isNumber = (value) => typeof value === "number" && Number.isFinite(value);
 
 const NICE_BUCKETS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400];
@@ -102,8 +104,8 @@ export function groupFailures(failures) {
 export const STALE_HEARTBEAT_SECONDS = 60;
 
 /** A worker's health: "stopped" (its runner said so in its last heartbeat), "alive", "stale" (no heartbeat for a
- * minute) or "never" (no heartbeat yet). */
-export function heartbeatHealth(worker, now = Date.now() / 1000, staleAfter = STALE_HEARTBEAT_SECONDS) {
+ * minute, on the store server's clock) or "never" (no heartbeat yet). */
+export function heartbeatHealth(worker, now = serverNow(), staleAfter = STALE_HEARTBEAT_SECONDS) {
   if (isNumber(worker?.heartbeat_stats?.stopped_at)) return "stopped";
   const last = worker?.last_heartbeat_time;
   if (!isNumber(last)) return "never";
@@ -111,7 +113,7 @@ export function heartbeatHealth(worker, now = Date.now() / 1000, staleAfter = ST
 }
 
 /** Counts of workers by status and heartbeat health. */
-export function runnerSummary(workers, now = Date.now() / 1000) {
+export function runnerSummary(workers, now = serverNow()) {
   const summary = { total: workers.length, alive: 0, stale: 0, never: 0, stopped: 0, busy: 0, idle: 0, unknown: 0 };
   for (const worker of workers) {
     const health = heartbeatHealth(worker, now);
@@ -168,4 +170,34 @@ export function withoutBookkeeping(byStatus, known) {
     if (status in result) result[status] = Math.max(0, result[status] - 1);
   }
   return result;
+}
+
+const MODE_ORDER = ["train", "val", "test", "none"];
+
+/**
+ * The server's whole-run groups (time buckets or resources versions, each with a `mode`) as one series per mode:
+ * [{mode, points: [{x: xOf(group, index), y: mean_reward, label}]}], train first; groups without a reward are
+ * left out (they have no mean).
+ */
+export function seriesByMode(groups, xOf) {
+  const byMode = new Map();
+  groups.forEach((group, index) => {
+    if (!isNumber(group.mean_reward)) return;
+    const mode = group.mode ?? "none";
+    if (!byMode.has(mode)) byMode.set(mode, []);
+    byMode.get(mode).push({ x: xOf(group, index), y: group.mean_reward, label: `${group.rewarded} rewarded of ${group.count}` });
+  });
+  const rank = (mode) => (MODE_ORDER.includes(mode) ? MODE_ORDER.indexOf(mode) : MODE_ORDER.length);
+  return [...byMode.entries()].sort((a, b) => rank(a[0]) - rank(b[0]) || a[0].localeCompare(b[0])).map(([mode, points]) => ({ mode, points }));
+}
+
+/** Resources versions in the order their first rollout finished: resources id -> position (1, 2, ...). */
+export function versionPositions(versions) {
+  const firsts = new Map();
+  for (const version of versions) {
+    const id = version.resources_id ?? "none";
+    firsts.set(id, Math.min(firsts.get(id) ?? Infinity, version.first_end_time ?? Infinity));
+  }
+  const ordered = [...firsts.entries()].sort((a, b) => a[1] - b[1] || a[0].localeCompare(b[0]));
+  return new Map(ordered.map(([id], index) => [id, index + 1]));
 }

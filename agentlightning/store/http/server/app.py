@@ -66,6 +66,10 @@ class ServerSettings:
     claim_ack_seconds: float = 300.0
     """A rollout claimed through this server whose attempt shows no sign of life (no heartbeat, span or status
     change) for this long is put back in the queue (its answer was probably lost with its client)."""
+    allowed_hosts: Optional[tuple[str, ...]] = None
+    """None: Host headers are not checked. A tuple: only requests addressed to this machine (localhost, 127.0.0.1,
+    [::1]) or to one of these names are answered (`agentlightning.utils.hosts`; set by `LightningStoreServer` and
+    `agl store` for a keyless server on loopback)."""
 
 
 class StoreApp(FastAPI):
@@ -122,7 +126,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     if settings.dashboard:
         from agentlightning.dashboard.routes import mount_dashboard
 
-        open_paths |= mount_dashboard(app, auth="required" if settings.api_key else "none")
+        open_paths |= mount_dashboard(app, auth="required" if settings.api_key else "none", store=store)
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
@@ -142,6 +146,10 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     if settings.api_key:
         app.front_middleware.append((ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": open_paths}))
     app.front_middleware.append((OperationDispatcher, {"routes": routes}))
+    if settings.allowed_hosts is not None:
+        from agentlightning.utils.hosts import LoopbackHostGuard
+
+        app.front_middleware.insert(0, (LoopbackHostGuard, {"allowed": settings.allowed_hosts}))
     app.state.store = store
     app.state.idempotency = cache
     app.state.claims = claims
@@ -242,5 +250,25 @@ def create_app_from_env() -> StoreApp:
         max_body_bytes=int(os.environ.get("AGL_STORE_MAX_BODY_BYTES", ServerLimits.max_body_bytes)),
         max_wait_seconds=float(os.environ.get("AGL_STORE_MAX_WAIT_SECONDS", ServerLimits.max_wait_seconds)),
     )
-    settings = ServerSettings(api_key=os.environ.get("AGL_STORE_API_KEY") or None, limits=limits)
+    api_key = os.environ.get("AGL_STORE_API_KEY") or None
+    settings = ServerSettings(
+        api_key=api_key,
+        limits=limits,
+        allowed_hosts=loopback_host_names(os.environ.get(BIND_HOST_ENV, "127.0.0.1"), api_key),
+    )
     return create_app(store_from_url(url), settings)
+
+
+BIND_HOST_ENV = "AGL_STORE_BIND_HOST"
+"""The address `agl store --workers N` binds, for the workers' Host check."""
+
+
+def loopback_host_names(bind_host: str, api_key: Optional[str]) -> Optional[tuple[str, ...]]:
+    """`ServerSettings.allowed_hosts` for a server on `bind_host` with `api_key`: the extra names a keyless
+    loopback server answers (AGL_ALLOWED_HOSTS), or None when Host headers need no check."""
+    from agentlightning.utils.hosts import allowed_hosts, host_guard_needed
+
+    if not host_guard_needed(bind_host, api_key):
+        return None
+    names = allowed_hosts()
+    return None if names is None else tuple(sorted(names))

@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
+from agentlightning.store.core import clock
 from agentlightning.store.http.server.handlers import error_body
 
-__all__ = ["ApiKeyMiddleware", "TimingMiddleware"]
+__all__ = ["SERVER_TIME_HEADER", "ApiKeyMiddleware", "TimingMiddleware"]
 
 ASGIApp = Callable[..., Any]
 
@@ -64,9 +65,14 @@ class ApiKeyMiddleware:
         await self.app(scope, receive, send)
 
 
+SERVER_TIME_HEADER = b"x-agl-server-time"
+"""Response header carrying the store's clock (seconds since the epoch) when the response started: the dashboard
+measures ages (heartbeats, running attempts) against it, so a browser whose clock is off does not misjudge them."""
+
+
 class TimingMiddleware:
     """Measures each request until its response starts; reports it to `observe(operation, method, status,
-    seconds)` and in a `Server-Timing: app;dur=<ms>` header."""
+    seconds)` and in a `Server-Timing: app;dur=<ms>` header, next to the store's clock (`X-AGL-Server-Time`)."""
 
     def __init__(self, app: ASGIApp, observe: Optional[Callable[[str, str, int, float], None]] = None) -> None:
         self.app = app
@@ -83,6 +89,7 @@ class TimingMiddleware:
                 elapsed = time.perf_counter() - started
                 headers = list(message.get("headers", ()))
                 headers.append((b"server-timing", f"app;dur={elapsed * 1000:.3f}".encode()))
+                headers.append((SERVER_TIME_HEADER, f"{clock.now():.3f}".encode()))
                 message = {**message, "headers": headers}
                 if self._observe is not None:
                     operation = scope.get("agl.operation", "unmatched")  # bounded label set

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import logging
 import os
 import socket
@@ -41,12 +40,9 @@ _START_TIMEOUT = 10.0
 
 def is_loopback(host: str) -> bool:
     """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    from agentlightning.utils.hosts import is_loopback as loopback
+
+    return loopback(host)
 
 
 def _client_host(host: str) -> str:
@@ -135,6 +131,12 @@ class LightningStoreServer(DelegatingStore):
                 f"address could read and change it. Set api_key (or {API_KEY_ENV}), bind 127.0.0.1, or pass "
                 "insecure=True (--insecure) if the network is trusted."
             )
+        if settings.allowed_hosts is None:
+            from dataclasses import replace
+
+            from agentlightning.store.http.server.app import loopback_host_names
+
+            settings = replace(settings, allowed_hosts=loopback_host_names(self.host, settings.api_key))
         self.store: LightningStore = store
         self.settings = settings
         self._owner_pid = os.getpid()

@@ -1,5 +1,6 @@
 // Overview: "is my training working?" — rollouts by status, throughput, reward over time and per resources
-// version, runners alive, and why rollouts fail, grouped and counted.
+// version (recent rollouts here; the whole run from the server's aggregates), runners alive, and why rollouts fail,
+// grouped and counted.
 
 import { timeChart, barList } from "../charts.js";
 import { h, replace, setText } from "../dom.js";
@@ -15,6 +16,7 @@ import {
   withoutBookkeeping,
 } from "../stats.js";
 import { link } from "./common.js";
+import { wholeRunSection } from "./whole_run.js";
 
 export const RECENT_FINISHED = 200;
 const MOVING_WINDOW = 20;
@@ -41,6 +43,7 @@ export function createOverview({ api, facts }) {
   const rewardSlot = h("div", { class: "chart-slot", id: "reward-chart" });
   const versionSlot = h("div", { class: "chart-slot", id: "reward-by-version" });
   const failureSlot = h("div", { id: "failure-reasons" });
+  const wholeRun = wholeRunSection();
   const runnersSlot = h("div", { id: "runner-summary" });
   const problems = h("div", { class: "view-problems" });
   const element = h(
@@ -50,6 +53,7 @@ export function createOverview({ api, facts }) {
     problems,
     statusRow,
     totals,
+    wholeRun.element,
     h(
       "div",
       { class: "grid-2" },
@@ -68,27 +72,42 @@ export function createOverview({ api, facts }) {
     const counts = await Promise.all(
       ROLLOUT_STATUSES.map((status) => api.rollouts({ status_in: status, limit: 0 }, { signal }).then((page) => page.total)),
     );
-    const [recent, workers, versions] = await Promise.all([
-      api.rollouts(
-        { status_in: TERMINAL_STATUSES, sort_by: "end_time", sort_order: "desc", limit: RECENT_FINISHED },
-        { signal },
-      ),
-      api.workers({ limit: 1000 }, { signal }),
-      api.resources({ sort_by: "create_time", sort_order: "asc", limit: 200 }, { signal }),
-    ]);
-    for (const rollout of recent.items) if (isBookkeeping(rollout)) bookkeeping.set(rollout.rollout_id, rollout.status);
-    const finished = recent.items.filter((rollout) => !isBookkeeping(rollout));
-    const byStatus = Object.fromEntries(ROLLOUT_STATUSES.map((status, index) => [status, counts[index]]));
-    renderCounts(withoutBookkeeping(byStatus, bookkeeping));
-    renderRunners(workers.items);
-    renderThroughput(finished);
-    const rolloutFacts = await facts.getAll(finished, signal);
-    const signature = JSON.stringify([finished.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
-    if (signature !== lastSignature) {
-      lastSignature = signature;
-      renderRewards(finished, rolloutFacts, versions.items);
-      renderFailures(finished, rolloutFacts);
+    // The whole run is drawn when the server's aggregates arrive (reading a long run takes it a few requests),
+    // without holding up the rest of the page.
+    const wholeRunDrawn = api
+      .progress({ buckets: 60 }, { signal })
+      .catch((error) => {
+        if (error.name === "ApiError" && error.status === 404) return null; // a store server older than this page
+        throw error;
+      })
+      .then((progress) => wholeRun.render(progress));
+    try {
+      const [recent, workers, versions] = await Promise.all([
+        api.rollouts(
+          { status_in: TERMINAL_STATUSES, sort_by: "end_time", sort_order: "desc", limit: RECENT_FINISHED },
+          { signal },
+        ),
+        api.workers({ limit: 1000 }, { signal }),
+        api.resources({ sort_by: "create_time", sort_order: "asc", limit: 200 }, { signal }),
+      ]);
+      for (const rollout of recent.items) if (isBookkeeping(rollout)) bookkeeping.set(rollout.rollout_id, rollout.status);
+      const finished = recent.items.filter((rollout) => !isBookkeeping(rollout));
+      const byStatus = Object.fromEntries(ROLLOUT_STATUSES.map((status, index) => [status, counts[index]]));
+      renderCounts(withoutBookkeeping(byStatus, bookkeeping));
+      renderRunners(workers.items);
+      renderThroughput(finished);
+      const rolloutFacts = await facts.getAll(finished, signal);
+      const signature = JSON.stringify([finished.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
+      if (signature !== lastSignature) {
+        lastSignature = signature;
+        renderRewards(finished, rolloutFacts, versions.items);
+        renderFailures(finished, rolloutFacts);
+      }
+    } catch (error) {
+      await wholeRunDrawn.catch(() => null); // one failure to report, not an unhandled second one
+      throw error;
     }
+    await wholeRunDrawn;
   }
 
   function renderCounts(byStatus) {
@@ -138,6 +157,7 @@ export function createOverview({ api, facts }) {
         barWidth: width,
         xFormat: (value, long, span) => (long ? formatTime(value) : formatClock(value, span < 600)),
         yFormat: (value) => formatCount(Math.round(value)),
+        yInteger: true,
         empty: "No rollout has finished yet.",
       }),
       buckets.length ? h("p", { class: "hint" }, `Bucket: ${width} s · latest rate ≈ ${formatScore(buckets[buckets.length - 1].count * perMinute)} per minute`) : null,

@@ -13,6 +13,7 @@ import { foldedText, keyValueTable, link, statusBadge } from "./common.js";
 import { renderConversation } from "./conversation.js";
 import { exceptionBlock, spanDetails } from "./span_details.js";
 import { createWaterfall } from "./waterfall.js";
+import { serverNow } from "../clock.js";
 
 const FIRST_PAGE = 250; // enough for most rollouts; larger ones show these first, then the rest
 const SPAN_PAGE = 2000;
@@ -212,7 +213,7 @@ export function createRolloutDetail({ api, navigate, route }) {
   }
 
   function renderHeader() {
-    const end = rollout.end_time ?? (TERMINAL_STATUSES.includes(rollout.status) ? null : Date.now() / 1000);
+    const end = rollout.end_time ?? (TERMINAL_STATUSES.includes(rollout.status) ? null : serverNow());
     replace(
       header,
       h("h1", null, "Rollout ", h("span", { class: "mono" }, rollout.rollout_id), " ", statusBadge(rollout.status)),
@@ -277,7 +278,7 @@ export function createRolloutDetail({ api, navigate, route }) {
     const signature = JSON.stringify([attempts, rollout.end_time, selectedAttemptId(), [...attemptExceptions.keys()]]);
     if (!active && signature === timelineSignature) return;
     timelineSignature = signature;
-    const now = Date.now() / 1000;
+    const now = serverNow();
     const start = Math.min(rollout.start_time, ...attempts.map((attempt) => attempt.start_time));
     const end = Math.max(rollout.end_time ?? 0, ...attempts.map((attempt) => attempt.end_time ?? now), start + 1e-3);
     const selected = selectedAttemptId();

@@ -18,6 +18,7 @@ import {
 import { markPainted } from "../perf.js";
 import { locateTimeBlock, pageWindow } from "../timerange.js";
 import { pager, statusBadge } from "./common.js";
+import { serverNow } from "../clock.js";
 
 const COLUMNS = [
   { key: "rollout_id", label: "Rollout", sort: "rollout_id" },
@@ -90,7 +91,7 @@ export function createRollouts({ api, facts, navigate, route }) {
         h("label", null, "from ", fromInput),
         h("label", null, "to ", toInput),
         PRESETS.map(([label, seconds]) =>
-          h("button", { type: "button", class: "preset", on: { click: () => apply({ from: Math.floor(Date.now() / 1000 - seconds), to: null, page: 1 }) } }, `last ${label}`),
+          h("button", { type: "button", class: "preset", on: { click: () => apply({ from: Math.floor(serverNow() - seconds), to: null, page: 1 }) } }, `last ${label}`),
         ),
         h("button", { type: "button", class: "preset", on: { click: () => apply({ from: null, to: null, page: 1 }) } }, "any time"),
       ),
@@ -283,7 +284,7 @@ export function createRollouts({ api, facts, navigate, route }) {
     setText(cells.worker, attempt?.worker_id ?? "—");
     setText(cells.start_time, formatTime(rollout.start_time));
     cells.start_time.title = formatAge(rollout.start_time);
-    const end = rollout.end_time ?? (TERMINAL_STATUSES.includes(rollout.status) ? null : Date.now() / 1000);
+    const end = rollout.end_time ?? (TERMINAL_STATUSES.includes(rollout.status) ? null : serverNow());
     const waiting = rollout.status === "queuing" || rollout.status === "requeuing";
     const duration = end === null ? "—" : formatDuration(end - rollout.start_time);
     setText(cells.duration, rollout.end_time || end === null ? duration : waiting ? `waiting ${duration}` : `${duration} …`);

@@ -6,6 +6,7 @@ import { formatAge, formatBytes, formatCount, formatPercent, formatTime } from "
 import { rolloutHash } from "../router.js";
 import { flattenStats, heartbeatHealth, runnerSummary, systemUsage } from "../stats.js";
 import { keyValueTable, statusBadge } from "./common.js";
+import { serverNow } from "../clock.js";
 
 function meter(percent) {
   if (percent === null) return h("span", { class: "muted" }, "—");
@@ -43,7 +44,7 @@ export function createRunners({ api }) {
   const ticker = setInterval(() => tick(), 1000);
 
   function tick() {
-    const now = Date.now() / 1000;
+    const now = serverNow();
     for (const row of body.children) {
       const worker = row.worker_;
       if (!worker) continue;
@@ -82,7 +83,7 @@ export function createRunners({ api }) {
           : h("span", { class: "muted" }, "—"),
       );
     }
-    const now = Date.now() / 1000;
+    const now = serverNow();
     row.dataset.health = heartbeatHealth(worker, now);
     setText(row.ageCell_, formatAge(worker.last_heartbeat_time, now));
     if (!cells.heartbeat.firstChild) cells.heartbeat.append(row.ageCell_, h("span", { class: "stale-note" }, " stale"));
