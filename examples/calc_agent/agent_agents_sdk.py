@@ -52,14 +52,26 @@ def worked_examples() -> list[dict[str, Any]]:
     return items
 
 
+def run_config() -> Any:
+    """Unknown tools are reported to the model like the other versions do (the SDK's default ends the run). The SDK's
+    traces stay on this machine: kept only while Agent Lightning's capture replaces the SDK's upload to OpenAI (its
+    spans name the agent, which `agent_match` selects by), switched off otherwise."""
+    from agents import RunConfig
+
+    from agentlightning.instrumentation import instrumentation_count
+
+    captured = instrumentation_count("openai_agents") > 0
+    return RunConfig(tracing_disabled=not captured, tool_not_found_behavior="return_error_to_model")
+
+
 @agl.rollout
 async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
-    from agents import MaxTurnsExceeded, Runner, set_tracing_disabled
+    from agents import MaxTurnsExceeded, Runner
 
-    set_tracing_disabled(True)  # nothing is exported to OpenAI's trace servers
     items = [*worked_examples(), {"role": "user", "content": question(task)}]
     try:
-        result = await Runner.run(build_agent(llm), items, max_turns=MAX_TURNS)  # type: ignore[arg-type]
+        agent = build_agent(llm)
+        result = await Runner.run(agent, items, max_turns=MAX_TURNS, run_config=run_config())  # type: ignore[arg-type]
         reply = str(result.final_output)
     except MaxTurnsExceeded:
         reply = ""  # the model kept calling tools

@@ -1,0 +1,102 @@
+"""The framework capture matrix: the calculator agent of examples/calc_agent, written with each framework, gives
+the training data GRPO needs, through client-side capture and through the LLM proxy.
+
+Each rollout runs through `LitAgentRunner`'s queue path (claim, resources, trace context, result, attempt status)
+against the scripted model (`harness.py`), which makes the agent do what a trained model does: call `multiply`,
+then `add` on its result, then answer. Three LLM calls with two tool results between them must give:
+
+- spans stored under the rollout's id and attempt, with prompt and response token ids on every LLM span;
+- the tool calls in the LLM spans' completions and, where the framework makes them, its own spans of the tool runs
+  (client-side: LangGraph, the Agents SDK and AutoGen; through the proxy only AutoGen, which traces itself; the
+  plain OpenAI SDK agent runs its tools as plain functions);
+- three triplets with the reward on the last;
+- one multi-turn sequence (`stitch_calls`, as GRPO joins them): each call's prompt extends the previous prompt and
+  response exactly (drift 0), and the loss mask covers exactly the tokens the model generated.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agentlightning.adapter.trajectory import stitch_calls
+from agentlightning.algorithm.grpo.samples import call_ids
+from agentlightning.types import Span
+
+from .harness import CAPTURES, FRAMEWORKS, Outcome, Rollouts, Scripts, agent_module, completion_tool_calls, tool_runs
+
+MAKES_TOOL_SPANS = {("langgraph", "client"), ("agents-sdk", "client"), ("autogen", "client"), ("autogen", "proxy")}
+
+
+@pytest.fixture(params=list(FRAMEWORKS))
+def framework(request: pytest.FixtureRequest) -> str:
+    pytest.importorskip(
+        {"openai": "openai", "langgraph": "langgraph", "agents-sdk": "agents", "autogen": "autogen_agentchat"}[
+            request.param
+        ],
+        reason=f"the {request.param} framework is not installed",
+    )
+    return request.param
+
+
+@pytest.fixture(params=CAPTURES)
+def capture(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+_SOLVED: dict[tuple[str, str], Outcome] = {}
+
+
+async def _solved_rollout(framework: str, capture: str, rollouts: Rollouts, scripts: Scripts) -> Outcome:
+    """One rollout per framework and capture, shared by the tests below (each checks one property of it)."""
+    if (framework, capture) not in _SOLVED:
+        outcome = await rollouts.run(agent_module(framework).calc_agent, scripts.new_task(), capture)
+        assert outcome.rollout.status == "succeeded", outcome.error
+        _SOLVED[framework, capture] = outcome
+    return _SOLVED[framework, capture]
+
+
+async def test_a_two_tool_rollout_is_captured_whole(
+    framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
+) -> None:
+    outcome = await _solved_rollout(framework, capture, rollouts, scripts)
+    assert outcome.reward == 1.0
+    assert all(span.rollout_id == outcome.rollout.rollout_id for span in outcome.spans)
+    assert all(span.attempt_id == outcome.attempt_id for span in outcome.spans)
+
+    calls = outcome.llm_spans
+    assert len(calls) == 3, [span.name for span in outcome.spans]
+    for span in calls:
+        assert span.attributes.get("prompt_token_ids") and span.attributes.get("response_token_ids"), span.name
+    assert [completion_tool_calls(span) for span in calls] == [["multiply"], ["add"], []]
+    if (framework, capture) in MAKES_TOOL_SPANS:
+        assert tool_runs(outcome.spans) == ["multiply", "add"]
+
+
+async def test_the_calls_become_three_triplets_with_the_reward_on_the_last(
+    framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
+) -> None:
+    outcome = await _solved_rollout(framework, capture, rollouts, scripts)
+    triplets = outcome.triplets()
+    assert [t.reward for t in triplets] == [None, None, 1.0]
+    assert [t.prompt["token_ids"] for t in triplets] == [_ids(s, "prompt_token_ids") for s in outcome.llm_spans]
+    assert [t.response["token_ids"] for t in triplets] == [_ids(s, "response_token_ids") for s in outcome.llm_spans]
+
+
+async def test_the_calls_stitch_into_one_sequence_without_drift(
+    framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
+) -> None:
+    outcome = await _solved_rollout(framework, capture, rollouts, scripts)
+    triplets = outcome.triplets()
+    report = stitch_calls([call_ids(t) for t in triplets])
+    assert (len(report.sequences), report.continuations, report.drifted) == (1, 2, 0)
+    [sequence] = report.sequences
+    assert sequence.prompt_ids == triplets[0].prompt["token_ids"]
+    generated = [token for token, mask in zip(sequence.response_ids, sequence.loss_mask, strict=True) if mask]
+    assert generated == [token for t in triplets for token in t.response["token_ids"]]
+    environment = [token for token, mask in zip(sequence.response_ids, sequence.loss_mask, strict=True) if not mask]
+    assert environment, "the tool results between the calls are in the sequence, masked"
+
+
+def _ids(span: Span, key: str) -> list[int]:
+    value = span.attributes[key]
+    return [int(v) for v in value]  # type: ignore[union-attr]
