@@ -12,16 +12,22 @@ from task import multiply as multiply_numbers
 import agentlightning as agl
 
 
+def tool_error(context: Any, error: Exception) -> str:
+    """What the model reads when a tool call fails: the error, as the other versions tell it (the SDK's default
+    message says only that something failed)."""
+    return f"error: {error}"
+
+
 def build_agent(llm: agl.LLM) -> Any:
     from agents import Agent, ModelSettings, OpenAIResponsesModel, function_tool
     from openai import AsyncOpenAI
 
-    @function_tool
+    @function_tool(failure_error_function=tool_error)
     def multiply(a: int, b: int) -> int:
         """Multiply two integers."""
         return multiply_numbers(a, b)
 
-    @function_tool
+    @function_tool(failure_error_function=tool_error)
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return add_numbers(a, b)
@@ -54,14 +60,18 @@ def worked_examples() -> list[dict[str, Any]]:
 
 def run_config() -> Any:
     """Unknown tools are reported to the model like the other versions do (the SDK's default ends the run). The SDK's
-    traces stay on this machine: kept only while Agent Lightning's capture replaces the SDK's upload to OpenAI (its
-    spans name the agent, which `agent_match` selects by), switched off otherwise."""
+    traces stay on this machine: kept, with the reasons tools failed, only while Agent Lightning's capture replaces
+    the SDK's upload to OpenAI (its spans name the agent, which `agent_match` selects by), switched off otherwise."""
     from agents import RunConfig
 
     from agentlightning.instrumentation import instrumentation_count
 
     captured = instrumentation_count("openai_agents") > 0
-    return RunConfig(tracing_disabled=not captured, tool_not_found_behavior="return_error_to_model")
+    return RunConfig(
+        tracing_disabled=not captured,
+        trace_include_sensitive_data=captured,
+        tool_not_found_behavior="return_error_to_model",
+    )
 
 
 @agl.rollout

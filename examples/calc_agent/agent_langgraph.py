@@ -46,24 +46,29 @@ def worked_examples() -> list[Any]:
 
 @agl.rollout
 async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    import httpx
     from langchain_core.messages import HumanMessage
     from langchain_openai import ChatOpenAI
     from langgraph.errors import GraphRecursionError
     from langgraph.prebuilt import create_react_agent
 
-    model = ChatOpenAI(
-        model=llm.model,
-        base_url=llm.endpoint,
-        api_key=llm.api_key or "unused",  # type: ignore[arg-type]
-        temperature=llm.sampling_parameters.get("temperature", 0.0),
-        max_completion_tokens=max_tokens(llm.sampling_parameters),
-        max_retries=2,
-    )
-    graph = create_react_agent(model, build_tools(), prompt=SYSTEM_PROMPT, name="calculator")
-    messages = [*worked_examples(), HumanMessage(question(task))]
-    try:  # a model call and a tool step per turn, then the final call
-        state = await graph.ainvoke({"messages": messages}, {"recursion_limit": 2 * MAX_TURNS})
-        reply = str(state["messages"][-1].content)
-    except GraphRecursionError:
-        reply = ""  # the model kept calling tools
+    # An HTTP client of this rollout's own: ChatOpenAI's default one is shared by the whole process and breaks once
+    # the event loop it first ran on has closed (langchain-ai/langchain#35783), e.g. in the next runner thread.
+    async with httpx.AsyncClient() as http_client:
+        model = ChatOpenAI(
+            model=llm.model,
+            base_url=llm.endpoint,
+            api_key=llm.api_key or "unused",  # type: ignore[arg-type]
+            temperature=llm.sampling_parameters.get("temperature", 0.0),
+            max_completion_tokens=max_tokens(llm.sampling_parameters),
+            max_retries=2,
+            http_async_client=http_client,
+        )
+        graph = create_react_agent(model, build_tools(), prompt=SYSTEM_PROMPT, name="calculator")
+        messages = [*worked_examples(), HumanMessage(question(task))]
+        try:  # a model call and a tool step per turn, then the final call
+            state = await graph.ainvoke({"messages": messages}, {"recursion_limit": 2 * MAX_TURNS})
+            reply = str(state["messages"][-1].content)
+        except GraphRecursionError:
+            reply = ""  # the model kept calling tools
     return reward(reply, task)  # the reward: the only training-specific line

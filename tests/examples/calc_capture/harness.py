@@ -77,6 +77,7 @@ class Scripts:
 
     def __init__(self) -> None:
         self._scripts: dict[str, Script] = {}
+        self._shown: dict[str, list[list[str]]] = {}
         self._lock = threading.Lock()
         self._numbers = itertools.count()
 
@@ -88,6 +89,11 @@ class Scripts:
             self._scripts[calc().question(task)] = make_script(task)
         return task
 
+    def shown(self, task: dict[str, Any]) -> list[list[str]]:
+        """The tool results the model was shown before each of its answers on `task`'s question."""
+        with self._lock:
+            return list(self._shown.get(calc().question(task), []))
+
     def reply(self, prompt: str) -> str:
         with self._lock:
             found = [(prompt.rfind(question), question) for question in self._scripts if question in prompt]
@@ -95,7 +101,9 @@ class Scripts:
                 return "ok"
             position, question = max(found)
             script = self._scripts[question]
-        return script(_RESULT.findall(prompt[position + len(question) :]))
+            results = _RESULT.findall(prompt[position + len(question) :])
+            self._shown.setdefault(question, []).append(results)
+        return script(results)
 
 
 @dataclass
@@ -152,7 +160,13 @@ def tool_runs(spans: Sequence[Span]) -> list[str]:
 
 
 def completion_text(span: Span) -> str:
-    return str(span.attributes.get("gen_ai.completion.0.content") or "")
+    """The text of an LLM span's completion (the Responses API's client-side spans keep it in content parts)."""
+    attributes = span.attributes
+    return str(
+        attributes.get("gen_ai.completion.0.content")
+        or attributes.get("gen_ai.completion.0.content_parts.0.text")
+        or ""
+    )
 
 
 def prompt_text(span: Span) -> str:
