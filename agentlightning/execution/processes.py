@@ -57,7 +57,8 @@ logger = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_CONFIG_ERROR = 2
-"""The bundle could not be loaded in the child (an agent that cannot be imported there, ...)."""
+"""The bundle could not be loaded in the child (an agent that cannot be imported there, ...), or the runner cannot
+start as configured (its tracer asks to capture a framework that is not installed)."""
 EXIT_STORE_UNREACHABLE = 3
 EXIT_ORPHANED = 4
 """The parent process disappeared."""
@@ -168,11 +169,15 @@ def runner_process_main(
         except KeyboardInterrupt:
             code = EXIT_OK
         except Exception as exc:
+            from agentlightning.instrumentation import InstrumentationError
             from agentlightning.runner.errors import StoreUnreachableError
 
             if isinstance(exc, StoreUnreachableError):
                 logger.error("%s", exc)
                 code = EXIT_STORE_UNREACHABLE
+            elif isinstance(exc, InstrumentationError):  # what to install: one line, and no restart would help
+                logger.error("runner-%d cannot start: %s", worker_id, exc)
+                code = EXIT_CONFIG_ERROR
             else:
                 logger.error("runner-%d stopped on an error: %r", worker_id, exc, exc_info=True)
                 code = EXIT_ERROR

@@ -32,7 +32,16 @@ import warnings
 from collections.abc import Iterable
 from typing import Optional
 
-__all__ = ["INTEGRATIONS", "InstrumentationError", "instrument_all", "instrumentation_count", "uninstrument_all"]
+__all__ = [
+    "INTEGRATIONS",
+    "InstrumentationError",
+    "install_hint",
+    "instrument_all",
+    "instrumentation_count",
+    "uninstrument_all",
+]
+
+from ._openinference import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +107,7 @@ def _instrument(names: list[str], explicit: bool, result: dict[str, bool]) -> No
         if not framework_installed(framework):
             if explicit:
                 raise InstrumentationError(
-                    f"Cannot instrument {name}: {framework} is not installed (pip install 'agentlightning[{_extra(name)}]')"
+                    f"Cannot instrument {name}: {framework} is not installed ({install_hint(_extra(name))})"
                 )
             logger.debug("%s is not installed; not instrumenting it", framework)
             result[name] = False

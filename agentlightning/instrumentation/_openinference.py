@@ -8,13 +8,25 @@ import logging
 from collections.abc import Callable
 from typing import Any, Optional
 
-__all__ = ["InstrumentationUnavailableError", "activate", "deactivate", "framework_installed", "instrument_pair"]
+__all__ = [
+    "InstrumentationUnavailableError",
+    "activate",
+    "deactivate",
+    "framework_installed",
+    "install_hint",
+    "instrument_pair",
+]
 
 logger = logging.getLogger(__name__)
 
 
 class InstrumentationUnavailableError(ImportError):
     """The framework is installed but the package that instruments it is not."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs an extra of Agent Lightning (quoted, so that zsh does not expand the brackets)."""
+    return f"pip install 'agentlightning[{extra}]'"
 
 
 def framework_installed(module: str) -> bool:
@@ -31,7 +43,7 @@ def _instrumentor(path: str, extra: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise InstrumentationUnavailableError(
-            f"{module_name} is not installed; install it with `pip install agentlightning[{extra}]`"
+            f"{module_name} is not installed; install it with `{install_hint(extra)}`"
         ) from exc
     return getattr(module, class_name)()
 
@@ -61,13 +73,12 @@ def activate(path: str, extra: str, **kwargs: Any) -> bool:
     if conflict is not None:
         raise InstrumentationUnavailableError(
             f"{type(instrumentor).__name__} cannot attach: {conflict}. Install compatible versions with "
-            f"`pip install 'agentlightning[{extra}]'`"
+            f"`{install_hint(extra)}`"
         )
     instrumentor.instrument(**kwargs)
     if not instrumentor.is_instrumented_by_opentelemetry:
         raise InstrumentationUnavailableError(
-            f"{type(instrumentor).__name__} did not attach (see the log above); reinstall with "
-            f"`pip install 'agentlightning[{extra}]'`"
+            f"{type(instrumentor).__name__} did not attach (see the log above); reinstall with `{install_hint(extra)}`"
         )
     return True
 
