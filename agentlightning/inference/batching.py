@@ -239,7 +239,8 @@ class BatchScheduler:
             sources: list[int] = []
             for index, request in enumerate(requests):
                 request.weights_version = engine.weights_version
-                request.generator = make_generator(request.params.seed)
+                seed = request.params.seed if request.params.seed is not None else engine.draw_seed()
+                request.generator = make_generator(seed)
                 request.choices = [
                     SequenceState(index=i, weights_version=engine.weights_version) for i in range(request.params.n)
                 ]

@@ -34,6 +34,7 @@ from .evaluation import EvaluationReport, evaluation_report
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .samples import build_samples
+from .sampling_check import SamplingMismatches, count_mismatches
 from .schedule import deadline, max_steps, task_indices
 
 if TYPE_CHECKING:
@@ -117,6 +118,8 @@ class GRPO(Algorithm):
         # The step's update, from its submission until its step is counted (Ctrl-C meanwhile saves it as that step).
         self._update_future: Optional[concurrent.futures.Future[dict[str, float]]] = None
         self._version = "base"
+        self._serves_policy_weights = False  # True when the served model is known to hold the policy's weights
+        self.sampling_mismatches = SamplingMismatches()
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -129,9 +132,13 @@ class GRPO(Algorithm):
 
     # --------------------------------------------------------------------------------------------- set-up
     def _build(self) -> None:
+        import torch
+
         from .policy import Policy
         from .serving import LocalServing, RemoteServing
 
+        torch.manual_seed(self.config.seed)  # LoRA's initialisation (a resumed run restores the RNG state later)
+        self._serves_policy_weights = False
         if self.server_url is not None:
             assert self.model_path is not None and self.output_dir is not None
             self.policy = Policy.from_pretrained(self.model_path, self.config)
@@ -151,6 +158,8 @@ class GRPO(Algorithm):
                 self.policy = Policy.from_pretrained(self.model_path, self.config)
             else:
                 self.policy = Policy.from_engine(engine, self.config)
+                self._serves_policy_weights = True  # the policy is a copy of the served model
+            engine.seed_sampling(f"{self.config.seed}:{self.step}")
             self._serving = LocalServing(engine, self.server)
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
@@ -194,7 +203,9 @@ class GRPO(Algorithm):
             model=self._serving.model_name, sampling_parameters={"temperature": temperature}
         )
         resources_id = f"grpo-{self._version}{suffix}"
-        await self.get_store().update_resources(resources_id, {self.resource_name: resource})
+        # The trainer's initial resources (a prompt template, another model) stay available to the agent.
+        resources = {**(self.get_initial_resources() or {}), self.resource_name: resource}
+        await self.get_store().update_resources(resources_id, resources)
         return resources_id
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
@@ -222,6 +233,9 @@ class GRPO(Algorithm):
         ]
         self._version = f"step-{self.step}"
         self._serving.publish(self.policy, self._version)
+        self._serves_policy_weights = True
+        if self.engine is not None and self.server_url is None:
+            self.engine.seed_sampling(f"{self.config.seed}:{self.step}")
         self.resumed_from = str(latest)
         logger.info("GRPO resumed from %s (step %d)", latest, self.step)
         self._emit("resumed", step=self.step, path=str(latest))
@@ -237,6 +251,11 @@ class GRPO(Algorithm):
         self._build()
         try:
             self._try_resume()
+            if not self._serves_policy_weights:
+                # A server given by URL (or an engine next to model=) serves weights of its own: the "before"
+                # evaluation and the first step must sample from the policy being trained.
+                await asyncio.to_thread(self._serving.publish, self.policy, self._version)  # type: ignore[union-attr]
+                self._serves_policy_weights = True
             await cancel_stale_rollouts(self.get_store())
             self._start_proxy()
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
@@ -324,6 +343,7 @@ class GRPO(Algorithm):
         await self._flush_proxy()
         data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
         step_skips = count_skips(data)
+        mismatches = self._check_sampling(data)
         samples, rewards = self._samples(data, groups, indices, step_skips)
         self.last_samples = samples
         adapter_seconds = time.monotonic() - adapter_started
@@ -368,6 +388,7 @@ class GRPO(Algorithm):
                 "total": round(time.monotonic() - started, 3),
             },
             "skips": step_skips.to_dict(),
+            "sampling_mismatches": mismatches.to_dict(),
         }
         self.history.append(entry)
         logger.info(
@@ -380,6 +401,25 @@ class GRPO(Algorithm):
             ", ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items()),
         )
         self._emit("step", **entry)
+
+    def _check_sampling(self, data: list[RolloutData]) -> SamplingMismatches:
+        """Count (and warn about) calls that did not sample at the configured temperature over the full vocabulary:
+        their log-probabilities under the training's distribution are not those they were drawn with."""
+        mismatches = count_mismatches([record for item in data for record in item.sampling], self.config.temperature)
+        self.sampling_mismatches.add(mismatches)
+        if mismatches.any:
+            logger.warning(
+                "GRPO step %d: of %d LLM calls, %d sampled at another temperature than %s, %d with top_p < 1, %d "
+                "with top_k; training assumes the configured temperature over the full vocabulary: pass "
+                "llm.sampling_parameters['temperature'] on and leave top_p / top_k unset",
+                self.step + 1,
+                mismatches.calls,
+                mismatches.temperature,
+                self.config.temperature,
+                mismatches.top_p,
+                mismatches.top_k,
+            )
+        return mismatches
 
     def _samples(
         self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
@@ -402,11 +442,13 @@ class GRPO(Algorithm):
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
         logger.info(
-            "GRPO evaluation %r at step %d: mean reward %s over %d tasks",
+            "GRPO evaluation %r at step %d: mean reward %s over %d tasks (%d failed, %d unfinished)",
             label,
             self.step,
             report.mean_reward,
             len(report.items),
+            report.failed,
+            report.unfinished,
         )
         self._emit("evaluation", **report.to_dict())
         return report
