@@ -234,3 +234,14 @@ async def test_resume_false_starts_afresh(optimizer: ScriptedOptimizer, caplog: 
     assert fresh.stats.rollouts_enqueued == len(VAL)  # a new session: nothing reused from the old one
     records = [r for r in await store.query_rollouts() if r.input == {"apo_checkpoint": "apo"}]
     assert len(records) == 1  # the run's one checkpoint record was overwritten
+
+
+async def test_rollouts_without_any_captured_llm_call_stop_the_run(optimizer: ScriptedOptimizer) -> None:
+    from agentlightning.algorithm import NoLLMCallsError
+
+    store = InMemoryLightningStore()
+    apo = make_apo(optimizer, store)
+    critiques = optimizer.calls("critic")
+    with pytest.raises(NoLLMCallsError, match="round 0 seed"):
+        await run_apo(apo, store, llm_span=False)
+    assert optimizer.calls("critic") == critiques  # no critique of empty conversations was asked for

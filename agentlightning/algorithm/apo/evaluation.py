@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import EnqueueRolloutRequest, NamedResources, Rollout, RolloutMode
 
+from ..errors import CAPTURE_HINT, NoLLMCallsError
 from .candidates import content_key
 from .types import APOStats, RolloutResultForAPO, VersionedPromptTemplate
 
@@ -100,6 +101,18 @@ async def read_rollout_results(
         )
 
     return list(await asyncio.gather(*(read(rollout) for rollout in rollouts)))
+
+
+def _require_llm_calls(results: Sequence[RolloutResultForAPO], requests: Sequence[EvaluationRequest]) -> None:
+    """Critiques and scores of conversations that were never captured mean nothing: stop when a phase's rollouts
+    succeeded but none of them shows an LLM call."""
+    succeeded = sum(1 for result in results if result["status"] == "succeeded")
+    if succeeded and not any(result["messages"] for result in results):
+        phases = ", ".join(sorted({f"round {request.round} {request.phase}" for request in requests}))
+        raise NoLLMCallsError(
+            f"APO {phases}: none of the {len(results)} finished rollouts ({succeeded} succeeded) recorded an LLM call, "
+            "so the critiques would read empty conversations. " + CAPTURE_HINT
+        )
 
 
 def _jsonable(value: Any) -> Any:
@@ -201,7 +214,9 @@ class PromptEvaluator:
             self.stats.rollouts_enqueued += len(rollouts)
         entries = [entry for key in dict.fromkeys(needed) for entry in self._cache.get(key, [])]
         await self._wait(entries, requests)
-        return [await self._score(request) for request in requests]
+        outcomes = [await self._score(request) for request in requests]
+        _require_llm_calls([result for outcome in outcomes for result in outcome.results], requests)
+        return outcomes
 
     def _needs_sample(self, key: tuple[str, str], request: EvaluationRequest) -> bool:
         """A pair never rolled out needs a sample; with `resample`, so does a validation pair last sampled in an

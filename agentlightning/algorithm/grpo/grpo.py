@@ -27,6 +27,7 @@ from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletB
 from agentlightning.types import Dataset, Rollout, RolloutMode
 
 from ..base import Algorithm
+from ..errors import CAPTURE_HINT, NoLLMCallsError
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
@@ -342,6 +343,7 @@ class GRPO(Algorithm):
         adapter_started = time.monotonic()
         await self._flush_proxy()
         data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+        self._require_llm_calls(data)
         step_skips = count_skips(data)
         mismatches = self._check_sampling(data)
         samples, rewards = self._samples(data, groups, indices, step_skips)
@@ -401,6 +403,17 @@ class GRPO(Algorithm):
             ", ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items()),
         )
         self._emit("step", **entry)
+
+    def _require_llm_calls(self, data: list[RolloutData]) -> None:
+        """Stop the run when the step's rollouts ran but none recorded an LLM call (client-side or through the
+        proxy): every later step would train on nothing, without an error."""
+        succeeded = sum(1 for item in data if item.rollout.status == "succeeded")
+        if succeeded and not any(item.calls or item.sampling for item in data):
+            raise NoLLMCallsError(
+                f"GRPO step {self.step + 1}: none of the {len(data)} finished rollouts ({succeeded} succeeded) made an "
+                f"LLM call through the published model {self.resource_name!r}, so there is nothing to train on. "
+                + CAPTURE_HINT
+            )
 
     def _check_sampling(self, data: list[RolloutData]) -> SamplingMismatches:
         """Count (and warn about) calls that did not sample at the configured temperature over the full vocabulary:

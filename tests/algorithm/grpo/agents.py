@@ -63,3 +63,9 @@ def cool_prompted_agent(task: dict[str, Any], llm: agl.LLM, prompt_template: agl
         temperature=0.5,
     )
     return digit_share(answer.choices[0].message.content or "")
+
+
+@agl.rollout
+def modelless_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """Answers without ever calling the model it is given."""
+    return 1.0 if task["id"] % 2 else 0.0

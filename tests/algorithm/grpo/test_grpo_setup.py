@@ -22,7 +22,7 @@ from agentlightning.inference.server import InferenceServer  # noqa: E402
 from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402
 from agentlightning.types import Rollout, Triplet  # noqa: E402
 
-from .agents import cool_prompted_agent, digit_agent  # noqa: E402
+from .agents import cool_prompted_agent, digit_agent, modelless_agent  # noqa: E402
 
 PROMPT = agl.PromptTemplate(template="Number {id}:", engine="f-string")
 
@@ -126,3 +126,13 @@ def test_checkpoint_files_reach_the_disk_before_the_checkpoint_is_renamed_into_p
     files = {os.path.realpath(p) for p in target.rglob("*")}
     assert files and files <= before_rename  # every file and folder of the checkpoint, before the rename
     assert os.path.realpath(tmp_path / "checkpoints") in synced  # and the folder holding it, after
+
+
+def test_a_step_whose_rollouts_make_no_llm_call_at_all_stops_the_run() -> None:
+    from agentlightning.algorithm import NoLLMCallsError
+
+    algorithm = GRPO(engine=build_tiny_engine(seed=0), group_size=2, tasks_per_step=2, max_steps=3)
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=1, strategy="shm", progress="off")
+    with pytest.raises(NoLLMCallsError, match="none of the 4 finished rollouts"):
+        trainer.fit(modelless_agent, [{"id": 1}, {"id": 2}])
+    assert algorithm.history == []
