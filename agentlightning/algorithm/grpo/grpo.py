@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[str, dict[str, Any]], None]
 _NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update"})
+_PROXY_OPTIONS = frozenset({"bind_host", "host", "port", "api_key", "insecure", "num_retries", "request_timeout"})
 
 
 class GRPO(Algorithm):
@@ -68,6 +69,10 @@ class GRPO(Algorithm):
         agent_match: regex on agent names: only LLM calls made inside matching agents are trained on (needs
             client-side spans of the calls, e.g. `OtelTracer(instrument=["openai"])`).
         resource_name: the name of the LLM resource the agent reads.
+        proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
+            runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
+            resource), `port`, `api_key` (required off loopback; default `$AGL_PROXY_API_KEY`). A Trainer
+            `llm_proxy=` is used as it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
             "evaluation" and "checkpoint".
         config: a GRPOConfig; keyword settings (`group_size=8`, `learning_rate=...`) override its fields.
@@ -85,6 +90,7 @@ class GRPO(Algorithm):
         agent_match: Optional[str] = None,
         resource_name: str = "main_llm",
         on_event: Optional[EventCallback] = None,
+        proxy: Optional[dict[str, Any]] = None,
         config: Optional[GRPOConfig] = None,
         **settings: Any,
     ) -> None:
@@ -103,6 +109,10 @@ class GRPO(Algorithm):
         self.resume = resume
         self.agent_match = agent_match
         self.resource_name = resource_name
+        self.proxy_options = dict(proxy or {})
+        unknown = sorted(set(self.proxy_options) - _PROXY_OPTIONS)
+        if unknown:
+            raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(_PROXY_OPTIONS)}")
         self.on_event = on_event
         self.step = 0
         self.skips = SkipCounts()
@@ -176,8 +186,13 @@ class GRPO(Algorithm):
         }
         proxy = self.get_llm_proxy()
         if proxy is None:
-            proxy = LLMProxy(model_list=[entry], store=self.get_store())
+            proxy = LLMProxy(model_list=[entry], store=self.get_store(), **self.proxy_options)
             self._own_proxy = True
+        elif self.proxy_options:
+            raise ValueError(
+                "GRPO got proxy= options and the Trainer an llm_proxy: configure one of them (the Trainer's is used "
+                "as it is)"
+            )
         else:
             existing = [m for m in proxy.model_list if m.get("model_name") != entry["model_name"]]
             proxy.update_model_list([*existing, entry])

@@ -136,3 +136,31 @@ def test_a_step_whose_rollouts_make_no_llm_call_at_all_stops_the_run() -> None:
     with pytest.raises(NoLLMCallsError, match="none of the 4 finished rollouts"):
         trainer.fit(modelless_agent, [{"id": 1}, {"id": 2}])
     assert algorithm.history == []
+
+
+def test_the_proxy_address_and_key_runners_get_are_configurable() -> None:
+    algorithm = GRPO(
+        engine=build_tiny_engine(seed=0),
+        group_size=2,
+        tasks_per_step=1,
+        max_steps=1,
+        proxy={"bind_host": "127.0.0.1", "host": "localhost", "api_key": "proxy-key"},
+    )
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=1, strategy="shm", progress="off")
+    trainer.fit(digit_agent, [{"id": 1}])
+    (entry,) = algorithm.history
+    assert entry["rollouts"] == 2 and entry["skips"]["rollouts_failed"] == 0  # the runners dialled it with the key
+    update = _run(trainer.store.get_resources_by_id("grpo-base"))
+    llm = update.resources["main_llm"]
+    assert llm.api_key == "proxy-key" and llm.get_base_url("ro", "at").startswith("http://localhost:")
+
+
+def test_unknown_proxy_options_are_named() -> None:
+    with pytest.raises(TypeError, match="bind_hots"):
+        GRPO(proxy={"bind_hots": "0.0.0.0"})
+
+
+def _run(coroutine: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(coroutine)
