@@ -59,7 +59,8 @@ class GRPO(Algorithm):
     """Train the model behind the agent's `LLM` resource with GRPO (see the module docstring).
 
     Args:
-        model: a transformers model folder to train (None: the engine's model, else the embedded SmolLM2).
+        model: a local transformers model folder to train (None: the engine's model, else the embedded SmolLM2);
+            nothing is downloaded, and GRPO runs on the CPU.
         engine: serve and train this `InferenceEngine` (in this process; the policy is a copy of its model).
         server: an already running in-process `InferenceServer` to use (its engine is the one updated).
         server_url: a separate OpenAI-compatible Agent Lightning inference server (weights go by file and
@@ -102,6 +103,11 @@ class GRPO(Algorithm):
         if server_url is not None and output_dir is None:
             raise ValueError("server_url needs output_dir: new weights reach the server through files there")
         self.model_path = Path(model) if model is not None else None
+        if self.model_path is not None and not (self.model_path / "config.json").is_file():
+            raise ValueError(
+                f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains on "
+                "the CPU from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
+            )
         self.engine = engine if engine is not None else (server.engine if server is not None else None)
         self.server = server
         self.server_url = server_url

@@ -164,3 +164,8 @@ def _run(coroutine: Any) -> Any:
     import asyncio
 
     return asyncio.run(coroutine)
+
+
+def test_a_model_that_is_not_a_local_folder_is_refused_before_anything_loads() -> None:
+    with pytest.raises(ValueError, match="not a local Hugging Face model folder"):
+        GRPO(model="HuggingFaceTB/SmolLM2-135M-Instruct")
