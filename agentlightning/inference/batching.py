@@ -396,10 +396,8 @@ class BatchScheduler:
 def _output_cache(output: Any) -> Any:
     """The key/value cache a forward returned: `cache` in newer transformers (reading the old `past_key_values`
     name logs a deprecation warning there), `past_key_values` before."""
-    try:
-        return output["cache"]
-    except KeyError:
-        return output.past_key_values
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
 def _pad_left(mask: torch.Tensor, columns: int) -> torch.Tensor:
