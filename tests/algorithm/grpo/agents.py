@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from typing import Any, Optional
 
 import agentlightning as agl
@@ -33,7 +34,8 @@ def digit_agent(task: dict[str, Any], llm: agl.LLM) -> float:
 
 @agl.rollout
 def quirky_agent(task: dict[str, Any], llm: agl.LLM) -> Optional[float]:
-    """Bad input on purpose, by task kind: unparsable items, no reward, NaN, constant reward, no LLM call."""
+    """Bad input on purpose, by task kind: unparsable items, no reward, NaN, constant reward, no LLM call; "random"
+    rewards vary within every group (tests of the sampling for informative groups)."""
     kind = task["kind"]
     if kind == "unparsable":
         return float(task["value"])  # ValueError: the agent cannot parse this item; the rollout fails
@@ -46,6 +48,8 @@ def quirky_agent(task: dict[str, Any], llm: agl.LLM) -> Optional[float]:
         return math.nan
     if kind == "constant":
         return 1.0
+    if kind == "random":
+        return random.random()  # varies within every group, whatever the model answers
     return digit_share(text)
 
 

@@ -96,7 +96,7 @@ def test_a_step_where_every_group_has_equal_rewards_is_logged_as_info_not_a_warn
 
 def test_a_step_samples_fresh_tasks_until_it_has_the_informative_groups_asked_for(tmp_path: Path) -> None:
     # 3 tasks with a constant reward (no signal) and 2 whose rewards vary; the step looks for 2 varying groups
-    train = [{"id": i, "kind": "constant"} for i in range(3)] + [{"id": 3 + i, "kind": "learn"} for i in range(2)]
+    train = [{"id": i, "kind": "constant"} for i in range(3)] + [{"id": 3 + i, "kind": "random"} for i in range(2)]
     algorithm = _grpo(tmp_path, max_steps=1, tasks_per_step=1, group_size=4, informative_groups=2, max_tasks_per_step=5)
     _fit(algorithm, quirky_agent, train)
     (entry,) = algorithm.history
