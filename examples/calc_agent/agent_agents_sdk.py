@@ -76,7 +76,7 @@ def run_config() -> Any:
 
 @agl.rollout
 async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
-    from agents import MaxTurnsExceeded, Runner
+    from agents import MaxTurnsExceeded, ModelBehaviorError, Runner
 
     items = [*worked_examples(), {"role": "user", "content": question(task)}]
     try:
@@ -85,4 +85,6 @@ async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
         reply = str(result.final_output)
     except MaxTurnsExceeded:
         reply = ""  # the model kept calling tools
+    except ModelBehaviorError:
+        reply = ""  # e.g. an answer cut at max_tokens ("incomplete"), which the SDK raises: scored as wrong
     return reward(reply, task)  # the reward: the only training-specific line

@@ -8,6 +8,8 @@ never a crash of the runner or a failed rollout that training would skip.
 - arguments the tool rejects or that make it raise (`"twelve"`; `1e999`, which overflows `int()`): the model reads
   that its call of the tool failed (the Agents SDK keeps the validation details out of its messages by default);
 - a model that never stops calling tools: cut after the example's `MAX_TURNS` calls;
+- an answer cut at `max_tokens` (the Responses API calls it incomplete, which the Agents SDK raises as the model's
+  misbehaviour): scored like any wrong answer;
 - a call the server fails: retried by the client (client-side capture: one span) or by the proxy (one span, its
   `agentlightning.llm.attempts` counting the tries), never recorded twice.
 """
@@ -25,6 +27,7 @@ from agentlightning.algorithm.grpo.samples import call_ids
 from .harness import (
     CAPTURES,
     FRAMEWORKS,
+    SAMPLING,
     Rollouts,
     Script,
     Scripts,
@@ -104,6 +107,15 @@ async def test_a_model_that_never_stops_calling_tools_is_cut_after_max_turns(
     assert len(outcome.llm_spans) == turns
     report = stitch_calls([call_ids(t) for t in outcome.triplets()])
     assert (report.calls, report.drifted) == (turns, 0)
+
+
+async def test_an_answer_cut_at_max_tokens_scores_zero(framework: str, rollouts: Rollouts, scripts: Scripts) -> None:
+    limit = int(SAMPLING["max_tokens"])
+    task = scripts.new_task(lambda task: lambda results: "9" * (limit + 50))  # one token per character
+    outcome = await rollouts.run(agent_module(framework).calc_agent, task, "client")
+    assert (outcome.rollout.status, outcome.reward) == ("succeeded", 0.0), outcome.error
+    [triplet] = outcome.triplets()
+    assert len(triplet.response["token_ids"]) == limit
 
 
 def failing_once(task: dict[str, Any]) -> Script:
