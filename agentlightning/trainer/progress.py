@@ -27,9 +27,19 @@ from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["ProgressMonitor", "ProgressSnapshot", "ProgressTracker", "RunSummary"]
+__all__ = ["ProgressMonitor", "ProgressSnapshot", "ProgressTracker", "RunSummary", "report"]
 
 logger = logging.getLogger("agentlightning.trainer")
+
+
+def report(message: str) -> None:
+    """Tell the user `message`: an INFO record when logging is configured (the user's levels apply), else a line on
+    stderr, so that progress and the summary show in a CI log or a `nohup` run where nothing configured logging."""
+    if logger.hasHandlers():
+        logger.info(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
 
 ProgressMode = Literal["auto", "rich", "log", "off"]
 _STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
@@ -131,7 +141,8 @@ class ProgressTracker:
         if self._baseline is None:
             self.set_baseline({})
         assert self._baseline is not None
-        for rollout in finished:
+        # Oldest first, so that the reward window ends with the newest rewards (the store answers newest first).
+        for rollout in sorted(finished, key=lambda item: item.end_time or 0.0):
             if rollout.rollout_id in self._seen:
                 continue
             self._seen.add(rollout.rollout_id)
@@ -183,7 +194,7 @@ def format_line(s: ProgressSnapshot) -> str:
 
 
 class LogSink:
-    """A log line every `interval` seconds."""
+    """A progress line every `interval` seconds (see `report`)."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
@@ -193,7 +204,7 @@ class LogSink:
         now = time.monotonic()
         if now - self._last >= self.interval:
             self._last = now
-            logger.info("Progress: %s", format_line(snapshot))
+            report(f"Progress: {format_line(snapshot)}")
 
     def close(self, summary: Optional[RunSummary]) -> None:
         pass
@@ -396,14 +407,15 @@ class ProgressMonitor:
             except Exception:
                 logger.debug("progress sink failed", exc_info=True)
 
-    async def stop_async(self) -> RunSummary:
-        """Stop the thread, read the final state and close the sinks; the run summary."""
+    async def stop_async(self, *, read_timeout: float = 10.0) -> RunSummary:
+        """Stop the thread, read the final state and close the sinks; the run summary. A store that does not answer
+        within `read_timeout` seconds leaves the last snapshot in the summary."""
         self._stop.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 10.0)
         try:
-            snapshot = await self._read()
-            reasons = await failure_reasons(self.store) if snapshot.failed else []
+            snapshot = await asyncio.wait_for(self._read(), read_timeout)
+            reasons = await asyncio.wait_for(failure_reasons(self.store), read_timeout) if snapshot.failed else []
         except Exception as exc:
             logger.debug("progress: final read failed: %r", exc)
             snapshot, reasons = self._last, []

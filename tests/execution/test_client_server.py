@@ -12,7 +12,10 @@ import pytest
 
 import agentlightning as agl
 from agentlightning.execution import ClientServerExecutionStrategy, MultiprocessingEvent
-from agentlightning.execution.processes import ChildStore, ProcessGroup, _Slot, stop_processes
+from agentlightning.execution.child import ChildStore
+from agentlightning.execution.processes import ProcessGroup, RunnerProcess
+from agentlightning.execution.signals import stop_processes
+from agentlightning.execution.supervisor import Slot
 
 from ..runner.agents import PidAgent, ScriptedAgent
 from .helpers import EnqueueAllAlgorithm, die_on_sigint, exit_on_sigint, exit_with, ignore_sigint_then_sleep
@@ -160,7 +163,7 @@ def _group_of(*targets: tuple[Any, tuple[Any, ...]]) -> ProcessGroup:
         process = ctx.Process(target=target, args=(ready, *args))
         process.start()
         assert ready.wait(60)
-        group._slots.append(_Slot(index, process, ready))  # pyright: ignore[reportPrivateUsage]
+        group.slots.append(Slot(index, RunnerProcess(process, ready)))
     return group
 
 
