@@ -35,12 +35,11 @@ from .results import (
     AttemptOutcome,
     NormalizedResult,
     RunnerInterrupted,
-    next_poll_delay,
     normalize_result,
     outcome_of_exception,
-    server_clock_offset,
 )
 from .store_calls import is_set, register_worker, release_lost_claim, retry_store_call, sleep_unless_stopped
+from .timing import next_poll_delay, server_clock_offset
 
 if TYPE_CHECKING:
     from agentlightning.execution.events import ExecutionEvent

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from agentlightning.utils.system_snapshot import system_snapshot
 
-from .results import jittered
+from .timing import jittered
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore

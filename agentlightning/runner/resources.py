@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from agentlightning.types import AttemptedRollout, NamedResources
 
-from .results import resources_cache_is_fresh
+from .timing import resources_cache_is_fresh
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
