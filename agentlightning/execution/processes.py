@@ -224,24 +224,21 @@ class ProcessGroup(Supervisor[RunnerProcess]):
         raise RuntimeError(self.fatal)
 
     def check_exit_codes(self) -> None:
-        """RuntimeError listing the children that exited with a code outside `allowed_exit_codes` (not already
+        """Report the children that had to be stopped by signal (a warning naming each), and raise RuntimeError
+        listing those that exited by themselves with a code outside `allowed_exit_codes` (and were not already
         handled while the run went on)."""
-        unexpected = [
-            (slot, slot.handle)
-            for slot in self.slots
-            if not slot.handled and slot.handle.process.exitcode not in self.allowed_exit_codes
-        ]
-        stopped = [handle.process.name for _, handle in unexpected if handle.signalled]
+        handles = [slot.handle for slot in self.slots if not slot.handled]
+        stopped = [f"{h.process.name} ({describe_exit(h.process.exitcode)})" for h in handles if h.signalled]
         if stopped:  # the run itself was over; these only failed to stop in time
             logger.warning(
-                "Runner processes did not stop within %.0f s after the run and were stopped by signal: %s",
+                "Runner processes did not stop within %g s after the run and were stopped by signal: %s",
                 self.graceful_timeout,
                 ", ".join(stopped),
             )
         bad = [
-            f"{handle.process.name} ({describe_exit(handle.process.exitcode)})"
-            for _, handle in unexpected
-            if not handle.signalled
+            f"{h.process.name} ({describe_exit(h.process.exitcode)})"
+            for h in handles
+            if not h.signalled and h.process.exitcode not in self.allowed_exit_codes
         ]
         if bad:
             raise RuntimeError(f"Runner processes failed: {', '.join(bad)}")

@@ -334,6 +334,12 @@ class RayActorGroup(Supervisor[RunnerActorHandle]):
             _, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
         unfinished = [handle for handle in handles if handle.run_ref in pending]
         locations = {handle.worker_id: self._actors.location(handle) for handle in unfinished}
+        if unfinished:
+            logger.warning(
+                "Runner actors did not stop within %g s after the run and are killed: %s",
+                self.graceful_timeout,
+                ", ".join(self._actors.name(handle) for handle in unfinished),
+            )
         for handle in handles:
             try:
                 ray.kill(handle.actor)
