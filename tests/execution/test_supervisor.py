@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -100,7 +100,7 @@ def test_nothing_is_replaced_once_closing_began() -> None:
 
 def test_a_failed_release_says_the_health_rules_take_over(caplog: pytest.LogCaptureFixture) -> None:
     class Unreachable(InMemoryLightningStore):
-        async def query_workers(self, *args: object, **kwargs: object) -> list[object]:
+        async def query_workers(self, *args: Any, **kwargs: Any) -> Any:
             raise ConnectionError("store down")
 
     launcher = FakeLauncher()
