@@ -86,8 +86,12 @@ class ProcessLauncher:
             return WorkerExit(description, ok=True, started=handle.ready.is_set())
         if not handle.ready.is_set():
             return WorkerExit(description, started=False, fatal=True)
-        if code in (EXIT_CONFIG_ERROR, EXIT_STORE_UNREACHABLE):
-            return WorkerExit(description, fatal=True, store_unreachable=code == EXIT_STORE_UNREACHABLE)
+        if code == EXIT_STORE_UNREACHABLE:
+            where = self.child_store.url or "its store"
+            message = f"{handle.process.name} could not reach the store at {where} within its connect_timeout"
+            return WorkerExit(description, fatal=True, store_unreachable=True, message=message)
+        if code == EXIT_CONFIG_ERROR:
+            return WorkerExit(description, fatal=True)
         return WorkerExit(description)
 
     def name(self, handle: RunnerProcess) -> str:

@@ -34,7 +34,7 @@ def serve_store(store: LightningStore, *, host: str, port: Optional[int], **opti
     return LightningStoreServer(store, host=host, port=port, **options)
 
 
-async def check_reachable(store: LightningStore, *, timeout: float = 5.0) -> None:
+async def check_reachable(store: LightningStore, *, timeout: float = 15.0) -> None:
     """Make one cheap call to a remote store; raise StoreUnreachableError naming it when it does not answer within
     `timeout` seconds. In-process stores are not checked.
 

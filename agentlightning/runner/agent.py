@@ -25,6 +25,7 @@ from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout
 
 from .base import Runner
 from .errors import StoreUnreachableError, describe_store, is_transient_store_error
+from .guard import one_at_a_time
 from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
 from .invoke import AgentInvoker
 from .output import output_budget, output_guard
@@ -235,6 +236,7 @@ class LitAgentRunner(Runner[T_task]):
                 logger.exception("Hook %s.%s failed (ignored)", type(hook).__name__, name)
 
     # --------------------------------------------------------------------------------------------- the loop
+    @one_at_a_time
     async def iter(self, *, event: Optional[ExecutionEvent] = None) -> None:
         """Claim and run rollouts until `event` is set or `max_rollouts` were processed.
 
@@ -303,6 +305,7 @@ class LitAgentRunner(Runner[T_task]):
     async def _sleep(self, seconds: float, event: Optional[ExecutionEvent]) -> None:
         await sleep_unless_stopped(seconds, event)
 
+    @one_at_a_time
     async def step(
         self,
         input: T_task,

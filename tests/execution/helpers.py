@@ -110,7 +110,7 @@ class SlowAlgorithmLeavingAMark:
             file.write("done")
 
 
-def _refuse_to_load() -> None:
+def refuse_to_load() -> None:
     raise ImportError("this agent cannot be imported in the runner process")
 
 
@@ -118,7 +118,7 @@ class UnloadableBundle:
     """Pickles fine, but cannot be loaded in a runner process (like an agent whose module is missing there)."""
 
     def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return (_refuse_to_load, ())
+        return (refuse_to_load, ())
 
     async def __call__(self, store: Any, worker_id: int, event: Any) -> None:
         raise AssertionError("never runs")
@@ -128,3 +128,15 @@ async def wait_for_stop_or_30_s(store: Any, event: Any) -> None:
     deadline = time.monotonic() + 30
     while not event.is_set() and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
+
+
+class BlockingSyncAlgorithm(Algorithm):
+    """A synchronous algorithm that never looks at the store or the stop flag for `seconds` seconds."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        self.seconds = seconds
+
+    def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        deadline = time.monotonic() + self.seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
