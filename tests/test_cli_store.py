@@ -93,6 +93,7 @@ def test_agl_store_reports_a_taken_port() -> None:
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 1
     assert "Another process may already be using this port" in stderr
+    assert "serving on" not in stderr and "Dashboard" not in stderr  # printed only once it listens
 
 
 def test_agl_store_rejects_an_unknown_backend() -> None:
