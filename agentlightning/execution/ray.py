@@ -114,6 +114,9 @@ class ActorLauncher:
         self.url = ""
         self.actor_class = ray.remote(RunnerActor)
         self._placed = 0
+        self._last_progress = time.monotonic()
+        """When an actor was last launched or was seen running: actors still waiting `start_timeout` seconds after
+        that cannot be placed (a slow start of the others on a loaded machine is progress, not a failure)."""
 
     def launch(self, worker_id: int) -> RunnerActorHandle:
         actor = self.actor_class.options(**self.options).remote()
@@ -121,7 +124,8 @@ class ActorLauncher:
         api_key = os.environ.get("AGL_STORE_API_KEY") or None
         where_ref = actor.where.remote()
         run_ref = actor.run.remote(self.payload, worker_id, self.url, api_key, level)
-        return RunnerActorHandle(worker_id, actor, where_ref, run_ref, time.monotonic())
+        self._last_progress = time.monotonic()
+        return RunnerActorHandle(worker_id, actor, where_ref, run_ref, self._last_progress)
 
     def wait(self, handles: Sequence[RunnerActorHandle], timeout: float) -> None:
         self.ray.wait([handle.run_ref for handle in handles], num_returns=1, timeout=timeout)
@@ -136,6 +140,7 @@ class ActorLauncher:
                 hostname, pid = self.ray.get(handle.where_ref)
                 handle.location = (str(hostname), int(pid))
                 self._placed += 1
+                self._last_progress = time.monotonic()
             except Exception:
                 return None
         return handle.location
@@ -146,7 +151,7 @@ class ActorLauncher:
         placed = self.location(handle) is not None
         if self._ready(handle.run_ref):
             handle.ended = self._result_of(handle, placed)
-        elif not placed and time.monotonic() - handle.launched_at > self.start_timeout:
+        elif not placed and time.monotonic() - self._last_progress > self.start_timeout:
             handle.ended = WorkerExit(
                 "not placed", started=False, fatal=True, message=self.placement_failure(handle.worker_id)
             )
@@ -170,15 +175,16 @@ class ActorLauncher:
         asked = {key: value for key, value in self.options.items() if key in ("num_cpus", "num_gpus", "memory")}
         asked.update(self.options.get("resources") or {})
         try:
-            available = _rounded(self.ray.available_resources())
-            total = _rounded(self.ray.cluster_resources())
+            total = _schedulable(self.ray.cluster_resources())
+            available = _schedulable(self.ray.available_resources(), list(total))
         except Exception as exc:  # the cluster itself may be the problem
             available, total = {"unknown": repr(exc)}, {}
         return (
-            f"runner actor {worker_id} could not be placed within {self.start_timeout:g} s: each runner actor asks "
-            f"for {asked or 'the default resources'}, and the cluster has {available} free of {total} with "
-            f"{self._placed} runner actor(s) running. Lower actor_options (e.g. num_cpus), use fewer runners, or "
-            "add nodes (RayExecutionStrategy(start_timeout=...) sets how long to wait)."
+            f"runner actor {worker_id} could not be placed: no runner actor started for {self.start_timeout:g} s "
+            f"and it is still waiting. Each runner actor asks for {asked or 'the default resources'}; the cluster "
+            f"has {available} free of {total}, with {self._placed} runner actor(s) running. Lower actor_options "
+            "(e.g. num_cpus), use fewer runners, or add nodes (RayExecutionStrategy(start_timeout=...) sets how "
+            "long to wait)."
         )
 
     def name(self, handle: RunnerActorHandle) -> str:
@@ -188,13 +194,16 @@ class ActorLauncher:
         return "See the actor's error above (Ray prints the actors' output with log_to_driver)."
 
 
-def _rounded(resources: dict[str, Any]) -> dict[str, Any]:
-    keep = ("CPU", "GPU", "memory")
-    return {
+def _schedulable(resources: dict[str, Any], keys: Optional[Sequence[str]] = None) -> dict[str, Any]:
+    """CPU, GPU and custom resources (not memory, node or accelerator labels), rounded; `keys` are always shown."""
+    shown = {
         key: round(value, 2) if isinstance(value, float) else value
         for key, value in sorted(resources.items())
-        if key in keep or not key.startswith(("node:", "accelerator_type:", "object_store"))
+        if key not in ("memory", "object_store_memory") and not key.startswith(("node:", "accelerator_type:"))
     }
+    for key in keys or ():
+        shown.setdefault(key, 0)
+    return shown
 
 
 class RayExecutionStrategy(ExecutionStrategy):
@@ -244,6 +253,8 @@ class RayExecutionStrategy(ExecutionStrategy):
         self.advertise_host = advertise_host
         self.start_timeout = start_timeout
         self.interrupted = False
+        self.actor_store_url: Optional[str] = None
+        """The store URL the actors of the last run were given."""
 
     def _init_ray(self, ray: Any) -> bool:
         """Connect to (or start) Ray; True when this strategy started it (and must shut it down)."""
@@ -286,7 +297,7 @@ class RayExecutionStrategy(ExecutionStrategy):
         actors = RayActorGroup(launcher, range(self.n_runners), reaper_store=store, strategy=self)
         try:
             run_interruptibly(server.start())
-            launcher.url = self._actor_url(ray, server.port)
+            launcher.url = self.actor_store_url = self._actor_url(ray, server.port)
             actors.start()
             logger.info("Runner actors reach the store at %s", launcher.url)
             run_interruptibly(run_supervised(algorithm, server, stop, actors))
