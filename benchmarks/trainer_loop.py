@@ -3,6 +3,11 @@ per-rollout overhead the runner adds to the store operations a rollout needs any
 
     .venv/bin/python benchmarks/trainer_loop.py                    # everything (about a minute on 2 cores)
     .venv/bin/python benchmarks/trainer_loop.py --modes shm --runners 4 --rollouts 3000
+    .venv/bin/python benchmarks/trainer_loop.py --progress-pairs 5 --rollouts 20000 --modes shm,cs --runners 2
+
+`--progress-pairs N` measures the progress poller instead: N runs without it (`progress="off"`) and N with it
+(`progress="log"`: the store is read every 2 s for a line every 10 s), alternating, so that the load of a shared
+machine hits both alike; it prints every rate, the medians and the difference.
 
 The algorithm enqueues every rollout at once (`enqueue_many_rollouts`) and waits for all of them; the rate is
 measured from the enqueue to the last rollout finishing. Before that, the algorithm waits until every runner has
@@ -87,11 +92,19 @@ class EnqueueAllWaitAll(Algorithm):
         self.succeeded = sum(1 for rollout in done if rollout.status == "succeeded")
 
 
-def run_fit(mode: str, runners: int, rollouts: int, warmup_per_runner: int = 0) -> dict[str, Any]:
+def run_fit(
+    mode: str, runners: int, rollouts: int, warmup_per_runner: int = 0, progress: str = "off"
+) -> dict[str, Any]:
     algorithm = EnqueueAllWaitAll(warmup=warmup_per_runner * runners, runners=runners)
     from agentlightning.tracer.otel import OtelTracer
 
-    trainer = agl.Trainer(algorithm=algorithm, n_runners=runners, strategy=mode, tracer=OtelTracer(), progress="off")
+    trainer = agl.Trainer(
+        algorithm=algorithm,
+        n_runners=runners,
+        strategy=mode,
+        tracer=OtelTracer(),
+        progress=progress,  # type: ignore[arg-type]
+    )
     started = time.perf_counter()
     trainer.fit(NoOpAgent(), [{"i": i} for i in range(rollouts)])
     wall = time.perf_counter() - started
@@ -158,6 +171,79 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
+async def _read_cost(size: int, reads: int) -> dict[str, float]:
+    """CPU seconds of one progress read on an in-memory store holding `size` finished rollouts: the reads as they are
+    (five counts, the rollouts finished since the last read, workers) with 1,000 rollouts finished in between, and
+    the first version's reads (the newest 500 finished every time)."""
+    from agentlightning.store import InMemoryLightningStore, LightningStoreThreaded
+    from agentlightning.trainer.progress import _FINISHED, ProgressMonitor, read_counts
+
+    store = LightningStoreThreaded(InMemoryLightningStore())
+    await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(size + reads * 1000)])
+
+    async def finish(count: int) -> None:
+        for _ in range(count):
+            claimed = await store.dequeue_rollout(worker_id="w")
+            assert claimed is not None
+            await store.update_attempt(
+                claimed.rollout_id, claimed.attempt.attempt_id, status="succeeded", metadata={"final_reward": 1.0}
+            )
+
+    await finish(size)
+    monitor = ProgressMonitor(store, mode="off")
+    await monitor.start_async()
+    spent = 0.0
+    for _ in range(reads):
+        await finish(1000)
+        started = time.thread_time()
+        await monitor._read()  # pyright: ignore[reportPrivateUsage]
+        spent += time.thread_time() - started
+    started = time.thread_time()
+    for _ in range(reads):
+        await read_counts(store)
+        await store.query_rollouts(status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500)
+        await store.query_workers()
+    first_version = (time.thread_time() - started) / reads
+    return {"now": spent / reads, "first_version": first_version}
+
+
+def read_cost(sizes: list[int], reads: int) -> None:
+    print("| finished rollouts in the store | CPU ms per read now | first version (newest 500 every read) |")
+    print("|---:|---:|---:|")
+    for size in sizes:
+        figures = asyncio.run(_read_cost(size, reads))
+        print(f"| {size:,} | {figures['now'] * 1e3:.1f} | {figures['first_version'] * 1e3:.1f} |", flush=True)
+
+
+def progress_pairs(modes: list[str], runner_counts: list[int], rollouts: int, warmup: int, pairs: int) -> None:
+    """Rates without and with the progress poller, alternating (see the module docstring)."""
+    print(
+        "| mode | runners | rollouts | off: rollouts/s | log: rollouts/s | median off | median log | difference "
+        "| off: CPU µs/rollout (median) | log: CPU µs/rollout (median) | load average |"
+    )
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    for mode in modes:
+        for runners in runner_counts:
+            count = rollouts or (3000 if mode == "shm" else 1500)
+            rates: dict[str, list[float]] = {"off": [], "log": []}
+            cpu: dict[str, list[float]] = {"off": [], "log": []}
+            loads: list[float] = []
+            for _ in range(pairs):
+                for progress in ("off", "log"):
+                    result = run_fit(mode, runners, count, warmup, progress)
+                    rates[progress].append(result["rate"])
+                    cpu[progress].append(result["cpu_main_us"] + result["cpu_children_us"])
+                    loads.append(_load())
+            off, on = statistics.median(rates["off"]), statistics.median(rates["log"])
+            print(
+                f"| {mode} | {runners} | {count} | {' / '.join(f'{r:,.0f}' for r in rates['off'])} | "
+                f"{' / '.join(f'{r:,.0f}' for r in rates['log'])} | {off:,.0f} | {on:,.0f} | "
+                f"{(on - off) / off * 100:+.1f} % | {statistics.median(cpu['off']):,.0f} | "
+                f"{statistics.median(cpu['log']):,.0f} | {min(loads):.1f}-{max(loads):.1f} |",
+                flush=True,
+            )
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", default="shm,cs", help="comma-separated: shm, cs")
@@ -169,10 +255,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--overhead-rollouts", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the overhead measurement (median)")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument(
+        "--progress-pairs", type=int, default=0, help="measure the progress poller: N runs off and N on, alternating"
+    )
+    parser.add_argument(
+        "--progress-read-cost", default="", help="CPU per progress read on stores of these sizes (e.g. 1000,20000)"
+    )
     args = parser.parse_args(argv)
 
     print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {_load():.2f}")
     print()
+    if args.progress_read_cost:
+        read_cost([int(value) for value in args.progress_read_cost.split(",")], reads=5)
+        return 0
+    if args.progress_pairs:
+        modes = args.modes.split(",")
+        counts = [int(value) for value in args.runners.split(",")]
+        progress_pairs(modes, counts, args.rollouts, args.warmup, args.progress_pairs)
+        return 0
     print(
         "| mode | runners | rollouts | succeeded | rollouts/s | CPU µs/rollout: main process | runner processes "
         "| total | fit wall time (s) | load average |"

@@ -1,10 +1,12 @@
 """What a user watches during `Trainer.fit`: rollouts done/failed/running, reward, throughput, runners alive.
 
-A monitor thread reads the store every tick (status counts, recently finished rollouts, workers) into a
-`ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
-terminal, a plain log line every `log_interval` seconds otherwise, and optionally a JSON-lines file. The rewards
-come from the attempt metadata that runners write when they finish (`final_reward`), so following them costs no
-span queries. Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
+A monitor thread reads the store every tick (status counts, the rollouts finished since the last tick, workers) into
+a `ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
+terminal, a plain line every `log_interval` seconds otherwise (printed to stderr when logging is not configured), and
+optionally a JSON-lines file. The rewards come from the attempt metadata that runners write when they finish
+(`final_reward`), so following them costs no span queries. A tick costs the store five counts and one query of the
+newly finished rollouts (at most 500); with log lines only the store is read every 2 s by default, and never more
+than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
 The final snapshot and the most frequent failure reasons make the run summary.
 """
 
@@ -50,6 +52,13 @@ _STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
     "cancelled": ("cancelled",),
 }
 _FINISHED: tuple[RolloutStatus, ...] = ("succeeded", "failed", "cancelled")
+_FINISHED_PER_READ = 500
+"""Most finished rollouts read at once (their rewards feed the window; faster runs are sampled)."""
+_READ_MARGIN = 10
+"""Read a few more than the counts say finished, for rollouts finishing between the two calls."""
+READ_BUDGET = 0.01
+"""Largest share of the time the monitor spends reading the store: after a read that took t seconds it waits at
+least t / READ_BUDGET (the counts grow with the store, so reads of a large store are spaced out)."""
 
 
 @dataclass
@@ -297,7 +306,9 @@ class ProgressMonitor:
     Args:
         store: the run's store (must be usable from another thread; every store in this package is).
         mode: "auto" (rich on a terminal, log lines otherwise), "rich", "log" or "off".
-        interval: seconds between store reads (rich refreshes smoothly in between).
+        interval: seconds between store reads when a live panel or a JSON-lines file shows every tick (rich
+            refreshes smoothly in between); with log lines only, the store is read every `interval` or every fifth
+            of `log_interval`, whichever is longer.
         log_interval: seconds between log lines in "log" mode.
         jsonl_path: also append snapshots to this JSON-lines file.
         title: the panel's title.
@@ -326,6 +337,8 @@ class ProgressMonitor:
         self.alive_after = alive_after
         self.tracker = ProgressTracker()
         self.summary: Optional[RunSummary] = None
+        self.read_interval = interval
+        self._done_read: Optional[int] = None  # rollouts finished at the last read (None: no read yet)
         self._sinks: list[ProgressSink] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -347,13 +360,21 @@ class ProgressMonitor:
             sinks.append(LogSink(self.log_interval))
         if self.jsonl_path:
             sinks.append(JsonLinesSink(self.jsonl_path))
+        if all(isinstance(sink, LogSink) for sink in sinks):
+            self.read_interval = max(self.interval, self.log_interval / 5)
         return sinks
 
     async def _read(self) -> ProgressSnapshot:
         counts = await read_counts(self.store)
-        finished = await self.store.query_rollouts(
-            status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500
-        )
+        done = sum(counts.get(status, 0) for status in _FINISHED)
+        # Only the rollouts that finished since the last read (the newest first), at most _FINISHED_PER_READ.
+        wanted = _FINISHED_PER_READ if self._done_read is None else min(_FINISHED_PER_READ, done - self._done_read)
+        finished: Sequence[Rollout] = []
+        if wanted > 0:
+            finished = await self.store.query_rollouts(
+                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=wanted + _READ_MARGIN
+            )
+        self._done_read = done
         workers = await self.store.query_workers()
         now = time.time()
         recent = [
@@ -373,9 +394,10 @@ class ProgressMonitor:
         try:
             counts = await read_counts(self.store)
             finished = await self.store.query_rollouts(
-                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500
+                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=_FINISHED_PER_READ
             )
             self.tracker.set_baseline(counts, list(finished))
+            self._done_read = sum(counts.get(status, 0) for status in _FINISHED)
         except Exception as exc:
             logger.debug("progress: could not read the baseline: %r", exc)
         if self.mode == "off" and not self.jsonl_path:
@@ -386,9 +408,12 @@ class ProgressMonitor:
 
     def _thread_main(self) -> None:
         loop = asyncio.new_event_loop()
+        wait = self.read_interval
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(wait):
+                started = time.perf_counter()
                 self._tick(loop)
+                wait = max(self.read_interval, (time.perf_counter() - started) / READ_BUDGET)
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())

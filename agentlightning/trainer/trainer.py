@@ -397,7 +397,7 @@ class Trainer:
         monitor = ProgressMonitor(
             store,
             mode=self.progress,
-            interval=0.5,
+            interval=1.0,
             log_interval=self.progress_interval,
             jsonl_path=self.progress_file,
             title=f"Agent Lightning · {describe.get('strategy', 'run')} · {self.n_runners} runner(s)",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -132,7 +133,7 @@ from tests.runner.agents import ScriptedAgent
 
 if __name__ == "__main__":
     trainer = agl.Trainer(algorithm=EnqueueAllAlgorithm(), strategy="shm", progress="log", progress_interval=0.01)
-    trainer.fit(ScriptedAgent(), [{"sleep": 0.3, "reward": 0.5}, {"sleep": 0.3, "reward": 0.5}])
+    trainer.fit(ScriptedAgent(), [{"sleep": 0.7, "reward": 0.5}] * 3)  # one runner: longer than a store read (1 s)
 """
 
 
@@ -151,4 +152,26 @@ def test_progress_and_the_summary_show_when_nothing_configured_logging(tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert "Progress: " in done.stderr
-    assert "Run summary: 2 rollouts finished" in done.stderr
+    assert "Run summary: 3 rollouts finished" in done.stderr
+
+
+async def test_the_monitor_spends_at_most_a_hundredth_of_the_time_reading_the_store() -> None:
+    import time
+
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.trainer.progress import ProgressMonitor
+
+    class SlowCounts(InMemoryLightningStore):
+        reads = 0
+
+        async def query_workers(self, *args: Any, **kwargs: Any) -> Any:
+            SlowCounts.reads += 1
+            time.sleep(0.05)  # a read of a large store
+            return await super().query_workers(*args, **kwargs)
+
+    monitor = ProgressMonitor(SlowCounts(), mode="log", interval=0.01, log_interval=0.05)
+    await monitor.start_async()
+    await asyncio.sleep(1.5)
+    reads = SlowCounts.reads
+    await monitor.stop_async()
+    assert 1 <= reads <= 2  # the first read after 0.01 s, the next one not before 5 s
