@@ -6,8 +6,9 @@ per-rollout overhead the runner adds to the store operations a rollout needs any
     .venv/bin/python benchmarks/trainer_loop.py --progress-pairs 5 --rollouts 20000 --modes shm,cs --runners 2
 
 `--progress-pairs N` measures the progress poller instead: N runs without it (`progress="off"`) and N with it
-(`progress="log"`: the store is read every 2 s for a line every 10 s), alternating, so that the load of a shared
-machine hits both alike; it prints every rate, the medians and the difference.
+(`progress="log"`: the store is read every 2 s for a line every 10 s), in pairs whose order alternates (off-on,
+on-off, ...), so that the load of a shared machine hits both alike; it prints every rate and CPU figure, and the
+median over the pairs of the difference within each pair.
 
 The algorithm enqueues every rollout at once (`enqueue_many_rollouts`) and waits for all of them; the rate is
 measured from the enqueue to the last rollout finishing. Before that, the algorithm waits until every runner has
@@ -171,15 +172,16 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
-async def _read_cost(size: int, reads: int) -> dict[str, float]:
-    """CPU seconds of one progress read on an in-memory store holding `size` finished rollouts: the reads as they are
-    (five counts, the rollouts finished since the last read, workers) with 1,000 rollouts finished in between, and
-    the first version's reads (the newest 500 finished every time)."""
+async def _read_cost(size: int, reads: int, finished_between: int) -> dict[str, float]:
+    """CPU seconds of one progress read on an in-memory store holding `size` finished rollouts, with
+    `finished_between` rollouts finishing between two reads: the reads as they are (five counts, the rollouts finished
+    since the last read, workers) and the first version's (the newest 500 finished every time), alternating."""
     from agentlightning.store import InMemoryLightningStore, LightningStoreThreaded
-    from agentlightning.trainer.progress import _FINISHED, ProgressMonitor, read_counts
+    from agentlightning.trainer.progress import ProgressMonitor
 
     store = LightningStoreThreaded(InMemoryLightningStore())
-    await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(size + reads * 1000)])
+    total = size + 2 * reads * finished_between
+    await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(total)])
 
     async def finish(count: int) -> None:
         for _ in range(count):
@@ -192,54 +194,63 @@ async def _read_cost(size: int, reads: int) -> dict[str, float]:
     await finish(size)
     monitor = ProgressMonitor(store, mode="off")
     await monitor.start_async()
-    spent = 0.0
+    spent = {"now": 0.0, "first_version": 0.0}
     for _ in range(reads):
-        await finish(1000)
-        started = time.thread_time()
-        await monitor._read()  # pyright: ignore[reportPrivateUsage]
-        spent += time.thread_time() - started
-    started = time.thread_time()
-    for _ in range(reads):
-        await read_counts(store)
-        await store.query_rollouts(status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500)
-        await store.query_workers()
-    first_version = (time.thread_time() - started) / reads
-    return {"now": spent / reads, "first_version": first_version}
+        for style in ("now", "first_version"):
+            await finish(finished_between)
+            if style == "first_version":
+                monitor._done_read = None  # pyright: ignore[reportPrivateUsage]  # read the newest 500
+            started = time.thread_time()
+            await monitor._read()  # pyright: ignore[reportPrivateUsage]
+            spent[style] += time.thread_time() - started
+    return {style: seconds / reads for style, seconds in spent.items()}
 
 
 def read_cost(sizes: list[int], reads: int) -> None:
-    print("| finished rollouts in the store | CPU ms per read now | first version (newest 500 every read) |")
-    print("|---:|---:|---:|")
+    print(
+        "| finished rollouts in the store | finished between reads | CPU ms per read now "
+        "| first version (newest 500 every read) | load average |"
+    )
+    print("|---:|---:|---:|---:|---:|")
     for size in sizes:
-        figures = asyncio.run(_read_cost(size, reads))
-        print(f"| {size:,} | {figures['now'] * 1e3:.1f} | {figures['first_version'] * 1e3:.1f} |", flush=True)
+        for between in (20, 1000):
+            figures = asyncio.run(_read_cost(size, reads, between))
+            print(
+                f"| {size:,} | {between:,} | {figures['now'] * 1e3:.1f} | {figures['first_version'] * 1e3:.1f} "
+                f"| {_load():.1f} |",
+                flush=True,
+            )
 
 
 def progress_pairs(modes: list[str], runner_counts: list[int], rollouts: int, warmup: int, pairs: int) -> None:
     """Rates without and with the progress poller, alternating (see the module docstring)."""
     print(
-        "| mode | runners | rollouts | off: rollouts/s | log: rollouts/s | median off | median log | difference "
-        "| off: CPU µs/rollout (median) | log: CPU µs/rollout (median) | load average |"
+        "| mode | runners | rollouts | off: rollouts/s | log: rollouts/s | rate difference (median of pairs) "
+        "| off: CPU µs/rollout | log: CPU µs/rollout | CPU difference (median of pairs) | load average |"
     )
-    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---|---|---:|---|---|---:|---|")
     for mode in modes:
         for runners in runner_counts:
             count = rollouts or (3000 if mode == "shm" else 1500)
             rates: dict[str, list[float]] = {"off": [], "log": []}
             cpu: dict[str, list[float]] = {"off": [], "log": []}
             loads: list[float] = []
-            for _ in range(pairs):
-                for progress in ("off", "log"):
+            for pair in range(pairs):
+                for progress in ("off", "log") if pair % 2 == 0 else ("log", "off"):
                     result = run_fit(mode, runners, count, warmup, progress)
                     rates[progress].append(result["rate"])
                     cpu[progress].append(result["cpu_main_us"] + result["cpu_children_us"])
                     loads.append(_load())
-            off, on = statistics.median(rates["off"]), statistics.median(rates["log"])
+            rate_change = statistics.median(on / off - 1 for off, on in zip(rates["off"], rates["log"], strict=True))
+            cpu_change = statistics.median(on / off - 1 for off, on in zip(cpu["off"], cpu["log"], strict=True))
+
+            def joined(values: list[float]) -> str:
+                return " / ".join(f"{value:,.0f}" for value in values)
+
             print(
-                f"| {mode} | {runners} | {count} | {' / '.join(f'{r:,.0f}' for r in rates['off'])} | "
-                f"{' / '.join(f'{r:,.0f}' for r in rates['log'])} | {off:,.0f} | {on:,.0f} | "
-                f"{(on - off) / off * 100:+.1f} % | {statistics.median(cpu['off']):,.0f} | "
-                f"{statistics.median(cpu['log']):,.0f} | {min(loads):.1f}-{max(loads):.1f} |",
+                f"| {mode} | {runners} | {count} | {joined(rates['off'])} | {joined(rates['log'])} | "
+                f"{rate_change * 100:+.1f} % | {joined(cpu['off'])} | {joined(cpu['log'])} | {cpu_change * 100:+.1f} % "
+                f"| {min(loads):.1f}-{max(loads):.1f} |",
                 flush=True,
             )
 

@@ -240,7 +240,10 @@ async def run_supervised(
                 cancelled.set()
                 task.cancel()
 
-            loop.call_soon_threadsafe(cancel)
+            try:
+                loop.call_soon_threadsafe(cancel)
+            except RuntimeError:  # the loop is closed: the algorithm is over already
+                return
             if not cancelled.wait(blocked_grace) and not task.done():
                 logger.error(
                     "The runners cannot go on (%s); stopping the algorithm, which blocks its event loop", message
