@@ -104,7 +104,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             await _probe(store)
             await server.start()  # returns once it accepts connections; a taken port raises here
-        except (_CannotServe, RuntimeError):
+        except BaseException:  # also a Ctrl-C during the start
+            await server.stop()  # nothing to stop if it did not start
             await store.close()
             raise
         print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
