@@ -6,7 +6,7 @@ per-rollout overhead the runner adds to the store operations a rollout needs any
     .venv/bin/python benchmarks/trainer_loop.py --progress-pairs 5 --rollouts 20000 --modes shm,cs --runners 2
 
 `--progress-pairs N` measures the progress poller instead: N runs without it (`progress="off"`) and N with it
-(`progress="log"`: the store is read every 2 s for a line every 10 s), in pairs whose order alternates (off-on,
+(`progress="log"`: the store is read every 5 s for a line every 10 s), in pairs whose order alternates (off-on,
 on-off, ...), so that the load of a shared machine hits both alike; it prints every rate and CPU figure, and the
 median over the pairs of the difference within each pair.
 

@@ -5,7 +5,7 @@ a `ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to i
 terminal, a plain line every `log_interval` seconds otherwise (printed to stderr when logging is not configured), and
 optionally a JSON-lines file. The rewards come from the attempt metadata that runners write when they finish
 (`final_reward`), so following them costs no span queries. A tick costs the store five counts and one query of the
-newly finished rollouts (at most 500); with log lines only the store is read every 2 s by default, and never more
+newly finished rollouts (at most 500); with log lines only the store is read every 5 s by default, and never more
 than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
 The final snapshot and the most frequent failure reasons make the run summary.
 """
@@ -307,8 +307,8 @@ class ProgressMonitor:
         store: the run's store (must be usable from another thread; every store in this package is).
         mode: "auto" (rich on a terminal, log lines otherwise), "rich", "log" or "off".
         interval: seconds between store reads when a live panel or a JSON-lines file shows every tick (rich
-            refreshes smoothly in between); with log lines only, the store is read every `interval` or every fifth
-            of `log_interval`, whichever is longer.
+            refreshes smoothly in between); with log lines only, the store is read every `interval` or every half
+            `log_interval`, whichever is longer.
         log_interval: seconds between log lines in "log" mode.
         jsonl_path: also append snapshots to this JSON-lines file.
         title: the panel's title.
@@ -361,7 +361,7 @@ class ProgressMonitor:
         if self.jsonl_path:
             sinks.append(JsonLinesSink(self.jsonl_path))
         if all(isinstance(sink, LogSink) for sink in sinks):
-            self.read_interval = max(self.interval, self.log_interval / 5)
+            self.read_interval = max(self.interval, self.log_interval / 2)
         return sinks
 
     async def _read(self) -> ProgressSnapshot:
