@@ -99,6 +99,7 @@ class BatchScheduler:
         self._mask: Optional[torch.Tensor] = None
         self.steps = 0
         self.largest_batch = 0
+        self.prefill_stats = {"prompts": 0, "computed": 0}  # prompts prefilled, and how many were computed
 
     # ----------------------------------------------------------------------------------------------- public API
     def submit(
@@ -222,14 +223,25 @@ class BatchScheduler:
         engine = self.engine
         torch = engine._torch
         try:
-            longest = max(len(request.prompt_ids) for request in requests)
-            padded = len({len(request.prompt_ids) for request in requests}) > 1
-            input_ids = torch.zeros((len(requests), longest), dtype=torch.long)
-            mask = torch.zeros((len(requests), longest), dtype=torch.long)
-            for index, request in enumerate(requests):
-                length = len(request.prompt_ids)
-                input_ids[index, longest - length :] = torch.tensor(request.prompt_ids, dtype=torch.long)
-                mask[index, longest - length :] = 1
+            # Identical prompts (a GRPO group's first calls) are computed once; their rows share its cache row.
+            prompts: list[list[int]] = []
+            owner: list[int] = []
+            seen: dict[tuple[int, ...], int] = {}
+            for request in requests:
+                key = tuple(request.prompt_ids)
+                if key not in seen:
+                    seen[key] = len(prompts)
+                    prompts.append(request.prompt_ids)
+                owner.append(seen[key])
+            self.prefill_stats["prompts"] += len(requests)
+            self.prefill_stats["computed"] += len(prompts)
+            longest = max(len(prompt) for prompt in prompts)
+            padded = len({len(prompt) for prompt in prompts}) > 1
+            input_ids = torch.zeros((len(prompts), longest), dtype=torch.long)
+            mask = torch.zeros((len(prompts), longest), dtype=torch.long)
+            for index, prompt in enumerate(prompts):
+                input_ids[index, longest - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+                mask[index, longest - len(prompt) :] = 1
             kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
             if padded:
                 kwargs["attention_mask"] = mask
@@ -247,7 +259,7 @@ class BatchScheduler:
                 ]
                 for choice in request.choices:
                     rows.append(_Row(request, choice, last_token=-1, position=len(request.prompt_ids)))
-                    sources.append(index)
+                    sources.append(owner[index])
             self._sample(logits.index_select(0, torch.tensor(sources, dtype=torch.long)), rows)
         except Exception as exc:
             logger.exception("Prefill failed")
