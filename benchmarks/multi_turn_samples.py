@@ -45,6 +45,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="timed updates per form (default 3)")
     parser.add_argument("--micro-batch-size", type=int, default=8)
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument(
+        "--no-shared-prefix", action="store_true", help="run every row whole (the update before prefix sharing)"
+    )
     return parser.parse_args()
 
 
@@ -69,14 +72,19 @@ async def rollouts_from_store(url: str, wanted: int) -> list[RolloutData]:
 
 
 def synthetic_rollouts(count: int, vocabulary: int, seed: int = 0) -> list[RolloutData]:
-    """Tool-calling rollouts of the calculator's shape: a 420-token prompt, 2 or 3 calls of 20-30 generated tokens
-    with 8-12-token tool results between them (ids are random, lengths are what matter)."""
+    """Tool-calling rollouts of the calculator's shape: a 380-token system prompt (tools, worked examples) shared
+    by all, a 40-token question shared by the pairs of a group, 2 or 3 calls of 20-30 generated tokens with 8-12-token
+    tool results between them (ids are random, lengths and sharing are what matter)."""
     from types import SimpleNamespace
 
     rng = random.Random(seed)
+    system = [rng.randrange(vocabulary) for _ in range(380)]
     data = []
+    question: list[int] = []
     for index in range(count):
-        prompt = [rng.randrange(vocabulary) for _ in range(420)]
+        if index % 2 == 0:
+            question = [rng.randrange(vocabulary) for _ in range(40)]
+        prompt = system + question
         calls = []
         for _ in range(2 if index % 3 else 3):
             response = [rng.randrange(vocabulary) for _ in range(rng.randint(20, 30))]
@@ -175,6 +183,7 @@ def main() -> dict[str, Any]:
         "load_average_1min": os.getloadavg()[0],
         "source": "synthetic" if args.synthetic else args.store,
         "model": "tiny" if args.tiny else "SmolLM2-135M-Instruct (Q4_1 GGUF de-quantized, fp32), LoRA r=16",
+        "shared_prefix": not args.no_shared_prefix,
         "rollouts": len(data),
         "calls_per_rollout": round(statistics.fmean(calls), 3),
         "forms": {},
