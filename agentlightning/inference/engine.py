@@ -409,6 +409,7 @@ class InferenceEngine:
             with self._torch.no_grad():
                 self.model.load_state_dict(state, strict=False)
             self.weights_version = version
+            self._scheduler.prefixes.clear()  # kept prefixes hold keys and values of the old weights
         logger.info("Loaded weights version %s into %s", version, self.model_name)
 
     @staticmethod
