@@ -3,6 +3,12 @@ per-rollout overhead the runner adds to the store operations a rollout needs any
 
     .venv/bin/python benchmarks/trainer_loop.py                    # everything (about a minute on 2 cores)
     .venv/bin/python benchmarks/trainer_loop.py --modes shm --runners 4 --rollouts 3000
+    .venv/bin/python benchmarks/trainer_loop.py --progress-pairs 5 --rollouts 20000 --modes shm,cs --runners 2
+
+`--progress-pairs N` measures the progress poller instead: N runs without it (`progress="off"`) and N with it
+(`progress="log"`: the store is read every 5 s for a line every 10 s), in pairs whose order alternates (off-on,
+on-off, ...), so that the load of a shared machine hits both alike; it prints every rate and CPU figure, and the
+median over the pairs of the difference within each pair.
 
 The algorithm enqueues every rollout at once (`enqueue_many_rollouts`) and waits for all of them; the rate is
 measured from the enqueue to the last rollout finishing. Before that, the algorithm waits until every runner has
@@ -87,11 +93,19 @@ class EnqueueAllWaitAll(Algorithm):
         self.succeeded = sum(1 for rollout in done if rollout.status == "succeeded")
 
 
-def run_fit(mode: str, runners: int, rollouts: int, warmup_per_runner: int = 0) -> dict[str, Any]:
+def run_fit(
+    mode: str, runners: int, rollouts: int, warmup_per_runner: int = 0, progress: str = "off"
+) -> dict[str, Any]:
     algorithm = EnqueueAllWaitAll(warmup=warmup_per_runner * runners, runners=runners)
     from agentlightning.tracer.otel import OtelTracer
 
-    trainer = agl.Trainer(algorithm=algorithm, n_runners=runners, strategy=mode, tracer=OtelTracer(), progress="off")
+    trainer = agl.Trainer(
+        algorithm=algorithm,
+        n_runners=runners,
+        strategy=mode,
+        tracer=OtelTracer(),
+        progress=progress,  # type: ignore[arg-type]
+    )
     started = time.perf_counter()
     trainer.fit(NoOpAgent(), [{"i": i} for i in range(rollouts)])
     wall = time.perf_counter() - started
@@ -158,6 +172,89 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
+async def _read_cost(size: int, reads: int, finished_between: int) -> dict[str, float]:
+    """CPU seconds of one progress read on an in-memory store holding `size` finished rollouts, with
+    `finished_between` rollouts finishing between two reads: the reads as they are (five counts, the rollouts finished
+    since the last read, workers) and the first version's (the newest 500 finished every time), alternating."""
+    from agentlightning.store import InMemoryLightningStore, LightningStoreThreaded
+    from agentlightning.trainer.progress import ProgressMonitor
+
+    store = LightningStoreThreaded(InMemoryLightningStore())
+    total = size + 2 * reads * finished_between
+    await store.enqueue_many_rollouts([EnqueueRolloutRequest(input={"i": i}) for i in range(total)])
+
+    async def finish(count: int) -> None:
+        for _ in range(count):
+            claimed = await store.dequeue_rollout(worker_id="w")
+            assert claimed is not None
+            await store.update_attempt(
+                claimed.rollout_id, claimed.attempt.attempt_id, status="succeeded", metadata={"final_reward": 1.0}
+            )
+
+    await finish(size)
+    monitor = ProgressMonitor(store, mode="off")
+    await monitor.start_async()
+    spent = {"now": 0.0, "first_version": 0.0}
+    for _ in range(reads):
+        for style in ("now", "first_version"):
+            await finish(finished_between)
+            if style == "first_version":
+                monitor._done_read = None  # pyright: ignore[reportPrivateUsage]  # read the newest 500
+            started = time.thread_time()
+            await monitor._read()  # pyright: ignore[reportPrivateUsage]
+            spent[style] += time.thread_time() - started
+    return {style: seconds / reads for style, seconds in spent.items()}
+
+
+def read_cost(sizes: list[int], reads: int) -> None:
+    print(
+        "| finished rollouts in the store | finished between reads | CPU ms per read now "
+        "| first version (newest 500 every read) | load average |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for size in sizes:
+        for between in (20, 1000):
+            figures = asyncio.run(_read_cost(size, reads, between))
+            print(
+                f"| {size:,} | {between:,} | {figures['now'] * 1e3:.1f} | {figures['first_version'] * 1e3:.1f} "
+                f"| {_load():.1f} |",
+                flush=True,
+            )
+
+
+def progress_pairs(modes: list[str], runner_counts: list[int], rollouts: int, warmup: int, pairs: int) -> None:
+    """Rates without and with the progress poller, alternating (see the module docstring)."""
+    print(
+        "| mode | runners | rollouts | off: rollouts/s | log: rollouts/s | rate difference (median of pairs) "
+        "| off: CPU µs/rollout | log: CPU µs/rollout | CPU difference (median of pairs) | load average |"
+    )
+    print("|---|---:|---:|---|---|---:|---|---|---:|---|")
+    for mode in modes:
+        for runners in runner_counts:
+            count = rollouts or (3000 if mode == "shm" else 1500)
+            rates: dict[str, list[float]] = {"off": [], "log": []}
+            cpu: dict[str, list[float]] = {"off": [], "log": []}
+            loads: list[float] = []
+            for pair in range(pairs):
+                for progress in ("off", "log") if pair % 2 == 0 else ("log", "off"):
+                    result = run_fit(mode, runners, count, warmup, progress)
+                    rates[progress].append(result["rate"])
+                    cpu[progress].append(result["cpu_main_us"] + result["cpu_children_us"])
+                    loads.append(_load())
+            rate_change = statistics.median(on / off - 1 for off, on in zip(rates["off"], rates["log"], strict=True))
+            cpu_change = statistics.median(on / off - 1 for off, on in zip(cpu["off"], cpu["log"], strict=True))
+
+            def joined(values: list[float]) -> str:
+                return " / ".join(f"{value:,.0f}" for value in values)
+
+            print(
+                f"| {mode} | {runners} | {count} | {joined(rates['off'])} | {joined(rates['log'])} | "
+                f"{rate_change * 100:+.1f} % | {joined(cpu['off'])} | {joined(cpu['log'])} | {cpu_change * 100:+.1f} % "
+                f"| {min(loads):.1f}-{max(loads):.1f} |",
+                flush=True,
+            )
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", default="shm,cs", help="comma-separated: shm, cs")
@@ -169,10 +266,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--overhead-rollouts", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the overhead measurement (median)")
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument(
+        "--progress-pairs", type=int, default=0, help="measure the progress poller: N runs off and N on, alternating"
+    )
+    parser.add_argument(
+        "--progress-read-cost", default="", help="CPU per progress read on stores of these sizes (e.g. 1000,20000)"
+    )
     args = parser.parse_args(argv)
 
     print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {_load():.2f}")
     print()
+    if args.progress_read_cost:
+        read_cost([int(value) for value in args.progress_read_cost.split(",")], reads=5)
+        return 0
+    if args.progress_pairs:
+        modes = args.modes.split(",")
+        counts = [int(value) for value in args.runners.split(",")]
+        progress_pairs(modes, counts, args.rollouts, args.warmup, args.progress_pairs)
+        return 0
     print(
         "| mode | runners | rollouts | succeeded | rollouts/s | CPU µs/rollout: main process | runner processes "
         "| total | fit wall time (s) | load average |"

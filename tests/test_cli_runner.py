@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 import agentlightning as agl
 
@@ -62,3 +65,32 @@ def test_bad_arguments_are_named() -> None:
     assert result.returncode == 2 and "Missing" in result.stderr
     result = _agl("--store", "memory://", "--agent", "tests.runner.agents:ScriptedAgent")
     assert result.returncode == 2 and "in-memory store" in result.stderr
+
+
+def test_several_runners_on_an_unreachable_store_exit_3_and_the_parent_opens_no_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import agentlightning.store.url as url_module
+    from agentlightning.cli import runner as cli_runner
+
+    def no_store_here(url: str) -> Any:
+        raise AssertionError("the parent of runner processes opened a store it never uses")
+
+    monkeypatch.setattr(url_module, "store_from_url", no_store_here)
+    monkeypatch.chdir(ROOT)
+    code = cli_runner.main(
+        [
+            "--store",
+            "http://127.0.0.1:9",
+            "--agent",
+            "tests.runner.agents:ScriptedAgent",
+            "--n-runners",
+            "2",
+            "--connect-timeout",
+            "1",
+            "--log-level",
+            "error",
+        ]
+    )
+    assert code == 3
+    assert "http://127.0.0.1:9" in capsys.readouterr().err

@@ -43,10 +43,27 @@ def _wait_healthy(port: int, process: subprocess.Popen[str]) -> None:
     raise AssertionError("agl store did not start")
 
 
+def _wait_for_line(process: subprocess.Popen[str], text: str) -> list[str]:
+    """Read stderr until a line contains `text` (the lines read so far)."""
+    assert process.stderr is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"{text!r} was not printed: {''.join(lines)}")
+
+
 def test_agl_store_serves_a_memory_store_with_an_api_key() -> None:
     port = _free_port()
     process = _agl("--backend", "memory://", "--port", str(port), env={"AGL_STORE_API_KEY": "cli-key"})
     try:
+        printed = "".join(_wait_for_line(process, "Dashboard: "))  # printed once it listens
+        assert f"serving on http://127.0.0.1:{port}" in printed
         _wait_healthy(port, process)
 
         async def use() -> bool:
@@ -61,8 +78,7 @@ def test_agl_store_serves_a_memory_store_with_an_api_key() -> None:
     finally:
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=20)
-    assert process.returncode == 0, stderr
-    assert f"serving on http://127.0.0.1:{port}" in stderr
+    assert process.returncode == 0, printed + stderr
 
 
 def test_agl_store_refuses_workers_for_the_memory_backend() -> None:
@@ -93,6 +109,7 @@ def test_agl_store_reports_a_taken_port() -> None:
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 1
     assert "Another process may already be using this port" in stderr
+    assert "serving on" not in stderr and "Dashboard" not in stderr  # printed only once it listens
 
 
 def test_agl_store_rejects_an_unknown_backend() -> None:

@@ -97,11 +97,19 @@ def diagnose_trajectory(
     if not spans:
         diagnosis.reason = "no spans: the trace is empty (was the agent run inside the tracer's trace context?)"
     elif llm_calls == 0:
-        diagnosis.reason = (
-            f"no LLM call captured: none of the {len(spans)} spans matched llm_call_match={llm_call_match!r} "
-            f"(most frequent span names: {', '.join(diagnosis.top_span_names)}). Is the LLM client instrumented "
-            "(agentlightning.instrument_all() or OtelTracer(instrument=True))?"
-        )
+        unmatched = _unmatched_llm_names(spans)
+        if unmatched:
+            diagnosis.reason = (
+                f"no LLM call matched llm_call_match={llm_call_match!r}, but {sum(unmatched.values())} spans record "
+                f"LLM calls under other names ({', '.join(f'{n} ({c})' for n, c in unmatched.most_common(4))}): "
+                "pass an llm_call_match that covers them"
+            )
+        else:
+            diagnosis.reason = (
+                f"no LLM call captured: none of the {len(spans)} spans matched llm_call_match={llm_call_match!r} "
+                f"(most frequent span names: {', '.join(diagnosis.top_span_names)}). Is the LLM client instrumented "
+                "(agentlightning.instrument_all() or OtelTracer(instrument=True))?"
+            )
     elif not triplets and agent_match is not None and diagnosis.selected_llm_calls == 0:
         diagnosis.reason = (
             f"the agent filter matched nothing: {llm_calls} LLM calls were captured but none lies under an agent "
@@ -127,6 +135,17 @@ def diagnose_trajectory(
             len(triplets),
         )
     return diagnosis
+
+
+def _unmatched_llm_names(spans: Sequence[Span]) -> Counter[str]:
+    """Names of spans that record an LLM call (token ids, or the model's completion) under a name the adapter's
+    pattern did not match: instrumented, but named otherwise (`openai.responses`, a framework's own name)."""
+    found: Counter[str] = Counter()
+    for span in spans:
+        attributes = span.attributes
+        if "prompt_token_ids" in attributes or any(key.startswith("gen_ai.completion.") for key in attributes):
+            found[span.name] += 1
+    return found
 
 
 def _token_ids(part: object) -> bool:

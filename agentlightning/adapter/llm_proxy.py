@@ -11,8 +11,13 @@ LLM calls - a span counts when it yields both a non-empty prompt and a non-empty
 The call is identified by `gen_ai.response.id` (or `llm.hosted_vllm.id`); a repeated id is ignored (first wins).
 Prompt and completion messages (`gen_ai.prompt.*`, `gen_ai.completion.*`) are copied as `raw_content` when present.
 
-Rewards - any span with a reward (see `get_reward_value`). In ascending sequence order, each reward goes to the most
-recent call without a reward whose sequence id is strictly smaller; later rewards back-fill older calls.
+Rewards - any span with a reward (see `get_reward_value`). Each reward goes to the most recent call without a reward
+made before it; later rewards back-fill older calls. "Before" is decided by time when the reward span and every
+call carry times (a call before a reward ended when or before the reward was emitted): the proxy numbers a call when
+it arrives while the runner's tracer numbers a reward when it writes it, usually at the end of the rollout, so
+sequence ids alone would hand a reward emitted between two calls to the later one. This assumes the clocks of the
+runner and the proxy agree to well within the time between a call's answer and the reward that follows it (one
+machine, or machines synchronised by NTP). Without times, the sequence order decides.
 """
 
 from __future__ import annotations
@@ -61,6 +66,32 @@ def _looks_like_llm_call(span: Span) -> bool:
     return any(key.startswith("gen_ai.") for key in span.attributes)
 
 
+def _match_rewards(calls: list[tuple[Span, Triplet]], rewards: list[tuple[Span, float]]) -> dict[int, float]:
+    """The reward of each call (by position): see the module docstring."""
+    timed = all(span.end_time is not None for span, _ in calls) and all(
+        span.start_time is not None for span, _ in rewards
+    )
+
+    def before(call: Span, reward: Span) -> bool:
+        if timed:
+            return call.end_time <= reward.start_time  # type: ignore[operator]
+        return call.sequence_id < reward.sequence_id
+
+    def reward_order(item: tuple[Span, float]) -> tuple[float, int]:
+        span = item[0]
+        return (span.start_time if timed else 0.0) or 0.0, span.sequence_id
+
+    order = sorted(range(len(calls)), key=lambda i: ((calls[i][0].end_time or 0.0) if timed else 0.0, i))
+    matched: dict[int, float] = {}
+    for reward_span, value in sorted(rewards, key=reward_order):
+        for index in reversed(order):
+            if index in matched or not before(calls[index][0], reward_span):
+                continue
+            matched[index] = value
+            break
+    return matched
+
+
 class LlmProxyTraceToTriplet(TraceToTripletBase):
     """Triplets from LLM-proxy spans, ordered by sequence id (see the module docstring)."""
 
@@ -69,13 +100,13 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
 
     def adapt(self, source: Sequence[Span], /) -> list[Triplet]:  # type: ignore[override]
         spans = sorted(source, key=lambda span: (span.sequence_id, span.start_time or 0.0))
-        calls: list[tuple[int, Triplet]] = []
+        calls: list[tuple[Span, Triplet]] = []
         seen: set[str] = set()
-        rewards: list[tuple[int, float]] = []
+        rewards: list[tuple[Span, float]] = []
         for span in spans:
             value = get_reward_value(span)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                rewards.append((span.sequence_id, float(value)))
+                rewards.append((span, float(value)))
                 continue
             prompt, response = _call_ids(span)
             if not prompt or not response:
@@ -92,15 +123,9 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
             triplet = Triplet(
                 prompt=prompt_part, response=response_part, reward=None, metadata={"response_id": request_id}
             )
-            calls.append((span.sequence_id, triplet))
+            calls.append((span, triplet))
 
-        matched: dict[int, float] = {}
-        for reward_sequence, value in sorted(rewards, key=lambda item: item[0]):
-            for index in range(len(calls) - 1, -1, -1):
-                if index in matched or calls[index][0] >= reward_sequence:
-                    continue
-                matched[index] = value
-                break
+        matched = _match_rewards(calls, rewards)
         triplets = [
             triplet.model_copy(update={"reward": matched.get(index)}) for index, (_, triplet) in enumerate(calls)
         ]

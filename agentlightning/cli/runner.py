@@ -16,7 +16,6 @@ import inspect
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -103,12 +102,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         agent = load_agent(args.agent)
     except (ValueError, NotImplementedError) as exc:
         return _fail(str(exc))
-    from agentlightning.store.url import store_from_url
+    from agentlightning.store.url import SCHEME_MODULES
 
-    try:
-        store = store_from_url(args.store)
-    except ValueError as exc:
-        return _fail(str(exc))
+    scheme = args.store.split("://", 1)[0].lower() if "://" in args.store else ""
+    if scheme not in SCHEME_MODULES:
+        return _fail(f"--store must be a store URL (http://, https://, sqlite:///, postgresql://), got {args.store!r}")
     try:
         tracer = _tracer(args.tracer)
     except (ValueError, ImportError) as exc:
@@ -123,16 +121,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             poll_interval=args.poll_interval,
             heartbeat_interval=args.heartbeat_interval,
             connect_timeout=args.connect_timeout,
-            worker_id_prefix=f"{socket.gethostname()}-{os.getpid()}-runner-",
         )
     except ValueError as exc:
         return _fail(str(exc))
     try:
         with _sigterm_as_interrupt():
-            serve(runner, agent, store, args.store, args.n_runners)
+            serve(runner, agent, args.store, args.n_runners)
     except StoreUnreachableError as exc:
         return _fail(str(exc), 3)
-    except (TypeError, RuntimeError) as exc:
+    except (TypeError, ValueError, RuntimeError) as exc:
         return _fail(str(exc), 1)
     return 0
 
@@ -154,19 +151,27 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def serve(runner: Any, agent: Any, store: Any, url: str, n_runners: int) -> None:
-    """Run `n_runners` runners (in this process for one, as child processes otherwise) until they stop."""
+def serve(runner: Any, agent: Any, url: str, n_runners: int) -> None:
+    """Run `n_runners` runners against the store at `url` until they stop: in this process for one (which opens
+    and closes the store), as child processes otherwise (each opens its own). Their worker ids name this host and
+    their process.
+
+    Raises:
+        StoreUnreachableError: the store could not be reached within the runner's `connect_timeout`.
+        RuntimeError: the runner processes could not go on.
+    """
     import multiprocessing
 
+    from agentlightning.execution.child import ChildStore, pickle_for_child
     from agentlightning.execution.events import MultiprocessingEvent, ThreadingEvent
     from agentlightning.execution.loop import run_interruptibly
-    from agentlightning.execution.processes import ChildStore, ProcessGroup, pickle_for_child
-    from agentlightning.trainer.trainer import RunnerBundle
+    from agentlightning.execution.processes import ProcessGroup
+    from agentlightning.trainer.bundle import AgentRunnerBundle
 
-    bundle = RunnerBundle(runner, agent, ())
+    bundle = AgentRunnerBundle(runner, agent, ())
     if n_runners == 1:  # in this process: a thread event (a process-shared one would need OS semaphores)
         try:
-            run_interruptibly(_serve_one(bundle, store, ThreadingEvent()))
+            run_interruptibly(_serve_one(bundle, url, ThreadingEvent()))
         except KeyboardInterrupt:
             logger.info("Interrupted (Ctrl-C or SIGTERM): the runner stopped")
         return
@@ -183,7 +188,10 @@ def serve(runner: Any, agent: Any, store: Any, url: str, n_runners: int) -> None
     group.serve()
 
 
-async def _serve_one(bundle: Any, store: Any, stop: Any) -> None:
+async def _serve_one(bundle: Any, url: str, stop: Any) -> None:
+    from agentlightning.store.url import store_from_url
+
+    store = store_from_url(url)
     try:
         await bundle(store, 0, stop)
     finally:

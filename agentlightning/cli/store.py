@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import socket
 import sys
 from typing import Any, Optional
@@ -102,12 +103,25 @@ def main(argv: Optional[list[str]] = None) -> int:
     async def serve() -> None:
         try:
             await _probe(store)
-        except _CannotServe:
+            await server.start()  # returns once it accepts connections; a taken port raises here
+        except BaseException:  # also a Ctrl-C during the start
+            await server.stop()  # nothing to stop if it did not start
             await store.close()
             raise
         print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
         print(f"Dashboard: {server.endpoint}/", file=sys.stderr, flush=True)
-        await server.run_forever()
+        stopped = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(signum, stopped.set)
+            except (NotImplementedError, RuntimeError):  # not the main thread, or a platform without them
+                pass
+        try:
+            await stopped.wait()
+        finally:
+            await server.stop()
+            await store.close()
 
     try:
         _run(serve())

@@ -32,11 +32,15 @@ class ExecutionStrategy:
 
     alias: ClassVar[str] = ""
     n_runners: int = 1
+    interrupted: bool = False
+    """Set by `execute` when a Ctrl-C (or a KeyboardInterrupt raised by a bundle) ended the run. `execute` handles
+    it without raising (the 0.2/0.3 contract); the Trainer raises it again once everything has stopped."""
 
     def execute(self, algorithm: AlgorithmBundle, runner: RunnerBundle, store: LightningStore) -> None:
         """Run the algorithm and `n_runners` runners against `store` until the algorithm is done.
 
-        Must stop every thread or process it started before returning, also on errors and KeyboardInterrupt.
+        Must stop every thread or process it started before returning, also on errors and KeyboardInterrupt. A
+        KeyboardInterrupt is not raised: `interrupted` is set instead.
         """
         raise NotImplementedError()
 

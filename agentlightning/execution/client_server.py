@@ -29,9 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 from agentlightning.env_var import LightningEnvVar, resolve_managed_store_flag, resolve_str_env_var
 
 from .base import AlgorithmBundle, ExecutionStrategy, RunnerBundle
+from .child import EXIT_INTERRUPTED, ChildStore, pickle_for_child
 from .events import ExecutionEvent, MultiprocessingEvent
 from .loop import run_interruptibly, run_supervised
-from .processes import ChildStore, ProcessGroup, describe_exit, join_until_deadline, pickle_for_child, stop_processes
+from .processes import ProcessGroup
+from .serving import serve_store
+from .signals import describe_exit, join_until_deadline, stop_processes
 
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
@@ -191,9 +194,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
         )
 
     def _server(self, store: LightningStore) -> Any:
-        from agentlightning.store.http.server.server import LightningStoreServer
-
-        return LightningStoreServer(store, host=self.server_host, port=self.server_port)
+        return serve_store(store, host=self.server_host, port=self.server_port)
 
     async def _start_server(self, server: Any) -> None:
         try:
@@ -232,8 +233,11 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
 
     # ---------------------------------------------------------------------------------------------- execute
     def execute(self, algorithm: AlgorithmBundle, runner: RunnerBundle, store: LightningStore) -> None:
+        """Run the sides of `role` (see the class docstring). A Ctrl-C (or a KeyboardInterrupt raised by a bundle)
+        stops everything and is not raised (as in 0.2/0.3); `interrupted` tells whether it happened."""
         ctx = self._context()
         stop = MultiprocessingEvent(ctx=ctx)
+        self.interrupted = False
         with _sigterm_as_interrupt():
             if self.role == "algorithm":
                 self._execute_algorithm_role(algorithm, store, stop)
@@ -251,6 +255,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
                 run_interruptibly(self._start_server(server))
             run_interruptibly(run_supervised(algorithm, server or store, stop, None))
         except KeyboardInterrupt:
+            self.interrupted = True
             logger.warning("Interrupted (Ctrl-C): stopping the algorithm")
         finally:
             stop.set()
@@ -264,12 +269,13 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
             try:
                 run_interruptibly(self._execute_runner(runner, 0, store, stop))
             except KeyboardInterrupt:
+                self.interrupted = True
                 logger.warning("Interrupted (Ctrl-C): the runner stopped")
             return
         group = self._group(
             ctx, runner, store, stop, url=self.endpoint if self.managed_store else None, reaper_store=None
         )
-        group.serve()
+        self.interrupted = group.serve()
 
     def _execute_both(
         self,
@@ -299,7 +305,7 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
             group.start()
             run_interruptibly(run_supervised(algorithm, server or store, stop, group))
         except KeyboardInterrupt:
-            interrupted = True
+            interrupted = self.interrupted = True
             logger.warning("Interrupted (Ctrl-C): stopping the algorithm and the runners")
         except BaseException:
             failed = True
@@ -313,8 +319,18 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
                     run_interruptibly(server.stop())
                 except Exception:
                     logger.exception("Stopping the store server failed")
-            if group is not None and not interrupted and not failed:
-                group.check_exit_codes()
+            if group is not None and (interrupted or failed):
+                self._warn_exit_codes(group)
+        if group is not None and not interrupted:
+            group.check_exit_codes()
+
+    @staticmethod
+    def _warn_exit_codes(group: ProcessGroup) -> None:
+        """While another error or an interrupt ends the run, bad exit codes are only logged."""
+        try:
+            group.check_exit_codes()
+        except RuntimeError as exc:
+            logger.warning("%s", exc)
 
     def _execute_both_runner_main(
         self,
@@ -345,15 +361,17 @@ class ClientServerExecutionStrategy(ExecutionStrategy):
             if self.managed_store:
                 self.server_port = int(port.value)
             run_interruptibly(self._execute_runner(runner, 0, store, stop))
-            join_until_deadline([process], float("inf"))
+            join_until_deadline([process], None)  # the runner finishing does not stop the algorithm
         except KeyboardInterrupt:
-            interrupted = True
+            interrupted = self.interrupted = True
             logger.warning("Interrupted (Ctrl-C): stopping the runner and the algorithm")
         finally:
             stop.set()
             stop_processes(
                 [process], first_wait=1.0 if interrupted else self.graceful_timeout, step_timeout=self.terminate_timeout
             )
+        if process.exitcode == EXIT_INTERRUPTED:
+            self.interrupted = interrupted = True
         if not interrupted and process.exitcode not in self.allowed_exit_codes:
             raise RuntimeError(f"The algorithm process failed with {describe_exit(process.exitcode)}")
 
@@ -376,10 +394,11 @@ def _algorithm_process_main(
         port.value = strategy.server_port
         run_interruptibly(run_supervised(algorithm, server or store, stop, None))
     except KeyboardInterrupt:
-        pass
+        sys.exit(EXIT_INTERRUPTED)
     except Exception:
         logger.exception("The algorithm failed")
         sys.exit(1)
     finally:
+        stop.set()  # the run is over when the algorithm is: the runner in the main process stops too
         if server is not None:
             run_interruptibly(server.stop())

@@ -26,7 +26,7 @@ from .events import ExecutionEvent
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["Supervisor", "run_interruptibly", "run_supervised", "run_until_completed_or_canceled"]
+__all__ = ["RunnersFailed", "Supervisor", "run_interruptibly", "run_supervised", "run_until_completed_or_canceled"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _cancel_all(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
         if task.done() and not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             if not isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-                logger.debug("Task %r ended with %r while shutting down", task, exc)
+                logger.error("%s raised while it was torn down: %r", task.get_name(), exc, exc_info=exc)
 
 
 class _InterruptWatch:
@@ -157,10 +157,15 @@ async def run_until_completed_or_canceled(
     Returns the bundle's result (None when it was cancelled or abandoned); re-raises its own exception.
     """
     task = asyncio.ensure_future(bundle)
-    while not task.done():
-        if stop.is_set():
-            break
-        await asyncio.wait({task}, timeout=poll_interval)
+    task.set_name(name)
+    try:
+        while not task.done():
+            if stop.is_set():
+                break
+            await asyncio.wait({task}, timeout=poll_interval)
+    except asyncio.CancelledError:
+        _retrieve(task)
+        raise
     if task.done():
         return task.result()
     done, _ = await asyncio.wait({task}, timeout=graceful_delay)
@@ -178,6 +183,27 @@ async def run_until_completed_or_canceled(
     return task.result()
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a finished task's exception as seen (a KeyboardInterrupt it raised already went up the stack), so asyncio
+    does not print it again as "exception was never retrieved"."""
+    if task.done() and not task.cancelled():
+        task.exception()
+
+
+class RunnersFailed(BaseException):
+    """Raised into an algorithm that blocks its event loop (a synchronous `run`) when the runners cannot go on.
+
+    A BaseException, like a cancellation, so that the algorithm's own `except Exception` does not swallow it."""
+
+
+def _raise_in_thread(thread_id: int, exc_type: type[BaseException]) -> bool:
+    """Raise `exc_type` in thread `thread_id` at its next Python instruction (CPython's asynchronous exceptions)."""
+    import ctypes
+
+    done = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc_type))
+    return done == 1
+
+
 class Supervisor(Protocol):
     """Watches the runners of a run (process group, actor pool)."""
 
@@ -191,23 +217,48 @@ async def run_supervised(
     store: LightningStore,
     stop: ExecutionEvent,
     supervisor: Optional[Supervisor],
+    *,
+    blocked_grace: float = 2.0,
 ) -> None:
-    """Run the algorithm bundle; when the supervisor reports that the runners cannot go on, cancel it and raise
-    RuntimeError with the reason."""
+    """Run the algorithm bundle; when the supervisor reports that the runners cannot go on, stop it and raise
+    RuntimeError with the reason.
+
+    Stopping sets the stop flag and cancels the algorithm's task. A synchronous algorithm blocks the event loop, so
+    the cancellation never runs: if the loop has not run it within `blocked_grace` seconds, `RunnersFailed` is raised
+    inside the algorithm instead.
+    """
     task = asyncio.ensure_future(algorithm(store, stop))
     if supervisor is not None:
         loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
 
-        def cancel(message: str) -> None:
-            loop.call_soon_threadsafe(task.cancel)
+        def on_fatal(message: str) -> None:
+            stop.set()
+            cancelled = threading.Event()
 
-        supervisor.supervise(cancel)
+            def cancel() -> None:
+                cancelled.set()
+                task.cancel()
+
+            try:
+                loop.call_soon_threadsafe(cancel)
+            except RuntimeError:  # the loop is closed: the algorithm is over already
+                return
+            if not cancelled.wait(blocked_grace) and not task.done():
+                logger.error(
+                    "The runners cannot go on (%s); stopping the algorithm, which blocks its event loop", message
+                )
+                _raise_in_thread(loop_thread, RunnersFailed)
+
+        supervisor.supervise(on_fatal)
     try:
         await task
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, RunnersFailed):
+        _retrieve(task)
         if supervisor is not None and supervisor.fatal is not None:
             raise RuntimeError(supervisor.fatal) from None
         raise
     except BaseException:
+        _retrieve(task)
         stop.set()
         raise

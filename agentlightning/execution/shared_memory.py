@@ -105,6 +105,7 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
         stop = ThreadingEvent()
         shared = self._store(store)
         errors: queue.SimpleQueue[BaseException] = queue.SimpleQueue()
+        self.interrupted = False
 
         def in_thread(target: str, worker_id: int = 0) -> None:
             try:
@@ -112,6 +113,10 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
                     run_interruptibly(self._run_algorithm(algorithm, shared, stop))
                 else:
                     run_interruptibly(self._run_runner(runner, shared, worker_id, stop))
+            except KeyboardInterrupt:  # raised by the bundle itself: a Ctrl-C only reaches the main thread
+                logger.warning("KeyboardInterrupt in the %s thread; stopping the algorithm and the runners", target)
+                self.interrupted = True
+                stop.set()
             except BaseException as exc:
                 logger.error("%s thread failed: %r", target if target == "algorithm" else f"runner-{worker_id}", exc)
                 errors.put(exc)
@@ -137,6 +142,7 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
                 run_interruptibly(self._run_runner(runner, shared, 0, stop))
         except KeyboardInterrupt:
             logger.warning("KeyboardInterrupt received on main thread; stopping the algorithm and the runners")
+            self.interrupted = True
             stop.set()
         except BaseException:
             stop.set()

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from .prefixes import PrefixCache
 from .sampling import SamplingParams, choose_tokens, make_generator
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class BatchScheduler:
         self._mask: Optional[torch.Tensor] = None
         self.steps = 0
         self.largest_batch = 0
+        self.prefill_stats = {"prompts": 0, "computed": 0}  # prompts prefilled, and how many were computed
+        self.prefixes = PrefixCache()
 
     # ----------------------------------------------------------------------------------------------- public API
     def submit(
@@ -222,19 +225,25 @@ class BatchScheduler:
         engine = self.engine
         torch = engine._torch
         try:
-            longest = max(len(request.prompt_ids) for request in requests)
-            padded = len({len(request.prompt_ids) for request in requests}) > 1
-            input_ids = torch.zeros((len(requests), longest), dtype=torch.long)
-            mask = torch.zeros((len(requests), longest), dtype=torch.long)
-            for index, request in enumerate(requests):
-                length = len(request.prompt_ids)
-                input_ids[index, longest - length :] = torch.tensor(request.prompt_ids, dtype=torch.long)
-                mask[index, longest - length :] = 1
-            kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
-            if padded:
-                kwargs["attention_mask"] = mask
-                kwargs["position_ids"] = (mask.cumsum(dim=1) - 1).clamp(min=0)
-            output = self._forward(keep_last=True, **kwargs)
+            # Identical prompts (a GRPO group's first calls) are computed once; their rows share its cache row.
+            prompts: list[list[int]] = []
+            owner: list[int] = []
+            seen: dict[tuple[int, ...], int] = {}
+            for request in requests:
+                key = tuple(request.prompt_ids)
+                if key not in seen:
+                    seen[key] = len(prompts)
+                    prompts.append(request.prompt_ids)
+                owner.append(seen[key])
+            self.prefill_stats["prompts"] += len(requests)
+            self.prefill_stats["computed"] += len(prompts)
+            self.prefixes.check_version(engine.weights_version)
+            kept = self.prefixes.find(prompts)
+            output, mask = self._run_prompts(prompts, kept) if kept is not None else (None, None)
+            if output is None or mask is None:
+                kept = None
+                output, mask = self._run_prompts(prompts, None)
+            self._learn_prefixes(prompts, output, mask, kept)
             logits = output.logits[:, -1, :].float()
             rows: list[_Row] = []
             sources: list[int] = []
@@ -247,7 +256,7 @@ class BatchScheduler:
                 ]
                 for choice in request.choices:
                     rows.append(_Row(request, choice, last_token=-1, position=len(request.prompt_ids)))
-                    sources.append(index)
+                    sources.append(owner[index])
             self._sample(logits.index_select(0, torch.tensor(sources, dtype=torch.long)), rows)
         except Exception as exc:
             logger.exception("Prefill failed")
@@ -257,6 +266,72 @@ class BatchScheduler:
         alive = [i for i, row in enumerate(rows) if row.choice.finish_reason is None and not row.request.cancelled]
         if alive:
             self._merge(_output_cache(output), mask, [sources[i] for i in alive], [rows[i] for i in alive])
+
+    def _run_prompts(self, prompts: list[list[int]], kept: Any) -> tuple[Any, Any]:
+        """Prefill `prompts` as one left-padded batch; after a kept prefix, only the rest of each prompt is run (its
+        rows read `[prefix][padding][rest]`). Returns the output and the attention mask of the rows (None, None when
+        the kept prefix cannot be used with this model: the caller runs the whole prompts)."""
+        torch = self.engine._torch
+        start = kept.length if kept is not None else 0
+        rests = [prompt[start:] for prompt in prompts]
+        longest = max(len(rest) for rest in rests)
+        input_ids = torch.zeros((len(rests), longest), dtype=torch.long)
+        rest_mask = torch.zeros((len(rests), longest), dtype=torch.long)
+        for index, rest in enumerate(rests):
+            input_ids[index, longest - len(rest) :] = torch.tensor(rest, dtype=torch.long)
+            rest_mask[index, longest - len(rest) :] = 1
+        if kept is None:
+            kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
+            if len({len(rest) for rest in rests}) > 1:
+                kwargs["attention_mask"] = rest_mask
+                kwargs["position_ids"] = (rest_mask.cumsum(dim=1) - 1).clamp(min=0)
+            return self._forward(keep_last=True, **kwargs), rest_mask
+        try:
+            from transformers import DynamicCache
+
+            cache = DynamicCache()
+            for layer, (keys, values) in enumerate(zip(kept.keys, kept.values, strict=True)):
+                rows = len(rests)
+                cache.update(keys.expand(rows, -1, -1, -1).clone(), values.expand(rows, -1, -1, -1).clone(), layer)
+            mask = torch.cat([torch.ones((len(rests), kept.length), dtype=torch.long), rest_mask], dim=1)
+            output = self._forward(
+                keep_last=True,
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=(mask.cumsum(dim=1) - 1).clamp(min=0)[:, kept.length :],
+                use_cache=True,
+                **{self._cache_argument(): cache},
+            )
+        except Exception:
+            logger.warning("Prefilling after a kept prompt prefix failed; prefix caching is off", exc_info=True)
+            self.prefixes.enabled = False
+            return None, None
+        self.prefixes.hits += len(prompts)
+        self.prefixes.saved_tokens += kept.length * len(prompts)
+        return output, mask
+
+    def _learn_prefixes(self, prompts: list[list[int]], output: Any, mask: Any, kept: Any) -> None:
+        """Keep the keys and values of a prefix worth keeping (see prefixes.py), cut out of this prefill."""
+        if not self.prefixes.enabled:
+            return
+        try:
+            cache = _output_cache(output)
+            layers = cache.layers
+            width = int(mask.shape[1])
+            start = kept.length if kept is not None else 0
+            for row, prompt in enumerate(prompts):
+                length = self.prefixes.candidate(prompt)
+                rest = len(prompt) - start
+                padding = width - start - rest  # columns of padding before this row's own ids
+                if not length or (kept is not None and padding and length > start):
+                    continue  # a kept prefix's row with padding after the prefix cannot give a longer one
+                offset = 0 if kept is not None else padding
+                keys = [layer.keys[row : row + 1, :, offset : offset + length, :].clone() for layer in layers]
+                values = [layer.values[row : row + 1, :, offset : offset + length, :].clone() for layer in layers]
+                self.prefixes.keep(prompt[:length], keys, values)
+        except Exception:
+            logger.warning("Could not keep a prompt prefix; prefix caching is off", exc_info=True)
+            self.prefixes.enabled = False
 
     def _cache_argument(self) -> str:
         """The name under which the model takes its key/value cache: `cache` in transformers versions that renamed

@@ -299,13 +299,16 @@ class InferenceEngine:
 
     @property
     def batch_stats(self) -> dict[str, int]:
-        """Decoding steps run, the largest batch seen (in sequences), sequences running and requests waiting now."""
+        """Decoding steps run, the largest batch seen (in sequences), sequences running and requests waiting now,
+        prompts prefilled and how many of them were computed (identical prompts admitted together share one)."""
         scheduler = self._scheduler
         return {
             "steps": scheduler.steps,
             "largest_batch": scheduler.largest_batch,
             "running": scheduler.running_rows,
             "waiting": scheduler.waiting_requests,
+            "prompts_prefilled": scheduler.prefill_stats["prompts"],
+            "prompts_computed": scheduler.prefill_stats["computed"],
         }
 
     def close(self) -> None:
@@ -406,6 +409,7 @@ class InferenceEngine:
             with self._torch.no_grad():
                 self.model.load_state_dict(state, strict=False)
             self.weights_version = version
+            self._scheduler.prefixes.clear()  # kept prefixes hold keys and values of the old weights
         logger.info("Loaded weights version %s into %s", version, self.model_name)
 
     @staticmethod

@@ -27,6 +27,7 @@ from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout
 
 from .base import Runner
 from .errors import StoreUnreachableError, describe_store, is_transient_store_error
+from .guard import one_at_a_time
 from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
 from .invoke import AgentInvoker
 from .output import output_budget, output_guard
@@ -37,12 +38,11 @@ from .results import (
     AttemptOutcome,
     NormalizedResult,
     RunnerInterrupted,
-    next_poll_delay,
     normalize_result,
     outcome_of_exception,
-    server_clock_offset,
 )
 from .store_calls import is_set, register_worker, release_lost_claim, retry_store_call, sleep_unless_stopped
+from .timing import next_poll_delay, server_clock_offset
 
 if TYPE_CHECKING:
     from agentlightning.execution.events import ExecutionEvent
@@ -247,6 +247,7 @@ class LitAgentRunner(Runner[T_task]):
                 logger.exception("Hook %s.%s failed (ignored)", type(hook).__name__, name)
 
     # --------------------------------------------------------------------------------------------- the loop
+    @one_at_a_time
     async def iter(self, *, event: Optional[ExecutionEvent] = None) -> None:
         """Claim and run rollouts until `event` is set or `max_rollouts` were processed.
 
@@ -323,6 +324,7 @@ class LitAgentRunner(Runner[T_task]):
     async def _sleep(self, seconds: float, event: Optional[ExecutionEvent]) -> None:
         await sleep_unless_stopped(seconds, event)
 
+    @one_at_a_time
     async def step(
         self,
         input: T_task,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from agentlightning.utils.system_snapshot import system_snapshot
 
-from .results import jittered
+from .timing import jittered
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore

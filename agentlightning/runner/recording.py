@@ -8,7 +8,6 @@ outage is ridden out. Over HTTP the common case (a numeric result) costs one req
 from __future__ import annotations
 
 import logging
-import sys
 from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.emitter.reward import emit_reward
@@ -28,9 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 def is_remote(store: Any) -> bool:
-    """True for a client of a store server (each call is a request); in-process stores prefer batch calls."""
-    module = sys.modules.get("agentlightning.store.http.client.client")
-    return module is not None and isinstance(store, module.LightningStoreClient)
+    """True when the store says each call is a request to another process; in-process stores prefer batch calls."""
+    return bool(getattr(store, "is_remote", False))
 
 
 async def store_result(

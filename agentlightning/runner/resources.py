@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional, Protocol, TypeVar
 
 from agentlightning.types import AttemptedRollout, NamedResources
 
-from .results import resources_cache_is_fresh
+from .timing import resources_cache_is_fresh
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

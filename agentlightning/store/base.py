@@ -142,6 +142,12 @@ class LightningStore:
     def capabilities(self) -> LightningStoreCapabilities:
         return LightningStoreCapabilities(thread_safe=False, async_safe=False, zero_copy=False, otlp_traces=False)
 
+    @property
+    def is_remote(self) -> bool:
+        """True when every call is a round trip to another process (a client of a store server), so callers
+        prefer one call that does it all over several cheap ones."""
+        return False
+
     async def statistics(self) -> LightningStoreStatistics:
         """Counts of stored entities and backend figures."""
         return LightningStoreStatistics(name=type(self).__name__)

@@ -48,6 +48,10 @@ class LightningStoreThreaded(DelegatingStore):
         inner.update(thread_safe=True, async_safe=True)
         return LightningStoreCapabilities(**inner)  # type: ignore[typeddict-item]
 
+    @property
+    def is_remote(self) -> bool:
+        return self.store.is_remote
+
     @asynccontextmanager
     async def _serialized(self) -> AsyncIterator[None]:
         if self.store.capabilities.get("thread_safe"):

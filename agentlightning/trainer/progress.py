@@ -1,10 +1,12 @@
 """What a user watches during `Trainer.fit`: rollouts done/failed/running, reward, throughput, runners alive.
 
-A monitor thread reads the store every tick (status counts, recently finished rollouts, workers) into a
-`ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
-terminal, a plain log line every `log_interval` seconds otherwise, and optionally a JSON-lines file. The rewards
-come from the attempt metadata that runners write when they finish (`final_reward`), so following them costs no
-span queries. Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
+A monitor thread reads the store every tick (status counts, the rollouts finished since the last tick, workers) into
+a `ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
+terminal, a plain line every `log_interval` seconds otherwise (printed to stderr when logging is not configured), and
+optionally a JSON-lines file. The rewards come from the attempt metadata that runners write when they finish
+(`final_reward`), so following them costs no span queries. A tick costs the store five counts and one query of the
+newly finished rollouts (at most 500); with log lines only the store is read every 5 s by default, and never more
+than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
 The final snapshot and the most frequent failure reasons make the run summary.
 """
 
@@ -28,9 +30,19 @@ from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["ProgressMonitor", "ProgressSnapshot", "ProgressTracker", "RunSummary"]
+__all__ = ["ProgressMonitor", "ProgressSnapshot", "ProgressTracker", "RunSummary", "report"]
 
 logger = logging.getLogger("agentlightning.trainer")
+
+
+def report(message: str) -> None:
+    """Tell the user `message`: an INFO record when logging is configured (the user's levels apply), else a line on
+    stderr, so that progress and the summary show in a CI log or a `nohup` run where nothing configured logging."""
+    if logger.hasHandlers():
+        logger.info(message)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
 
 ProgressMode = Literal["auto", "rich", "log", "off"]
 _STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
@@ -41,6 +53,13 @@ _STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
     "cancelled": ("cancelled",),
 }
 _FINISHED: tuple[RolloutStatus, ...] = ("succeeded", "failed", "cancelled")
+_FINISHED_PER_READ = 500
+"""Most finished rollouts read at once (their rewards feed the window; faster runs are sampled)."""
+_READ_MARGIN = 10
+"""Read a few more than the counts say finished, for rollouts finishing between the two calls."""
+READ_BUDGET = 0.01
+"""Largest share of the time the monitor spends reading the store: after a read that took t seconds it waits at
+least t / READ_BUDGET (the counts grow with the store, so reads of a large store are spaced out)."""
 
 
 @dataclass
@@ -132,7 +151,8 @@ class ProgressTracker:
         if self._baseline is None:
             self.set_baseline({})
         assert self._baseline is not None
-        for rollout in finished:
+        # Oldest first, so that the reward window ends with the newest rewards (the store answers newest first).
+        for rollout in sorted(finished, key=lambda item: item.end_time or 0.0):
             if rollout.rollout_id in self._seen:
                 continue
             self._seen.add(rollout.rollout_id)
@@ -184,7 +204,7 @@ def format_line(s: ProgressSnapshot) -> str:
 
 
 class LogSink:
-    """A log line every `interval` seconds."""
+    """A progress line every `interval` seconds (see `report`)."""
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
@@ -194,7 +214,7 @@ class LogSink:
         now = time.monotonic()
         if now - self._last >= self.interval:
             self._last = now
-            logger.info("Progress: %s", format_line(snapshot))
+            report(f"Progress: {format_line(snapshot)}")
 
     def close(self, summary: Optional[RunSummary]) -> None:
         pass
@@ -287,7 +307,9 @@ class ProgressMonitor:
     Args:
         store: the run's store (must be usable from another thread; every store in this package is).
         mode: "auto" (rich on a terminal, log lines otherwise), "rich", "log" or "off".
-        interval: seconds between store reads (rich refreshes smoothly in between).
+        interval: seconds between store reads when a live panel or a JSON-lines file shows every tick (rich
+            refreshes smoothly in between); with log lines only, the store is read every `interval` or every half
+            `log_interval`, whichever is longer.
         log_interval: seconds between log lines in "log" mode.
         jsonl_path: also append snapshots to this JSON-lines file.
         title: the panel's title.
@@ -316,6 +338,8 @@ class ProgressMonitor:
         self.alive_after = alive_after
         self.tracker = ProgressTracker()
         self.summary: Optional[RunSummary] = None
+        self.read_interval = interval
+        self._done_read: Optional[int] = None  # rollouts finished at the last read (None: no read yet)
         self._sinks: list[ProgressSink] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -337,13 +361,21 @@ class ProgressMonitor:
             sinks.append(LogSink(self.log_interval))
         if self.jsonl_path:
             sinks.append(JsonLinesSink(self.jsonl_path))
+        if all(isinstance(sink, LogSink) for sink in sinks):
+            self.read_interval = max(self.interval, self.log_interval / 2)
         return sinks
 
     async def _read(self) -> ProgressSnapshot:
         counts = await read_counts(self.store)
-        finished = await self.store.query_rollouts(
-            status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500
-        )
+        done = sum(counts.get(status, 0) for status in _FINISHED)
+        # Only the rollouts that finished since the last read (the newest first), at most _FINISHED_PER_READ.
+        wanted = _FINISHED_PER_READ if self._done_read is None else min(_FINISHED_PER_READ, done - self._done_read)
+        finished: Sequence[Rollout] = []
+        if wanted > 0:
+            finished = await self.store.query_rollouts(
+                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=wanted + _READ_MARGIN
+            )
+        self._done_read = done
         workers = await self.store.query_workers()
         now = time.time()
         recent = [
@@ -364,9 +396,10 @@ class ProgressMonitor:
         try:
             counts = await read_counts(self.store)
             finished = await self.store.query_rollouts(
-                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=500
+                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=_FINISHED_PER_READ
             )
             self.tracker.set_baseline(counts, list(finished))
+            self._done_read = sum(counts.get(status, 0) for status in _FINISHED)
         except Exception as exc:
             logger.debug("progress: could not read the baseline: %r", exc)
         if self.mode == "off" and not self.jsonl_path:
@@ -377,9 +410,12 @@ class ProgressMonitor:
 
     def _thread_main(self) -> None:
         loop = asyncio.new_event_loop()
+        wait = self.read_interval
         try:
-            while not self._stop.wait(self.interval):
+            while not self._stop.wait(wait):
+                started = time.perf_counter()
                 self._tick(loop)
+                wait = max(self.read_interval, (time.perf_counter() - started) / READ_BUDGET)
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
@@ -398,14 +434,15 @@ class ProgressMonitor:
             except Exception:
                 logger.debug("progress sink failed", exc_info=True)
 
-    async def stop_async(self) -> RunSummary:
-        """Stop the thread, read the final state and close the sinks; the run summary."""
+    async def stop_async(self, *, read_timeout: float = 10.0) -> RunSummary:
+        """Stop the thread, read the final state and close the sinks; the run summary. A store that does not answer
+        within `read_timeout` seconds leaves the last snapshot in the summary."""
         self._stop.set()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 10.0)
         try:
-            snapshot = await self._read()
-            reasons = await failure_reasons(self.store) if snapshot.failed else []
+            snapshot = await asyncio.wait_for(self._read(), read_timeout)
+            reasons = await asyncio.wait_for(failure_reasons(self.store), read_timeout) if snapshot.failed else []
         except Exception as exc:
             logger.debug("progress: final read failed: %r", exc)
             snapshot, reasons = self._last, []

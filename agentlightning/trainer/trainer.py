@@ -12,8 +12,8 @@ strategy (default: client-server, runners as processes) decides where the algori
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any, Optional, Union
@@ -32,43 +32,15 @@ from agentlightning.store.base import LightningStore
 from agentlightning.tracer.base import Tracer
 from agentlightning.types import Dataset, Hook, NamedResources, RolloutConfig
 
+from .bundle import AgentRunnerBundle
 from .datasets import check_dataset, check_items_serialisable
 from .init_utils import build_component
-from .progress import ProgressMode, ProgressMonitor, RunSummary
+from .progress import ProgressMode, ProgressMonitor, RunSummary, report
 from .registry import ExecutionStrategyRegistry
 
 __all__ = ["Trainer"]
 
 logger = logging.getLogger(__name__)
-
-
-class RunnerBundle:
-    """What runs in each runner thread or process: a fresh copy of the runner, initialised for the agent.
-
-    Picklable (runner processes receive it); the runner template is copied per worker so that runners sharing a
-    process never share state.
-    """
-
-    def __init__(self, runner: Runner[Any], agent: LitAgent[Any], hooks: Sequence[Hook]) -> None:
-        self.runner = runner
-        self.agent = agent
-        self.hooks = tuple(hooks)
-
-    def _runner_for_worker(self, worker_id: int) -> Runner[Any]:
-        try:
-            return copy.deepcopy(self.runner)
-        except Exception as exc:
-            logger.warning(
-                "Could not copy the runner for worker %d (%r); runners of this process share one instance",
-                worker_id,
-                exc,
-            )
-            return self.runner
-
-    async def __call__(self, store: LightningStore, worker_id: int, event: ExecutionEvent) -> None:
-        runner = self._runner_for_worker(worker_id)
-        with runner.run_context(agent=self.agent, store=store, hooks=self.hooks, worker_id=worker_id):
-            await runner.iter(event=event)
 
 
 def _normalise_hooks(hooks: Union[Hook, Sequence[Hook], None]) -> tuple[Hook, ...]:
@@ -375,17 +347,52 @@ class Trainer:
         val_dataset: Optional[Dataset[Any]],
         algorithm: Optional[Algorithm],
     ) -> None:
+        """Run the strategy. The summary is read once every runner has stopped, so it matches the store; a Ctrl-C is
+        raised again (KeyboardInterrupt) after that clean-up, so code after `fit` does not run as if training had
+        completed."""
         train_dataset, val_dataset = self._check_inputs(agent, train_dataset, val_dataset)
         agent.set_trainer(self)
         self.summary = None
+        self._check_store()
+        monitors: list[ProgressMonitor] = []
+        trainer_pid = os.getpid()
 
         async def algorithm_bundle(store: LightningStore, event: ExecutionEvent) -> None:
-            await self._algorithm_bundle(store, event, train_dataset, val_dataset, algorithm)
+            await self._algorithm_bundle(store, event, train_dataset, val_dataset, algorithm, monitors, trainer_pid)
 
-        runner_bundle = RunnerBundle(self.runner, agent, self.hooks)
-        self.strategy.execute(algorithm_bundle, runner_bundle, self.store)
-        if self.summary is not None:
-            logger.info("Run summary: %s", self.summary.describe())
+        runner_bundle = AgentRunnerBundle(self.runner, agent, self.hooks)
+        try:
+            self.strategy.execute(algorithm_bundle, runner_bundle, self.store)
+        finally:
+            for monitor in monitors:
+                self._finish(monitor)
+        if getattr(self.strategy, "interrupted", False):
+            raise KeyboardInterrupt
+
+    def _check_store(self) -> None:
+        """Fail in seconds, in one line naming it, when the store is a server that cannot be reached (runner-only
+        roles wait for their store instead: it may start later)."""
+        if getattr(self.strategy, "role", "both") == "runner" or not self.store.is_remote:
+            return
+        from agentlightning.execution.loop import run_interruptibly
+        from agentlightning.execution.serving import check_reachable
+        from agentlightning.runner.errors import StoreUnreachableError
+
+        try:
+            run_interruptibly(check_reachable(self.store))
+        except StoreUnreachableError as exc:
+            raise StoreUnreachableError(str(exc)) from None
+
+    def _finish(self, monitor: ProgressMonitor) -> None:
+        """Read the final state into the summary and report it (after the strategy stopped every runner)."""
+        from agentlightning.execution.loop import run_interruptibly
+
+        try:
+            self.summary = run_interruptibly(monitor.stop_async())
+        except KeyboardInterrupt:
+            logger.warning("Interrupted again: no run summary")
+            return
+        report(f"Run summary: {self.summary.describe()}")
 
     async def _algorithm_bundle(
         self,
@@ -394,17 +401,22 @@ class Trainer:
         train_dataset: Optional[Dataset[Any]],
         val_dataset: Optional[Dataset[Any]],
         algorithm: Optional[Algorithm],
+        monitors: Optional[list[ProgressMonitor]] = None,
+        trainer_pid: Optional[int] = None,
     ) -> None:
         describe = getattr(self.strategy, "describe", lambda: {})()
         monitor = ProgressMonitor(
             store,
             mode=self.progress,
-            interval=0.5,
+            interval=1.0,
             log_interval=self.progress_interval,
             jsonl_path=self.progress_file,
             title=f"Agent Lightning · {describe.get('strategy', 'run')} · {self.n_runners} runner(s)",
         )
         await monitor.start_async()
+        in_trainer_process = trainer_pid is None or os.getpid() == trainer_pid
+        if monitors is not None and in_trainer_process:
+            monitors.append(monitor)  # finished by the Trainer once every runner has stopped
         try:
             if algorithm is None:
                 logger.info("No algorithm: runners serve rollouts enqueued by others until stopped (Ctrl-C)")
@@ -424,9 +436,10 @@ class Trainer:
                     await algorithm.run(train_dataset, val_dataset)  # type: ignore[misc]
                 else:
                     algorithm.run(train_dataset, val_dataset)  # blocks this loop on purpose (0.2 behaviour)
-            except BaseException as exc:
-                if not isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
-                    logger.error("The algorithm failed: %r", exc)
+            except Exception as exc:
+                logger.error("The algorithm failed: %r", exc)
                 raise
         finally:
-            self.summary = await monitor.stop_async()
+            if monitors is None or not in_trainer_process:  # another process (main_process="runner"): finish here
+                self.summary = await monitor.stop_async()
+                report(f"Run summary: {self.summary.describe()}")

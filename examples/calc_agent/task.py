@@ -1,15 +1,18 @@
-"""The calculator task shared by the four versions of the agent: questions, tools, worked examples, reward.
+"""The calculator task shared by the four versions of the agent: word problems, tools, worked examples, reward.
 
-A question is "What is a * b + c?" with two-digit a, b, c: beyond what SmolLM2-135M computes in its head, so the
-agent must call its tools twice (multiply a and b, then add c to the product) and answer with the number. A rollout
-is three LLM calls with two tool results between them when it goes right.
+A question is a short word problem whose answer is a product of two two-digit numbers ("A box holds 40 rows of 85
+eggs. How many eggs are in the box?") or a sum of two three-digit numbers: beyond what SmolLM2-135M computes in its
+head, so the agent must pick the right tool, call it with the right numbers, and answer with its result. A rollout
+that goes right is two LLM calls with the tool's result between them.
 
 Tools: `multiply(a, b)` and `add(a, b)` over integers. The agent's prompt holds two worked examples as real turns of
 the conversation (a tool call, its result, the answer), which is what makes the small model produce calls in the
-format the server parses at all; neither example chains two calls, which is what the model must learn.
+format the server parses at all. The untrained model mostly adds, whatever the question says (the last worked
+example adds): choosing the tool from the wording is what it must learn.
 
-Split: the held-out questions share no multiplication (unordered pair {a, b}) with the training questions, so no
-held-out item is a training item with its factors swapped or only its addend changed.
+Split: the held-out questions share no pair of numbers {a, b} with the training questions (for either operation), so
+no held-out item is a training item with its numbers swapped or only its wording changed; both sets use the same
+wordings.
 """
 
 from __future__ import annotations
@@ -92,15 +95,38 @@ class WorkedExample:
         return json.dumps({"a": self.a, "b": self.b})
 
 
-EXAMPLES = [WorkedExample("What is 23 * 41?", "multiply", 23, 41), WorkedExample("What is 357 + 218?", "add", 357, 218)]
+EXAMPLES = [
+    WorkedExample("A farm has 23 pens with 41 sheep in each pen. How many sheep are there?", "multiply", 23, 41),
+    WorkedExample("A school has 357 girls and 218 boys. How many pupils does it have?", "add", 357, 218),
+]
+
+WORDINGS = {
+    "multiply": [
+        "A box holds {a} rows of {b} eggs. How many eggs are in the box?",
+        "Each of {a} buses carries {b} people. How many people ride the buses?",
+        "A garden has {a} rows with {b} plants in each row. How many plants are there?",
+        "What is {a} times {b}?",
+        "How much do {a} tickets cost at {b} dollars each?",
+        "A book has {a} pages with {b} words on each page. How many words does it have?",
+    ],
+    "add": [
+        "A shop sold {a} apples in the morning and {b} in the afternoon. How many apples did it sell?",
+        "Tom has {a} stamps and Anna has {b}. How many stamps do they have together?",
+        "What is {a} plus {b}?",
+        "A train had {a} passengers and {b} more got on. How many passengers are on the train now?",
+        "A library has {a} novels and {b} comics. How many books is that?",
+        "You walk {a} meters, then {b} meters more. How far did you walk?",
+    ],
+}
+OPERAND_RANGES = {"multiply": (10, 99), "add": (100, 999)}
 
 
 def question(task: dict[str, Any]) -> str:
-    return f"What is {task['a']} * {task['b']} + {task['c']}?"
+    return WORDINGS[task["op"]][int(task["wording"])].format(a=task["a"], b=task["b"])
 
 
 def answer_of(task: dict[str, Any]) -> int:
-    return int(task["a"]) * int(task["b"]) + int(task["c"])
+    return TOOLS[task["op"]](int(task["a"]), int(task["b"]))
 
 
 def strict_correct(reply: str, task: dict[str, Any]) -> bool:
@@ -119,19 +145,24 @@ def reward(reply: str, task: dict[str, Any]) -> float:
 
 
 def split_tasks(
-    n_train: int = 200, n_held_out: int = 50, seed: int = 0
+    n_train: int = 240, n_held_out: int = 48, seed: int = 0
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Training and held-out tasks with two-digit a, b, c; the two sets share no unordered pair {a, b}."""
+    """Training and held-out tasks, half products and half sums, every wording equally often; the two sets share no
+    unordered pair of numbers {a, b}."""
     rng = random.Random(seed)
-    pairs = sorted({(a, b) for a in range(10, 100) for b in range(a, 100)})
-    rng.shuffle(pairs)
-    held_pairs, train_pairs = pairs[:n_held_out], pairs[n_held_out : n_held_out + n_train]
-
-    def tasks(chosen: list[tuple[int, int]]) -> list[dict[str, Any]]:
-        result = []
-        for low, high in chosen:
-            a, b = (low, high) if rng.random() < 0.5 else (high, low)
-            result.append({"a": a, "b": b, "c": rng.randint(10, 99)})
-        return result
-
-    return tasks(train_pairs), tasks(held_pairs)
+    train: list[dict[str, Any]] = []
+    held_out: list[dict[str, Any]] = []
+    for op, (low, high) in OPERAND_RANGES.items():
+        pairs: set[tuple[int, int]] = set()
+        while len(pairs) < (n_train + n_held_out) // 2:
+            a, b = rng.randint(low, high), rng.randint(low, high)
+            pairs.add((min(a, b), max(a, b)))
+        ordered = sorted(pairs)
+        rng.shuffle(ordered)
+        wordings = len(WORDINGS[op])
+        for index, (small, large) in enumerate(ordered):
+            a, b = (small, large) if rng.random() < 0.5 else (large, small)
+            item = {"op": op, "a": a, "b": b, "wording": index % wordings}
+            (held_out if index < n_held_out // 2 else train).append(item)
+    rng.shuffle(train)
+    return train, held_out

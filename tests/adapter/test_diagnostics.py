@@ -60,3 +60,19 @@ def test_a_healthy_trajectory_logs_nothing(caplog: pytest.LogCaptureFixture) -> 
         assert len(adapter.adapt([llm("l", None, 0, 1, "x")])) == 1
     assert caplog.text == ""
     assert adapter.last_diagnosis is not None and adapter.last_diagnosis.ok
+
+
+def test_llm_calls_under_a_name_the_pattern_misses_are_named_instead_of_blaming_instrumentation() -> None:
+    from agentlightning.adapter.diagnostics import diagnose_trajectory
+    from agentlightning.types import Span
+
+    call = Span.from_attributes(
+        attributes={"prompt_token_ids": [1], "response_token_ids": [2]},
+        rollout_id="ro",
+        attempt_id="at",
+        sequence_id=1,
+        name="openai.responses",
+    )
+    diagnosis = diagnose_trajectory([call], [], llm_call_match=r"openai\.chat\.completion")
+    assert diagnosis.reason is not None
+    assert "openai.responses (1)" in diagnosis.reason and "instrumented" not in diagnosis.reason

@@ -1,4 +1,5 @@
-"""LlmProxyTraceToTriplet: calls and rewards recorded by the LLM proxy, ordered by sequence id only."""
+"""LlmProxyTraceToTriplet: calls recorded by the LLM proxy, ordered by sequence id; rewards attributed by time when
+every span has one, else by sequence id."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from agentlightning.adapter import LlmProxyTraceToTriplet
 from agentlightning.types import Span
 
 
-def proxy_span(name: str, sequence_id: int, start: float = 0.0, **attributes: Any) -> Span:
+def proxy_span(
+    name: str, sequence_id: int, start: Optional[float] = None, end: Optional[float] = None, **attributes: Any
+) -> Span:
     return Span.from_attributes(
         attributes={key.replace("__", "."): value for key, value in attributes.items()},
         rollout_id="ro",
@@ -19,7 +22,7 @@ def proxy_span(name: str, sequence_id: int, start: float = 0.0, **attributes: An
         sequence_id=sequence_id,
         name=name,
         start_time=start,
-        end_time=start,
+        end_time=end if end is not None else start,
     )
 
 
@@ -33,8 +36,31 @@ def raw_request(sequence_id: int, prompt: list[int], response: list[int], reques
     return proxy_span("raw_gen_ai_request", sequence_id, **attributes)
 
 
-def reward_span(sequence_id: int, value: float) -> Span:
-    return proxy_span("agentlightning.reward", sequence_id, reward=value)
+def reward_span(sequence_id: int, value: float, at: Optional[float] = None) -> Span:
+    return proxy_span("agentlightning.reward", sequence_id, start=at, reward=value)
+
+
+def timed_call(sequence_id: int, start: float, end: float, token: int) -> Span:
+    return proxy_span(
+        "openai.chat.completion",
+        sequence_id,
+        start=start,
+        end=end,
+        prompt_token_ids=[token],
+        response_token_ids=[token],
+    )
+
+
+def test_a_reward_emitted_between_two_calls_goes_to_the_first_even_when_numbered_after_both() -> None:
+    # the proxy numbers calls when they arrive (1, 2); the runner writes its spans at the end (3, 4)
+    spans = [timed_call(1, 10.0, 11.0, 1), timed_call(2, 12.0, 13.0, 2), reward_span(3, 0.5, at=11.5)]
+    spans.append(reward_span(4, 1.0, at=13.5))
+    assert [t.reward for t in LlmProxyTraceToTriplet().adapt(spans)] == [0.5, 1.0]
+
+
+def test_without_times_the_sequence_order_decides() -> None:
+    spans = [raw_request(1, [1], [1], "a"), reward_span(2, 0.5), raw_request(3, [2], [2], "b"), reward_span(4, 1.0)]
+    assert [t.reward for t in LlmProxyTraceToTriplet().adapt(spans)] == [0.5, 1.0]
 
 
 def test_two_calls_and_a_later_reward_give_the_reward_to_the_second_call() -> None:

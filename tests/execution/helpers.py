@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -84,3 +85,84 @@ class StopAwareAgent(LitAgent[Any]):
             os.remove(stopped)
             raise RuntimeError(f"{STALE_MARK} of process {pid}")
         return float(pid)
+
+
+# ------------------------------------------------------------------------- bundles for the shutdown paths
+async def short_algorithm(store: Any, event: Any) -> None:
+    await asyncio.sleep(0.2)
+
+
+async def raising_algorithm(store: Any, event: Any) -> None:
+    await asyncio.sleep(0.2)
+    raise ValueError("algorithm bug")
+
+
+async def interrupting_algorithm(store: Any, event: Any) -> None:
+    await asyncio.sleep(0.2)
+    raise KeyboardInterrupt
+
+
+async def idle_runner(store: Any, worker_id: int, event: Any) -> None:
+    while not event.is_set():
+        await asyncio.sleep(0.02)
+
+
+async def timing_out_runner(store: Any, worker_id: int, event: Any) -> None:
+    await asyncio.sleep(0.1)
+    raise TimeoutError("the runner timed out")
+
+
+async def stubborn_runner(store: Any, worker_id: int, event: Any) -> None:
+    """Ignores the stop flag and Ctrl-C: only SIGTERM or SIGKILL end it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        await asyncio.sleep(0.05)
+
+
+async def returning_runner(store: Any, worker_id: int, event: Any) -> None:
+    return None
+
+
+class SlowAlgorithmLeavingAMark:
+    """Runs `seconds`, then writes `path` (the mark shows the algorithm finished before `execute` returned)."""
+
+    def __init__(self, path: str, seconds: float) -> None:
+        self.path = path
+        self.seconds = seconds
+
+    async def __call__(self, store: Any, event: Any) -> None:
+        await asyncio.sleep(self.seconds)
+        with open(self.path, "w", encoding="utf-8") as file:
+            file.write("done")
+
+
+def refuse_to_load() -> None:
+    raise ImportError("this agent cannot be imported in the runner process")
+
+
+class UnloadableBundle:
+    """Pickles fine, but cannot be loaded in a runner process (like an agent whose module is missing there)."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (refuse_to_load, ())
+
+    async def __call__(self, store: Any, worker_id: int, event: Any) -> None:
+        raise AssertionError("never runs")
+
+
+async def wait_for_stop_or_30_s(store: Any, event: Any) -> None:
+    deadline = time.monotonic() + 30
+    while not event.is_set() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+class BlockingSyncAlgorithm(Algorithm):
+    """A synchronous algorithm that never looks at the store or the stop flag for `seconds` seconds."""
+
+    def __init__(self, seconds: float = 60.0) -> None:
+        self.seconds = seconds
+
+    def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        deadline = time.monotonic() + self.seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)

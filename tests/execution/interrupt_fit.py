@@ -1,9 +1,11 @@
 """A training run to interrupt (run as a script by test_interrupt.py): cs strategy, 2 runner processes, slow tasks,
-a SQLite store. Prints READY once rollouts are being worked on."""
+a SQLite store. Prints READY once rollouts are being worked on, and the run summary (JSON) when fit is interrupted,
+before letting the KeyboardInterrupt end the script as an uncaught Ctrl-C does."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -32,5 +34,9 @@ class Forever(Algorithm):
 
 if __name__ == "__main__":
     trainer = agl.Trainer(algorithm=Forever(), n_runners=2, store=f"sqlite:///{sys.argv[1]}", progress="off")
-    trainer.fit(SlowAgent(), [{"sleep": 0.3} for _ in range(1000)])
+    try:
+        trainer.fit(SlowAgent(), [{"sleep": 0.3} for _ in range(1000)])
+    except KeyboardInterrupt:
+        print("SUMMARY " + json.dumps(trainer.summary.to_dict() if trainer.summary else None), flush=True)
+        raise
     print("FIT RETURNED", flush=True)

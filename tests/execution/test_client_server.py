@@ -12,10 +12,22 @@ import pytest
 
 import agentlightning as agl
 from agentlightning.execution import ClientServerExecutionStrategy, MultiprocessingEvent
-from agentlightning.execution.processes import ChildStore, ProcessGroup, _Slot, stop_processes
+from agentlightning.execution.child import ChildStore
+from agentlightning.execution.processes import ProcessGroup, RunnerProcess
+from agentlightning.execution.signals import stop_processes
+from agentlightning.execution.supervisor import Slot
+from agentlightning.store.delegating import DelegatingStore
 
 from ..runner.agents import PidAgent, ScriptedAgent
-from .helpers import EnqueueAllAlgorithm, die_on_sigint, exit_on_sigint, exit_with, ignore_sigint_then_sleep
+from .helpers import (
+    EnqueueAllAlgorithm,
+    UnloadableBundle,
+    die_on_sigint,
+    exit_on_sigint,
+    exit_with,
+    ignore_sigint_then_sleep,
+    wait_for_stop_or_30_s,
+)
 
 
 def _children() -> list[psutil.Process]:
@@ -160,7 +172,7 @@ def _group_of(*targets: tuple[Any, tuple[Any, ...]]) -> ProcessGroup:
         process = ctx.Process(target=target, args=(ready, *args))
         process.start()
         assert ready.wait(60)
-        group._slots.append(_Slot(index, process, ready))  # pyright: ignore[reportPrivateUsage]
+        group.slots.append(Slot(index, RunnerProcess(process, ready)))
     return group
 
 
@@ -178,3 +190,39 @@ def test_a_runner_that_exited_with_an_error_by_itself_is_reported(caplog: pytest
     group.shutdown()
     with pytest.raises(RuntimeError, match=r"Runner processes failed: Process-\d+ \(exit code 3\)|exit code 3"):
         group.check_exit_codes()
+
+
+def test_a_runner_that_cannot_load_its_agent_stops_the_run_with_its_reason() -> None:
+    strategy = ClientServerExecutionStrategy(n_runners=1)
+    with pytest.raises(RuntimeError, match=r"runner-0 exited with exit code 2 before it started"):
+        strategy.execute(wait_for_stop_or_30_s, UnloadableBundle(), agl.InMemoryLightningStore())
+    assert _children() == []
+
+
+class UsersOwnStore(DelegatingStore):
+    """A user's LightningStore subclass that declares no capabilities (not async-safe)."""
+
+    def __init__(self) -> None:
+        self.inner = agl.InMemoryLightningStore()
+
+    async def _forward(self, operation: str, arguments: dict[str, Any]) -> Any:
+        return await getattr(self.inner, operation)(**arguments)
+
+
+def test_a_store_not_marked_async_safe_is_served_to_runner_processes() -> None:
+    store = UsersOwnStore()
+    assert not store.capabilities.get("async_safe")
+    algorithm = EnqueueAllAlgorithm(timeout=60)
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=1, store=store, progress="off")
+    trainer.fit(ScriptedAgent(), [{"reward": 0.5}] * 3)
+    assert [rollout.status for rollout in algorithm.finished] == ["succeeded"] * 3
+    assert _children() == []
+
+
+def test_a_server_host_of_localhost_is_served_and_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGL_SERVER_HOST", "localhost")
+    algorithm = EnqueueAllAlgorithm(timeout=60)
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=1, progress="off")
+    assert isinstance(trainer.strategy, ClientServerExecutionStrategy) and trainer.strategy.server_host == "localhost"
+    trainer.fit(ScriptedAgent(), [{"reward": 0.5}] * 2)
+    assert [rollout.status for rollout in algorithm.finished] == ["succeeded"] * 2

@@ -63,3 +63,101 @@ def test_a_killed_runner_actor_is_replaced_and_every_rollout_finishes() -> None:
     ]
     assert retried and retried[0][0].status == "unresponsive"
     assert not ray.is_initialized()
+
+
+def test_an_actor_that_cannot_be_placed_stops_the_run_naming_it_and_what_it_asked_for() -> None:
+    strategy = agl.RayExecutionStrategy(
+        n_runners=1,
+        actor_options={"num_cpus": 0.5, "resources": {"gpu_box": 1}},  # no node has a "gpu_box"
+        start_timeout=3.0,
+        ray_init_kwargs={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False},
+    )
+    trainer = agl.Trainer(algorithm=EnqueueAllAlgorithm(timeout=120), strategy=strategy, progress="off")
+    with pytest.raises(RuntimeError) as info:
+        trainer.fit(PidAgent(), [{"sleep": 0.1}])
+    message = str(info.value)
+    assert message.startswith("runner actor 0 could not be placed: no runner actor started for 3 s"), message
+    assert "asks for {'num_cpus': 0.5, 'gpu_box': 1}" in message and "{'CPU': 2.0} free of {'CPU': 2.0}" in message
+    assert not ray.is_initialized()
+
+
+class FakeRay:
+    class util:
+        @staticmethod
+        def get_node_ip_address() -> str:
+            return "10.1.2.3"
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"server_host": "0.0.0.0"}, "http://10.1.2.3:4747"),  # the driver node's address, not loopback
+        ({"server_host": "::"}, "http://10.1.2.3:4747"),
+        ({"server_host": "127.0.0.1"}, "http://127.0.0.1:4747"),  # a single-node run keeps loopback
+        ({"server_host": "0.0.0.0", "advertise_host": "trainer.example"}, "http://trainer.example:4747"),
+        ({"server_host": "0.0.0.0", "advertise_host": "fd00::1"}, "http://[fd00::1]:4747"),
+    ],
+)
+def test_actors_are_given_an_address_other_nodes_can_reach(options: dict[str, str], expected: str) -> None:
+    strategy = agl.RayExecutionStrategy(**options)  # type: ignore[arg-type]
+    assert strategy._actor_url(FakeRay(), 4747) == expected  # pyright: ignore[reportPrivateUsage]
+
+
+class PartlyPlacingRay:
+    """Ray as the launcher sees it: actors 0-3 start one after the other, actor 4 never gets a place."""
+
+    class exceptions:
+        RayActorError = RuntimeError
+
+    def __init__(self) -> None:
+        self.launched = 0
+        self.started_at = time.monotonic()
+
+    def remote(self, cls: Any) -> Any:
+        fake = self
+
+        class Handle:
+            def __init__(self, index: int) -> None:
+                self.where = type("M", (), {"remote": staticmethod(lambda: ("where", index))})()
+                self.run = type("M", (), {"remote": staticmethod(lambda *args: ("run", index))})()
+
+        class Options:
+            def options(self, **options: Any) -> Any:
+                return self
+
+            def remote(self) -> Any:
+                fake.launched += 1
+                return Handle(fake.launched - 1)
+
+        return Options()
+
+    def wait(self, refs: list[Any], num_returns: int = 1, timeout: float = 0) -> tuple[list[Any], list[Any]]:
+        elapsed = time.monotonic() - self.started_at
+        ready = [ref for ref in refs if ref[0] == "where" and ref[1] < 4 and elapsed > 0.3 * (ref[1] + 1)]
+        return ready, [ref for ref in refs if ref not in ready]
+
+    def get(self, ref: Any) -> Any:
+        return ("node-a", 100 + ref[1])
+
+    def available_resources(self) -> dict[str, float]:
+        return {"CPU": 0.0}
+
+    def cluster_resources(self) -> dict[str, float]:
+        return {"CPU": 2.0}
+
+
+def test_slowly_starting_actors_are_waited_for_and_the_one_never_placed_is_named() -> None:
+    from agentlightning.execution.ray import ActorLauncher
+
+    launcher = ActorLauncher(PartlyPlacingRay(), b"", {"num_cpus": 0.5}, start_timeout=0.5)
+    handles = [launcher.launch(worker_id) for worker_id in range(5)]
+    deadline = time.monotonic() + 10
+    ended = None
+    while ended is None and time.monotonic() < deadline:
+        exits = [launcher.exit_of(handle) for handle in handles]
+        assert all(item is None for item in exits[:4])  # starting one after the other (0.3 s each) is progress
+        ended = exits[4]
+        time.sleep(0.05)
+    assert ended is not None and ended.fatal and ended.message is not None
+    assert ended.message.startswith("runner actor 4 could not be placed"), ended.message
+    assert "4 runner actor(s) running" in ended.message

@@ -59,6 +59,20 @@ def test_seeded_choices_are_the_same_in_a_batch_as_alone() -> None:
     assert engine.batch_stats["largest_batch"] == 3 * len(QUESTIONS)
 
 
+def test_identical_prompts_admitted_together_are_computed_once_and_answer_as_alone() -> None:
+    engine = build_tiny_engine(seed=0)
+    same, other = prompts(engine)[1], prompts(engine)[2]
+    requests = [(same, SamplingParams(max_tokens=8, temperature=1.0, seed=i)) for i in range(4)]
+    requests.append((other, SamplingParams(max_tokens=8, temperature=1.0, seed=9)))
+    alone = [engine.generate(p, params)[0].token_ids for p, params in requests]
+    before = engine.batch_stats
+    together = asyncio.run(generate_together(engine, requests))
+    assert [result[0].token_ids for result in together] == alone
+    stats = engine.batch_stats
+    assert stats["prompts_prefilled"] - before["prompts_prefilled"] == 5
+    assert stats["prompts_computed"] - before["prompts_computed"] == 2  # four identical prompts, one other
+
+
 def test_a_request_joining_a_running_batch_gets_its_answer_alone() -> None:
     engine = build_tiny_engine(seed=0)
     long_prompt, short_prompt = prompts(engine)[2], prompts(engine)[0]

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 
@@ -11,12 +17,13 @@ from agentlightning.types import Attempt, AttemptedRollout
 from agentlightning.utils.bookkeeping import bookkeeping_metadata
 
 
-def _finished(rollout_id: str, status: str, reward: object) -> AttemptedRollout:
+def _finished(rollout_id: str, status: str, reward: object, end_time: Optional[float] = None) -> AttemptedRollout:
     metadata = {"final_reward": reward} if reward != "absent" else {}
     return AttemptedRollout(
         rollout_id=rollout_id,
         input={},
         start_time=0.0,
+        end_time=end_time,
         status=status,  # type: ignore[arg-type]
         attempt=Attempt(rollout_id=rollout_id, attempt_id="a", sequence_id=1, start_time=0.0, metadata=metadata),
     )
@@ -40,6 +47,15 @@ def test_reward_mean_and_rollouts_without_reward_come_from_attempt_metadata() ->
     assert snapshot.without_reward == 1
     again = tracker.update({"succeeded": 5}, finished, 1, 1)  # the same rollouts are not counted twice
     assert again.without_reward == 1
+
+
+def test_the_reward_window_keeps_the_newest_rewards_as_the_store_lists_them() -> None:
+    tracker = ProgressTracker(reward_window=2)
+    oldest_first = [
+        _finished(f"r{i}", "succeeded", reward, end_time=100.0 + i) for i, reward in enumerate([0, 0, 1, 1])
+    ]
+    newest_first = list(reversed(oldest_first))  # what query_rollouts(sort_by="end_time", sort_order="desc") gives
+    assert tracker.update({"succeeded": 4}, newest_first, 1, 1).reward_mean == pytest.approx(1.0)
 
 
 def _bookkeeping(rollout_id: str) -> AttemptedRollout:
@@ -108,3 +124,54 @@ def test_the_rich_panel_renders_the_counts() -> None:
     finally:
         sink.close(RunSummary(ProgressSnapshot()))
     assert "7 succeeded" in text and "1 failed" in text and "0.5" in text and "4 alive" in text
+
+
+_UNCONFIGURED_RUN = """
+import agentlightning as agl
+from tests.execution.helpers import EnqueueAllAlgorithm
+from tests.runner.agents import ScriptedAgent
+
+if __name__ == "__main__":
+    trainer = agl.Trainer(algorithm=EnqueueAllAlgorithm(), strategy="shm", progress="log", progress_interval=0.01)
+    trainer.fit(ScriptedAgent(), [{"sleep": 0.7, "reward": 0.5}] * 3)  # one runner: longer than a store read (1 s)
+"""
+
+
+def test_progress_and_the_summary_show_when_nothing_configured_logging(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    script = tmp_path / "run.py"
+    script.write_text(_UNCONFIGURED_RUN)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=str(root)),
+        stdin=subprocess.DEVNULL,  # not a terminal: "auto" would log as well
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Progress: " in done.stderr
+    assert "Run summary: 3 rollouts finished" in done.stderr
+
+
+async def test_the_monitor_spends_at_most_a_hundredth_of_the_time_reading_the_store() -> None:
+    import time
+
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.trainer.progress import ProgressMonitor
+
+    class SlowCounts(InMemoryLightningStore):
+        reads = 0
+
+        async def query_workers(self, *args: Any, **kwargs: Any) -> Any:
+            SlowCounts.reads += 1
+            time.sleep(0.05)  # a read of a large store
+            return await super().query_workers(*args, **kwargs)
+
+    monitor = ProgressMonitor(SlowCounts(), mode="log", interval=0.01, log_interval=0.05)
+    await monitor.start_async()
+    await asyncio.sleep(1.5)
+    reads = SlowCounts.reads
+    await monitor.stop_async()
+    assert 1 <= reads <= 2  # the first read after 0.01 s, the next one not before 5 s

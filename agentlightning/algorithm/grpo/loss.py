@@ -48,16 +48,29 @@ class Sample:
         return len(self.prompt_ids) + len(self.response_ids)
 
 
+MIN_SHARED_PREFIX = 32
+"""Rows sharing at least this many leading ids compute them once (see `PolicyBatch.shared_prefix`)."""
+
+
 @dataclass
 class PolicyBatch:
     """Right-padded `prompt ‖ response` rows; `response_mask[i, t]` is 1 where `input_ids[i, t + 1]` is a trained
     response token (the mask is aligned with the next-token predictions, which are one shorter than the rows);
-    `advantages[i, t]` is the advantage of that token."""
+    `advantages[i, t]` is the advantage of that token.
+
+    `first_prediction` is the first position whose prediction any row trains on (the end of the shortest prompt):
+    logits are computed from there on only. `shared_prefix` (0: none) is how many leading ids every row has in
+    common and that precede every row's first trained prediction (a GRPO group's prompt, an agent's system prompt
+    and worked examples): they are run once and their keys and values shared by the rows, which gives the same
+    log-probabilities and gradients as running each row whole.
+    """
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
     response_mask: torch.Tensor
     advantages: torch.Tensor
+    first_prediction: int = 0
+    shared_prefix: int = 0
 
 
 def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
@@ -88,7 +101,34 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
             advantages[row, start:end] = sample.advantage
         else:
             advantages[row, start:end] = torch.tensor(sample.token_advantages, dtype=torch.float32)
-    return PolicyBatch(input_ids, attention, response_mask, advantages)
+    first_prediction = min(len(s.prompt_ids) for s in samples) - 1
+    shared = _common_prefix([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
+    return PolicyBatch(
+        input_ids,
+        attention,
+        response_mask,
+        advantages,
+        first_prediction=first_prediction,
+        shared_prefix=shared if len(samples) > 1 and shared >= MIN_SHARED_PREFIX else 0,
+    )
+
+
+def _common_prefix(rows: Sequence[list[int]], limit: int) -> int:
+    """How many leading ids all `rows` share, at most `limit`."""
+    first = rows[0]
+    length = min(limit, *(len(row) for row in rows))
+    for other in rows[1:]:
+        if other[:length] == first[:length]:
+            continue
+        low, high = 0, length
+        while high - low > 1:
+            middle = (low + high) // 2
+            if other[:middle] == first[:middle]:
+                low = middle
+            else:
+                high = middle
+        length = low
+    return max(length, 0)
 
 
 def sequence_log_probs(model: Any, batch: PolicyBatch, temperature: float = 1.0) -> torch.Tensor:
@@ -96,21 +136,78 @@ def sequence_log_probs(model: Any, batch: PolicyBatch, temperature: float = 1.0)
     (batch, width - 1): the logits are divided by the temperature first, as the inference server does when it
     samples, so the ratio and the gradient are those of the distribution the responses were drawn from.
 
-    Positions outside `response_mask` hold values too, but are meaningless; callers mask them.
+    Only predictions from `batch.first_prediction` on are computed (earlier positions hold 0); a `shared_prefix` is
+    run once for all rows. Positions outside `response_mask` hold values too, but are meaningless; callers mask them.
     """
     import torch
 
     if not temperature > 0:
         raise ValueError(f"temperature must be positive to compute sampling log-probabilities, got {temperature!r}")
+    rows, width = batch.input_ids.shape
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
-    output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids)
-    logits = output.logits[:, :-1, :].float()
+    start = max(batch.first_prediction, 0)
+    if batch.shared_prefix > 0:
+        shared = batch.shared_prefix
+        prefix = _forward(model, 1, input_ids=batch.input_ids[:1, :shared], use_cache=True)
+        cache = _output_cache(prefix)
+        for layer in cache.layers:  # one computed copy, seen by every row (gradients add up through the expand)
+            layer.keys = layer.keys.expand(rows, -1, -1, -1)
+            layer.values = layer.values.expand(rows, -1, -1, -1)
+        logits = _forward(
+            model,
+            width - start,
+            input_ids=batch.input_ids[:, shared:],
+            attention_mask=batch.attention_mask,
+            position_ids=position_ids[:, shared:],
+            use_cache=True,
+            **{_cache_argument(model): cache},
+        ).logits
+    else:
+        logits = _forward(
+            model,
+            width - start,
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            position_ids=position_ids,
+        ).logits
+    logits = logits[:, -(width - start) : -1, :].float()  # predictions of positions start .. width - 2
     if temperature != 1.0:
         logits = logits / temperature
-    targets = batch.input_ids[:, 1:]
-    return -torch.nn.functional.cross_entropy(
+    targets = batch.input_ids[:, start + 1 :]
+    computed = -torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"
     ).view(targets.shape)
+    if start == 0:
+        return computed
+    return torch.cat([computed.new_zeros((rows, start)), computed], dim=1)
+
+
+def _forward(model: Any, keep: int, **kwargs: Any) -> Any:
+    """`model(**kwargs)` computing logits for the last `keep` positions only where the model can (transformers'
+    `logits_to_keep`); other models return them all and the caller slices."""
+    try:
+        return model(logits_to_keep=keep, **kwargs)
+    except TypeError as exc:
+        if "logits_to_keep" not in str(exc):
+            raise
+    return model(**kwargs)
+
+
+def _output_cache(output: Any) -> Any:
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
+def _cache_argument(model: Any) -> str:
+    """The keyword the model takes its key/value cache under (`cache` in newer transformers)."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        parameters = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def clipped_policy_loss(

@@ -371,7 +371,7 @@ CLIENT_DERIVED_METHODS: dict[str, str] = {
 }
 """Contract methods the client implements with another operation (one request each)."""
 
-CLIENT_LOCAL_MEMBERS: frozenset[str] = frozenset({"capabilities", "close", "otlp_traces_endpoint"})
+CLIENT_LOCAL_MEMBERS: frozenset[str] = frozenset({"capabilities", "close", "is_remote", "otlp_traces_endpoint"})
 """Contract members the client answers without a request."""
 
 RESERVED_SEGMENTS: dict[str, frozenset[str]] = {}

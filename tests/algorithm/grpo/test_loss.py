@@ -125,3 +125,52 @@ def test_gradient_pushes_up_positive_advantage_tokens() -> None:
     loss, _ = clipped_policy_loss(lp, lp.detach(), torch.tensor([1.0]), torch.ones(1, 1), clip_epsilon=0.2)
     loss.backward()
     assert logits.grad is not None and float(logits.grad[2]) < 0  # descending the loss raises token 2's logit
+
+
+# ------------------------------------------------------------------------- shared prefixes, response-only logits
+def _tiny_policy() -> tuple:
+    from agentlightning.algorithm.grpo.config import GRPOConfig
+    from agentlightning.algorithm.grpo.policy import Policy
+    from agentlightning.inference.tiny import build_tiny_engine
+
+    return Policy.from_engine(build_tiny_engine(seed=0), GRPOConfig(lora_rank=4, learning_rate=1e-3))
+
+
+def _shared_samples() -> list[Sample]:
+    prefix = [5 + (i * 7) % 80 for i in range(40)]  # a system prompt all rows share
+    return [
+        Sample(prefix + [11, 12, 13], [20, 21, 22, 23], 1.0),
+        Sample(prefix + [14, 15], [24, 25], -0.5, loss_mask=[1, 0]),
+        Sample(prefix + [16, 17, 18, 19, 30], [26, 27, 28], 0.25),
+    ]
+
+
+def _masked_log_probs_and_grads(policy, batch) -> tuple:  # type: ignore[no-untyped-def]
+    policy.model.zero_grad(set_to_none=True)
+    log_probs = sequence_log_probs(policy.model, batch)
+    (log_probs * batch.response_mask).sum().backward()
+    grads = {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.requires_grad and p.grad is not None}
+    return (log_probs * batch.response_mask).detach(), grads
+
+
+def test_rows_sharing_a_prefix_run_it_once_with_the_same_log_probs_and_gradients() -> None:
+    import dataclasses
+
+    policy = _tiny_policy()
+    batch = make_batch(_shared_samples(), pad_token_id=0)
+    assert batch.shared_prefix == 40 and batch.first_prediction == 41
+    shared_lp, shared_grads = _masked_log_probs_and_grads(policy, batch)
+    whole = dataclasses.replace(batch, shared_prefix=0, first_prediction=0)  # every row run whole, every logit
+    whole_lp, whole_grads = _masked_log_probs_and_grads(policy, whole)
+    assert torch.allclose(shared_lp, whole_lp, atol=1e-5)
+    assert shared_grads.keys() == whole_grads.keys() and shared_grads
+    for name, grad in shared_grads.items():
+        assert torch.allclose(grad, whole_grads[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_a_prefix_is_shared_only_before_every_rows_first_trained_prediction() -> None:
+    prefix = list(range(5, 45))
+    samples = [Sample(prefix, [50, 51], 1.0), Sample(prefix, [50, 52], -1.0)]  # same prompt: a GRPO group
+    batch = make_batch(samples, pad_token_id=0)
+    assert batch.first_prediction == 39 and batch.shared_prefix == 39
+    assert make_batch([Sample(prefix[:10], [1], 1.0), Sample(prefix[:10], [2], 1.0)], 0).shared_prefix == 0

@@ -59,14 +59,18 @@ def tool_call(name: str, **arguments: Any) -> str:
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
 
 
+def plan(task: dict[str, Any]) -> list[str]:
+    """The tools a model that has learned the task calls, in order: the task's operation, once."""
+    return [str(task["op"])]
+
+
 def solving(task: dict[str, Any]) -> Script:
-    """What a model that has learned the task does: multiply a and b, add c to the product, answer the sum."""
+    """What a model that has learned the task does: call the task's tool with the question's numbers, then answer
+    with the tool's result."""
 
     def script(results: list[str]) -> str:
         if not results:
-            return tool_call("multiply", a=task["a"], b=task["b"])
-        if len(results) == 1:
-            return tool_call("add", a=int(results[0]), b=task["c"])
+            return tool_call(plan(task)[0], a=task["a"], b=task["b"])
         return results[-1]
 
     return script
@@ -84,7 +88,10 @@ class Scripts:
     def new_task(self, make_script: Callable[[dict[str, Any]], Script] = solving) -> dict[str, Any]:
         """A task no other test uses (the model caches its answer per prompt), answered by `make_script(task)`."""
         n = next(self._numbers)
-        task = {"a": 11 + n % 80, "b": 12 + (n * 7) % 80, "c": 13 + n}
+        module = calc()
+        op = sorted(module.OPERAND_RANGES)[n % 2]
+        low, high = module.OPERAND_RANGES[op]
+        task = {"op": op, "a": low + n % (high - low), "b": high - n // 2, "wording": n % len(module.WORDINGS[op])}
         with self._lock:
             self._scripts[calc().question(task)] = make_script(task)
         return task
@@ -110,6 +117,7 @@ class Scripts:
 class Outcome:
     """One finished rollout and its spans, with the adapter of its capture path."""
 
+    task: dict[str, Any]
     rollout: Rollout
     attempt_id: str
     spans: list[Span]
@@ -204,4 +212,5 @@ class Rollouts:
         attempt = await self.store.get_latest_attempt(rollout.rollout_id)
         assert attempt is not None
         spans = list(await self.store.query_spans(rollout.rollout_id))
-        return Outcome(rollout, attempt.attempt_id, spans, capture, error=(attempt.metadata or {}).get("error"))
+        error = (attempt.metadata or {}).get("error")
+        return Outcome(task, rollout, attempt.attempt_id, spans, capture, error=error)

@@ -2,14 +2,15 @@
 the training data GRPO needs, through client-side capture and through the LLM proxy.
 
 Each rollout runs through `LitAgentRunner`'s queue path (claim, resources, trace context, result, attempt status)
-against the scripted model (`harness.py`), which makes the agent do what a trained model does: call `multiply`,
-then `add` on its result, then answer. Three LLM calls with two tool results between them must give:
+against the scripted model (`harness.py`), which makes the agent do what a trained model does on the example's task:
+call the task's tool, then answer with its result. A tool-calling rollout (`harness.plan`: one tool call, so two LLM
+calls with the tool's result between them) must give:
 
 - spans stored under the rollout's id and attempt, with prompt and response token ids on every LLM span;
 - the tool calls in the LLM spans' completions and, where the framework makes them, its own spans of the tool runs
   (client-side: LangGraph, the Agents SDK and AutoGen; through the proxy only AutoGen, which traces itself; the
   plain OpenAI SDK agent runs its tools as plain functions);
-- three triplets with the reward on the last;
+- a triplet per call with the reward on the last;
 - one multi-turn sequence (`stitch_calls`, as GRPO joins them): each call's prompt extends the previous prompt and
   response exactly (drift 0), and the loss mask covers exactly the tokens the model generated.
 """
@@ -22,7 +23,17 @@ from agentlightning.adapter.trajectory import stitch_calls
 from agentlightning.algorithm.grpo.samples import call_ids
 from agentlightning.types import Span
 
-from .harness import CAPTURES, FRAMEWORKS, Outcome, Rollouts, Scripts, agent_module, completion_tool_calls, tool_runs
+from .harness import (
+    CAPTURES,
+    FRAMEWORKS,
+    Outcome,
+    Rollouts,
+    Scripts,
+    agent_module,
+    completion_tool_calls,
+    plan,
+    tool_runs,
+)
 
 MAKES_TOOL_SPANS = {("langgraph", "client"), ("agents-sdk", "client"), ("autogen", "client"), ("autogen", "proxy")}
 
@@ -55,7 +66,7 @@ async def _solved_rollout(framework: str, capture: str, rollouts: Rollouts, scri
     return _SOLVED[framework, capture]
 
 
-async def test_a_two_tool_rollout_is_captured_whole(
+async def test_a_tool_calling_rollout_is_captured_whole(
     framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
 ) -> None:
     outcome = await _solved_rollout(framework, capture, rollouts, scripts)
@@ -63,21 +74,22 @@ async def test_a_two_tool_rollout_is_captured_whole(
     assert all(span.rollout_id == outcome.rollout.rollout_id for span in outcome.spans)
     assert all(span.attempt_id == outcome.attempt_id for span in outcome.spans)
 
+    tools = plan(outcome.task)
     calls = outcome.llm_spans
-    assert len(calls) == 3, [span.name for span in outcome.spans]
+    assert len(calls) == len(tools) + 1, [span.name for span in outcome.spans]
     for span in calls:
         assert span.attributes.get("prompt_token_ids") and span.attributes.get("response_token_ids"), span.name
-    assert [completion_tool_calls(span) for span in calls] == [["multiply"], ["add"], []]
+    assert [completion_tool_calls(span) for span in calls] == [[tool] for tool in tools] + [[]]
     if (framework, capture) in MAKES_TOOL_SPANS:
-        assert tool_runs(outcome.spans) == ["multiply", "add"]
+        assert tool_runs(outcome.spans) == tools
 
 
-async def test_the_calls_become_three_triplets_with_the_reward_on_the_last(
+async def test_the_calls_become_triplets_with_the_reward_on_the_last(
     framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
 ) -> None:
     outcome = await _solved_rollout(framework, capture, rollouts, scripts)
     triplets = outcome.triplets()
-    assert [t.reward for t in triplets] == [None, None, 1.0]
+    assert [t.reward for t in triplets] == [None] * len(plan(outcome.task)) + [1.0]
     assert [t.prompt["token_ids"] for t in triplets] == [_ids(s, "prompt_token_ids") for s in outcome.llm_spans]
     assert [t.response["token_ids"] for t in triplets] == [_ids(s, "response_token_ids") for s in outcome.llm_spans]
 
@@ -88,7 +100,7 @@ async def test_the_calls_stitch_into_one_sequence_without_drift(
     outcome = await _solved_rollout(framework, capture, rollouts, scripts)
     triplets = outcome.triplets()
     report = stitch_calls([call_ids(t) for t in triplets])
-    assert (len(report.sequences), report.continuations, report.drifted) == (1, 2, 0)
+    assert (len(report.sequences), report.continuations, report.drifted) == (1, len(plan(outcome.task)), 0)
     [sequence] = report.sequences
     assert sequence.prompt_ids == triplets[0].prompt["token_ids"]
     generated = [token for token, mask in zip(sequence.response_ids, sequence.loss_mask, strict=True) if mask]

@@ -107,6 +107,10 @@ class LightningStoreClient(DelegatingStore):
     def capabilities(self) -> LightningStoreCapabilities:
         return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=False, otlp_traces=True)
 
+    @property
+    def is_remote(self) -> bool:
+        return True
+
     def otlp_traces_endpoint(self) -> str:
         return f"{self.server_address_root}/v1/traces"
 

@@ -165,6 +165,12 @@ class LightningStoreServer(DelegatingStore):
     def capabilities(self) -> LightningStoreCapabilities:
         return LightningStoreCapabilities(thread_safe=True, async_safe=True, zero_copy=True, otlp_traces=True)
 
+    @property
+    def is_remote(self) -> bool:
+        """In the process that serves it, the wrapped store's answer; an unpickled copy talks HTTP."""
+        backend = self.store if os.getpid() == self._owner_pid and self.store is not None else None
+        return True if backend is None else backend.is_remote
+
     def otlp_traces_endpoint(self) -> str:
         return f"{self.endpoint}/v1/traces"
 
