@@ -50,7 +50,8 @@ def _commit() -> str:
 
 
 def _rollout_spans(rollout_id: str, attempt_id: str, index: int, rng: random.Random) -> list[Span]:
-    prompt = [rng.randrange(50_000) for _ in range(240)]
+    task = random.Random(index // GROUP_SIZE)  # the rollouts of a group answer the same prompt
+    prompt = [task.randrange(50_000) for _ in range(240)]
     first = [rng.randrange(50_000) for _ in range(30)]
     tool = [rng.randrange(50_000) for _ in range(30)]
     second = [rng.randrange(50_000) for _ in range(20)]

@@ -6,8 +6,8 @@ the two sides of a pair always answer the same prompt token for token. Only roll
 conversation take part (a rollout whose calls form several conversations has no single "response" to compare).
 
 Pairing needs a group's rewards before its records, and a group's rollouts need not be adjacent in the store, so it
-takes two passes: the first keeps, per group, only the identifiers and rewards of its best and worst rollout (about
-200 bytes a group, never spans); the second reads those two rollouts again and writes the pair. Ties keep the
+takes two passes: the first keeps, per group, only the identifiers and rewards of its best and worst rollout (under
+a kilobyte a group, never spans); the second reads those two rollouts again and writes the pair. Ties keep the
 earliest rollout.
 """
 
@@ -50,7 +50,7 @@ PREFERENCE_COLUMNS = [
 ]
 
 
-@dataclass
+@dataclass(slots=True)
 class GroupExtremes:
     """The best and worst rollout of a group seen so far, and how many took part."""
 

@@ -46,7 +46,7 @@ class ReadCounts:
         self.skipped[reason] += 1
 
 
-@dataclass
+@dataclass(slots=True)
 class RolloutRef:
     """Enough to read a rollout's spans again (preference pairs read their two sides twice)."""
 
