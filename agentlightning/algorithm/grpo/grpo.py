@@ -159,10 +159,11 @@ class GRPO(Algorithm):
             if engine is None:
                 from agentlightning.inference.engine import InferenceEngine
 
+                device = self.config.device
                 engine = (
-                    InferenceEngine.from_pretrained(self.model_path)
+                    InferenceEngine.from_pretrained(self.model_path, device=device)
                     if self.model_path is not None
-                    else InferenceEngine.from_default()
+                    else InferenceEngine.from_default(device=device)
                 )
                 self.engine = engine
             if self.model_path is not None:

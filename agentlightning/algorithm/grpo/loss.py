@@ -60,8 +60,9 @@ class PolicyBatch:
     advantages: torch.Tensor
 
 
-def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
-    """Pad `samples` into one batch (padding never enters attention or the loss)."""
+def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[Any] = None) -> PolicyBatch:
+    """Pad `samples` into one batch (padding never enters attention or the loss), built on the CPU and moved to
+    `device` (None: left on the CPU) in one transfer per tensor."""
     import torch
 
     if not samples:
@@ -88,6 +89,9 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
             advantages[row, start:end] = sample.advantage
         else:
             advantages[row, start:end] = torch.tensor(sample.token_advantages, dtype=torch.float32)
+    if device is not None:
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        response_mask, advantages = response_mask.to(device), advantages.to(device)
     return PolicyBatch(input_ids, attention, response_mask, advantages)
 
 
