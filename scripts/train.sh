@@ -8,7 +8,36 @@
 #   bash scripts/train.sh --fresh            # start over instead of resuming
 #   bash scripts/train.sh --help             # every option
 #
+# The second example, a multi-turn tool-calling agent (examples/calc_agent/), in any of its four frameworks; the
+# framework's extra is installed too:
+#
+#   bash scripts/train.sh calc --framework langgraph       # 15 minutes into runs/calc-langgraph
+#   bash scripts/train.sh calc --framework agents-sdk --minutes 5
+#   bash scripts/train.sh calc --help
+#
 # The run directory keeps summary.json, reward_curve.png, accuracy.png, train.log, the store (store.db), the
 # checkpoints and the final model (a standard Hugging Face folder).
+set -euo pipefail
+if [ "${1:-}" = "calc" ]; then
+    shift
+    framework=langgraph
+    previous=""
+    for argument in "$@"; do
+        case "$argument" in
+            --framework=*) framework="${argument#--framework=}" ;;
+            *) [ "$previous" = "--framework" ] && framework="$argument" ;;
+        esac
+        previous="$argument"
+    done
+    case "$framework" in
+        openai) extra=openai ;;
+        langgraph) extra=langchain ;;
+        agents-sdk) extra=openai-agents ;;
+        autogen) extra=autogen ;;
+        *) echo "unknown --framework '$framework' (one of: openai, langgraph, agents-sdk, autogen)" >&2; exit 2 ;;
+    esac
+    source "$(dirname "$0")/_venv.sh" "train,$extra"
+    exec .venv/bin/python examples/calc_agent/train.py "$@"
+fi
 source "$(dirname "$0")/_venv.sh" train
 exec .venv/bin/python examples/arithmetic_rl/train.py "$@"

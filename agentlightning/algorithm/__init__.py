@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Algorithm
 from .decorator import FunctionalAlgorithm, algo
+from .errors import NoLLMCallsError
 from .fast import Baseline, FastAlgorithm
 from .utils import batch_iter_over_dataset, with_llm_proxy, with_store
 
@@ -26,6 +27,7 @@ __all__ = [
     "Baseline",
     "FastAlgorithm",
     "FunctionalAlgorithm",
+    "NoLLMCallsError",
     "algo",
     "batch_iter_over_dataset",
     "with_llm_proxy",

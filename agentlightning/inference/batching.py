@@ -95,6 +95,7 @@ class BatchScheduler:
         # Touched only by the scheduler thread (or under exclusive access):
         self._rows: list[_Row] = []
         self._cache: Any = None
+        self._cache_name: Optional[str] = None  # the model's name for its key/value cache argument
         self._mask: Optional[torch.Tensor] = None
         self.steps = 0
         self.largest_batch = 0
@@ -240,7 +241,8 @@ class BatchScheduler:
             sources: list[int] = []
             for index, request in enumerate(requests):
                 request.weights_version = engine.weights_version
-                request.generator = make_generator(request.params.seed)
+                seed = request.params.seed if request.params.seed is not None else engine.draw_seed()
+                request.generator = make_generator(seed)
                 request.choices = [
                     SequenceState(index=i, weights_version=engine.weights_version) for i in range(request.params.n)
                 ]
@@ -255,7 +257,20 @@ class BatchScheduler:
             return
         alive = [i for i, row in enumerate(rows) if row.choice.finish_reason is None and not row.request.cancelled]
         if alive:
-            self._merge(output.past_key_values, mask, [sources[i] for i in alive], [rows[i] for i in alive])
+            self._merge(_output_cache(output), mask, [sources[i] for i in alive], [rows[i] for i in alive])
+
+    def _cache_argument(self) -> str:
+        """The name under which the model takes its key/value cache: `cache` in transformers versions that renamed
+        `past_key_values` (which they still accept, with a FutureWarning on every call)."""
+        if self._cache_name is None:
+            import inspect
+
+            try:
+                parameters = inspect.signature(self.engine.model.forward).parameters
+            except (TypeError, ValueError):
+                parameters = {}
+            self._cache_name = "cache" if "cache" in parameters else "past_key_values"
+        return self._cache_name
 
     def _forward(self, *, keep_last: bool = False, **kwargs: Any) -> Any:
         if keep_last:
@@ -311,10 +326,10 @@ class BatchScheduler:
                 input_ids=input_ids,
                 attention_mask=mask,
                 position_ids=positions,
-                past_key_values=self._cache,
                 use_cache=True,
+                **{self._cache_argument(): self._cache},
             )
-            self._cache, self._mask = output.past_key_values, mask
+            self._cache, self._mask = _output_cache(output), mask
             self.steps += 1
             for row in rows:
                 row.position += 1
@@ -378,6 +393,13 @@ class BatchScheduler:
             request.sink(update)
         except Exception:  # the consumer is gone (its event loop closed): stop generating for it
             request.cancelled = True
+
+
+def _output_cache(output: Any) -> Any:
+    """The key/value cache a forward returned: `cache` in newer transformers (reading the old `past_key_values`
+    name logs a deprecation warning there), `past_key_values` before."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
 def _pad_left(mask: torch.Tensor, columns: int) -> torch.Tensor:

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import queue
+import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager
@@ -107,6 +108,17 @@ class InferenceEngine:
                 eos.update(int(v) for v in value)
         self.eos_token_ids = frozenset(eos)
         self.max_context = int(getattr(model.config, "max_position_embeddings", 2048))
+        self._seeds: Optional[random.Random] = None
+
+    # ------------------------------------------------------------------------------------------------ seeding
+    def seed_sampling(self, seed: Union[int, str, None]) -> None:
+        """Draw the generator seed of every request that brings none from a stream seeded with `seed` (None: such
+        requests use torch's global generator again). Results still depend on the order requests arrive in."""
+        self._seeds = random.Random(seed) if seed is not None else None
+
+    def draw_seed(self) -> Optional[int]:
+        """The next seed of the engine's stream (None when `seed_sampling` was not called); scheduler thread only."""
+        return self._seeds.getrandbits(48) if self._seeds is not None else None
 
     # ------------------------------------------------------------------------------------------------ construction
     @classmethod

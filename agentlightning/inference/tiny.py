@@ -57,7 +57,7 @@ def build_tiny_engine(
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=1024,
+        max_position_embeddings=4096,  # a character-level tokenizer needs room for multi-turn tool prompts
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,

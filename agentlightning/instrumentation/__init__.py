@@ -17,6 +17,11 @@ still instrumented. Integrations named explicitly (`instrument_all(["crewai"])`,
 must attach: any of them that cannot raises `InstrumentationError`. Nothing heavy is imported until `instrument_all`
 runs.
 
+`LazyInstrumentation` (what `OtelTracer(instrument="auto")`, the Trainer's default tracer, uses) instruments the
+installed frameworks when the agent first imports them (at once for those already imported), so a process pays the
+instrumentors' import cost only for the frameworks its agent uses; a framework that cannot be instrumented is
+logged and warned about as above.
+
 Instrumentation is reference-counted per integration: every `instrument_all` that instrumented an integration must be
 matched by an `uninstrument_all`, and the integration is only turned off by the last one. Several users in one process
 (for example the tracers of several shm runners) can thus come and go without turning capture off for the others.
@@ -27,12 +32,20 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Iterable
 from typing import Optional
 
-__all__ = ["INTEGRATIONS", "InstrumentationError", "instrument_all", "instrumentation_count", "uninstrument_all"]
+__all__ = [
+    "INTEGRATIONS",
+    "InstrumentationError",
+    "LazyInstrumentation",
+    "instrument_all",
+    "instrumentation_count",
+    "uninstrument_all",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -152,3 +165,55 @@ def _uninstrument(names: list[str], force: bool, taken: Optional[dict[str, bool]
             getattr(module, f"uninstrument_{name}")()
         except ImportError as exc:
             logger.debug("Could not uninstrument %s: %s", name, exc)
+
+
+class LazyInstrumentation:
+    """Instrument every installed framework when it is first imported (at once when it already is), until `stop`.
+
+    Each integration it instrumented holds one reference (see `instrument_all`), released by `stop`. Without
+    `wrapt` (which every OpenInference instrumentor depends on) the installed frameworks are instrumented at once.
+    """
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+        self._active = False
+
+    @property
+    def instrumented(self) -> list[str]:
+        """The integrations this object instrumented so far."""
+        with _lock:
+            return sorted(self._taken)
+
+    def start(self) -> None:
+        from ._openinference import framework_installed
+
+        try:
+            from wrapt import register_post_import_hook  # pyright: ignore[reportMissingImports]
+        except ImportError:
+            register_post_import_hook = None
+        with _lock:
+            self._active = True
+        for name, (framework, _) in INTEGRATIONS.items():
+            if not framework_installed(framework):
+                continue
+            if register_post_import_hook is None or framework in sys.modules:
+                self._take(name)
+            else:
+                register_post_import_hook(lambda _module, name=name: self._take(name), framework)
+
+    def _take(self, name: str) -> None:
+        with _lock:
+            if not self._active or name in self._taken:
+                return
+            result: dict[str, bool] = {}
+            _instrument([name], False, result)
+            if result.get(name):
+                self._taken.add(name)
+
+    def stop(self) -> None:
+        """Release what was instrumented; hooks of frameworks not imported yet do nothing from now on."""
+        with _lock:
+            self._active = False
+            taken, self._taken = sorted(self._taken), set()
+            if taken:
+                _uninstrument(taken, False)

@@ -15,7 +15,9 @@ is down the spans stay queued and keep being retried in the background).
 
 By itself the tracer records spans created through OpenTelemetry in the process (Agent Lightning's emitters and any
 instrumented library). `OtelTracer(instrument=True)` also turns on zero-code capture of LLM calls and agent
-frameworks (`agentlightning.instrumentation.instrument_all`) for the lifetime of the worker.
+frameworks (`agentlightning.instrumentation.instrument_all`) for the lifetime of the worker; `instrument="auto"` (the
+Trainer's default) does the same for each installed framework when the agent first imports it, so the
+instrumentors of frameworks the agent does not use are never imported.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from agentlightning.types import Span, SpanCoreFields, SpanRecordingContext, TraceStatus
 
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.trace import Tracer as OtelApiTracer
 
+    from agentlightning.instrumentation import LazyInstrumentation
     from agentlightning.store.base import LightningStore
 
 __all__ = ["OtelTracer"]
@@ -56,8 +59,9 @@ class OtelTracer(Tracer):
 
     Args:
         instrument: also enable zero-code instrumentation while the worker is initialised: True for every installed
-            framework (`instrument_all()`), or the names of the integrations that must be instrumented (an
-            integration that cannot attach then raises `InstrumentationError`).
+            framework (`instrument_all()`), "auto" for every installed framework once it is imported
+            (`LazyInstrumentation`), or the names of the integrations that must be instrumented (an integration
+            that cannot attach then raises `InstrumentationError`).
         flush_timeout: seconds a closing trace context waits for its spans to reach the store.
         max_buffered_spans: spans kept in memory before spilling to disk (see `SpanWriter`).
         max_batch_size: spans per store call.
@@ -76,7 +80,7 @@ class OtelTracer(Tracer):
     def __init__(
         self,
         *,
-        instrument: Union[bool, Sequence[str]] = False,
+        instrument: Union[bool, Literal["auto"], Sequence[str]] = False,
         flush_timeout: float = 30.0,
         max_buffered_spans: int = 10_000,
         max_batch_size: int = 512,
@@ -91,6 +95,10 @@ class OtelTracer(Tracer):
         max_retries: int = 5,
     ) -> None:
         super().__init__()
+        if isinstance(instrument, str) and instrument != "auto":
+            raise ValueError(
+                f'instrument must be True, False, "auto" or a list of integration names, got {instrument!r}'
+            )
         self._instrument_on_init = instrument
         self.flush_timeout = flush_timeout
         self.late_span_timeout = late_span_timeout
@@ -110,6 +118,7 @@ class OtelTracer(Tracer):
         self._otel_tracer: Optional[OtelApiTracer] = None
         self._processor: Optional[LightningSpanProcessor] = None
         self._instrumented = False
+        self._lazy: Optional[LazyInstrumentation] = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Threads, providers and processors stay in the process that created them; a copy starts uninitialised.
@@ -117,6 +126,7 @@ class OtelTracer(Tracer):
         for key in ("_provider", "_otel_tracer", "_processor"):
             state[key] = None
         state["_instrumented"] = False
+        state["_lazy"] = None
         state["_store"] = None
         return state
 
@@ -138,7 +148,12 @@ class OtelTracer(Tracer):
             late_span_timeout=self.late_span_timeout,
         )
         register_processor(self._processor)
-        if self._instrument_on_init:
+        if self._instrument_on_init == "auto":
+            from agentlightning.instrumentation import LazyInstrumentation
+
+            self._lazy = LazyInstrumentation()
+            self._lazy.start()
+        elif self._instrument_on_init:
             from agentlightning.instrumentation import instrument_all
 
             try:
@@ -150,7 +165,7 @@ class OtelTracer(Tracer):
 
     def _integrations(self) -> Optional[list[str]]:
         option = self._instrument_on_init
-        return None if isinstance(option, bool) else list(option)
+        return None if isinstance(option, (bool, str)) else list(option)
 
     def teardown_worker(self, worker_id: int) -> None:  # type: ignore[override]
         if self._processor is not None:
@@ -161,6 +176,9 @@ class OtelTracer(Tracer):
 
             uninstrument_all(self._integrations())
             self._instrumented = False
+        if self._lazy is not None:
+            self._lazy.stop()
+            self._lazy = None
         self._processor = None
         self._otel_tracer = None
         self._provider = None

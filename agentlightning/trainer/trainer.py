@@ -95,7 +95,8 @@ class Trainer:
         n_runners: runners (threads or processes, depending on the strategy); default 1.
         max_rollouts: each runner stops after this many rollouts.
         initial_resources: resources (LLM endpoints, prompt templates) the algorithm starts from.
-        tracer: records what the agent does (default: `OtelTracer()`).
+        tracer: records what the agent does (default: `OtelTracer(instrument="auto")`: the LLM calls and steps of
+            every installed framework the agent imports are captured, with no code change).
         adapter: turns spans into training data for the algorithm (default: `TracerTraceToTriplet()`).
         store: a LightningStore, or a store URL (default: an in-memory store).
         runner: the runner template (default: `LitAgentRunner(tracer)`).
@@ -199,7 +200,7 @@ class Trainer:
         def default() -> Tracer:
             from agentlightning.tracer.otel import OtelTracer
 
-            return OtelTracer()
+            return OtelTracer(instrument="auto")  # zero-code capture, as the reference's AgentOps default did
 
         tracer = build_component(spec, expected_type=Tracer, spec_name="tracer", default_factory=default)
         assert tracer is not None

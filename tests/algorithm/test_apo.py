@@ -177,13 +177,64 @@ async def test_candidate_snapshots_keep_the_other_initial_resources(optimizer: S
             assert snapshot is not None and snapshot.resources["llm"] == llm
 
 
-async def test_no_prompt_task_pair_is_rolled_out_twice(optimizer: ScriptedOptimizer) -> None:
+async def test_without_resampling_no_prompt_task_pair_is_rolled_out_twice(optimizer: ScriptedOptimizer) -> None:
     store = InMemoryLightningStore()
-    apo = make_apo(optimizer, store, beam_rounds=3)
+    apo = make_apo(optimizer, store, beam_rounds=3, resample_scores=False)
     scripted = await run_apo(apo, store)
     assert max(scripted.seen.values()) == 1
     assert apo.stats.rollouts_reused > 0
     assert apo.stats.rollouts_enqueued == sum(scripted.seen.values()) == len(await store.query_rollouts()) - 1
+
+
+def _lucky_first(counts: dict[Any, int]) -> Any:
+    """An agent that samples: reward 1 the first time a (prompt, task) pair runs, 0 every later time."""
+
+    def reward(rendered: str, task: dict[str, Any]) -> float:
+        key = (rendered, task["id"])
+        counts[key] = counts.get(key, 0) + 1
+        return 1.0 if counts[key] == 1 else 0.0
+
+    return reward
+
+
+async def test_a_sampling_agents_lucky_first_score_is_sampled_again_in_later_rounds(
+    optimizer: ScriptedOptimizer,
+) -> None:
+    store = InMemoryLightningStore()
+    apo = make_apo(optimizer, store, beam_rounds=1)
+    counts: dict[Any, int] = {}
+    scripted = await run_apo(apo, store, reward_fn=_lucky_first(counts))
+    seed_entry, *_ = apo.get_history()
+    (leader,) = [entry for entry in apo.get_history() if entry.kind == "leader"]
+    assert seed_entry.score == 1.0  # every first sample is lucky
+    assert leader.version == "v0" and leader.score == 0.5  # re-sampled in round 1: the mean of 1 and 0 per task
+    assert max(scripted.seen.values()) == 2  # once per round at most
+
+
+async def test_within_a_round_a_pair_is_rolled_out_once(optimizer: ScriptedOptimizer) -> None:
+    store = InMemoryLightningStore()
+    apo = make_apo(optimizer, store, beam_rounds=2)
+    scripted = await run_apo(apo, store)
+    rounds: dict[Any, list[int]] = {}
+    for rollout in await store.query_rollouts():
+        meta = (rollout.metadata or {}).get("apo")
+        if isinstance(meta, dict):
+            rounds.setdefault((meta["prompt_key"], meta["task_key"]), []).append(meta["round"])
+    assert all(len(found) == len(set(found)) for found in rounds.values())
+    assert max(scripted.seen.values()) <= 3  # the seed's validation, then once in each of the two rounds
+
+
+async def test_a_stopped_llm_proxy_given_to_the_trainer_runs_during_the_run(optimizer: ScriptedOptimizer) -> None:
+    from agentlightning import LLMProxy
+
+    store = InMemoryLightningStore()
+    proxy = LLMProxy(model_list=[], store=store)
+    apo = make_apo(optimizer, store, beam_rounds=0)
+    apo.set_llm_proxy(proxy)
+    running: list[bool] = []
+    await run_apo(apo, store, on_claim=lambda _: running.append(proxy.is_running()))
+    assert running and all(running)
+    assert not proxy.is_running()  # stopped again: it was not running before
 
 
 async def test_the_rollouts_of_a_phase_are_enqueued_together(optimizer: ScriptedOptimizer) -> None:

@@ -148,7 +148,7 @@ async def test_a_stopped_run_resumes_from_its_last_completed_round(
     caplog.set_level(logging.INFO, logger="agentlightning.algorithm")
     reference_store = InMemoryLightningStore()
     reference = make_apo(optimizer, reference_store, beam_rounds=3, seed=5)
-    await run_apo(reference, reference_store)
+    reference_seen = (await run_apo(reference, reference_store)).seen
 
     url = f"sqlite:///{tmp_path / 'apo.db'}"
     first_life = store_from_url(url)
@@ -171,7 +171,7 @@ async def test_a_stopped_run_resumes_from_its_last_completed_round(
     assert "Resuming APO run 'apo' after round 1 of 3" in caplog.text
     assert resumed.get_history() == reference.get_history()
     assert resumed.get_best_prompt() == reference.get_best_prompt()
-    assert max(seen.values()) == 1  # nothing the first life rolled out was rolled out again
+    assert seen == reference_seen  # the two lives rolled out exactly what one uninterrupted run does
 
 
 async def test_a_finished_run_is_not_repeated(optimizer: ScriptedOptimizer) -> None:
@@ -195,8 +195,33 @@ async def test_more_rounds_continue_a_finished_run(optimizer: ScriptedOptimizer)
 async def test_resuming_with_other_datasets_is_refused(optimizer: ScriptedOptimizer) -> None:
     store = InMemoryLightningStore()
     await run_apo(make_apo(optimizer, store, beam_rounds=0), store)
-    with pytest.raises(ValueError, match="another seed prompt or other datasets"):
+    with pytest.raises(ValueError, match="another seed prompt, other datasets"):
         await make_apo(optimizer, store).run(TRAIN[:3], VAL)
+
+
+def _with_llm(apo: Any, model: str, endpoint: str = "http://127.0.0.1:1/v1", temperature: float = 0.0) -> Any:
+    from agentlightning import LLM
+
+    llm = LLM(endpoint=endpoint, model=model, sampling_parameters={"temperature": temperature})
+    apo.set_initial_resources({"llm": llm, "prompt": PromptTemplate(template=SEED, engine="f-string")})
+    return apo
+
+
+async def test_resuming_with_another_model_is_refused(optimizer: ScriptedOptimizer) -> None:
+    store = InMemoryLightningStore()
+    await run_apo(_with_llm(make_apo(optimizer, store, beam_rounds=0), "model-a"), store)
+    with pytest.raises(ValueError, match="other resources"):
+        await _with_llm(make_apo(optimizer, store, beam_rounds=0), "model-b").run(TRAIN, VAL)
+    with pytest.raises(ValueError, match="other resources"):
+        await _with_llm(make_apo(optimizer, store, beam_rounds=0), "model-a", temperature=1.0).run(TRAIN, VAL)
+
+
+async def test_resuming_with_the_same_model_on_another_port_continues(optimizer: ScriptedOptimizer) -> None:
+    store = InMemoryLightningStore()
+    await run_apo(_with_llm(make_apo(optimizer, store, beam_rounds=0), "model-a"), store)
+    again = _with_llm(make_apo(optimizer, store, beam_rounds=0), "model-a", endpoint="http://127.0.0.1:2/v1")
+    await again.run(TRAIN, VAL)  # no runner needed: the finished run is found and not repeated
+    assert again.get_history()[0].kind == "seed"
 
 
 async def test_resume_false_starts_afresh(optimizer: ScriptedOptimizer, caplog: pytest.LogCaptureFixture) -> None:
@@ -209,3 +234,14 @@ async def test_resume_false_starts_afresh(optimizer: ScriptedOptimizer, caplog: 
     assert fresh.stats.rollouts_enqueued == len(VAL)  # a new session: nothing reused from the old one
     records = [r for r in await store.query_rollouts() if r.input == {"apo_checkpoint": "apo"}]
     assert len(records) == 1  # the run's one checkpoint record was overwritten
+
+
+async def test_rollouts_without_any_captured_llm_call_stop_the_run(optimizer: ScriptedOptimizer) -> None:
+    from agentlightning.algorithm import NoLLMCallsError
+
+    store = InMemoryLightningStore()
+    apo = make_apo(optimizer, store)
+    critiques = optimizer.calls("critic")
+    with pytest.raises(NoLLMCallsError, match="round 0 seed"):
+        await run_apo(apo, store, llm_span=False)
+    assert optimizer.calls("critic") == critiques  # no critique of empty conversations was asked for

@@ -9,7 +9,8 @@ import pytest
 import agentlightning as agl
 from agentlightning.algorithm.apo import APO
 
-from .agents import rule_agent
+from ..fake_openai_server import FakeOpenAIServer
+from .agents import rule_agent, rule_chat_agent
 from .scripted import ScriptedOptimizer, category_tasks
 
 SEED = "Task {id} in category {category}."
@@ -28,15 +29,19 @@ def test_apo_improves_the_prompt_through_runner_processes_and_the_store_server(o
         beam_rounds=2,
         seed=7,
     )
-    trainer = agl.Trainer(
-        algorithm=algorithm,
-        n_runners=2,
-        strategy="cs",
-        adapter=agl.TraceToMessages(),
-        initial_resources={"prompt": agl.PromptTemplate(template=SEED, engine="f-string")},
-        progress="off",
-    )
-    trainer.fit(rule_agent, category_tasks(CATEGORIES, 3, "t"), val_dataset=category_tasks(CATEGORIES, 2, "v"))
+    with FakeOpenAIServer() as agent_model:
+        trainer = agl.Trainer(
+            algorithm=algorithm,
+            n_runners=2,
+            strategy="cs",
+            adapter=agl.TraceToMessages(),
+            initial_resources={
+                "prompt": agl.PromptTemplate(template=SEED, engine="f-string"),
+                "llm": agl.LLM(endpoint=agent_model.base_url, model="agent-model"),
+            },
+            progress="off",
+        )
+        trainer.fit(rule_chat_agent, category_tasks(CATEGORIES, 3, "t"), val_dataset=category_tasks(CATEGORIES, 2, "v"))
     history = algorithm.get_history()
     assert history[0].score == 0.0  # the seed states no rule
     assert algorithm.best_score > history[0].score

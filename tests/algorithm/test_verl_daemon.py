@@ -244,3 +244,43 @@ def test_the_upstream_model_name_is_asked_from_the_vllm_server(store: InMemoryLi
             daemon.close()
             proxy.stop()
     assert served_model_name("127.0.0.1:9", timeout=2) is None  # nothing listens there
+
+
+def test_the_initial_resources_are_published_next_to_the_policy(store: InMemoryLightningStore) -> None:
+    from agentlightning.types import PromptTemplate
+
+    prompt = PromptTemplate(template="Solve {x}", engine="f-string")
+    proxy = LLMProxy(store=store)
+    daemon = AgentModeDaemon(
+        train_information={"model": "policy"},
+        pad_token_id=0,
+        llm_proxy=proxy,
+        store=store,
+        initial_resources={"prompt": prompt, "main_llm": ProxyLLM(endpoint="http://old", model="old")},
+    )
+    try:
+        daemon.set_up_data_and_server([{"x": 1}], ["127.0.0.1:8000"])
+        assert daemon.resources_id is not None
+        update = asyncio.run_coroutine_threadsafe(store.get_resources_by_id(daemon.resources_id), daemon._loop).result()  # pyright: ignore[reportPrivateUsage]
+    finally:
+        daemon.close()
+        if proxy.is_running():
+            proxy.stop()
+    assert update is not None and update.resources["prompt"] == prompt
+    assert update.resources["main_llm"].model == "policy"  # the policy replaces an initial resource of its name
+
+
+def test_verl_hands_the_trainers_initial_resources_to_the_ray_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlightning.algorithm.verl import entrypoint, interface
+    from agentlightning.types import PromptTemplate
+
+    captured: dict[str, object] = {}
+    monkeypatch.setattr(entrypoint, "run_ppo", lambda config, **kwargs: captured.update(kwargs))
+    monkeypatch.setattr(interface, "check_datasets", lambda *args: None)
+    algorithm = interface.VERL.__new__(interface.VERL)  # no verl here: skip composing its configuration
+    algorithm.config, algorithm.trainer_cls, algorithm.daemon_cls = None, None, None
+    algorithm.set_store(InMemoryLightningStore())
+    prompt = PromptTemplate(template="Solve {x}", engine="f-string")
+    algorithm.set_initial_resources({"prompt": prompt})
+    algorithm.run([{"x": 1}], [{"x": 2}])
+    assert captured["initial_resources"] == {"prompt": prompt}

@@ -20,11 +20,11 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar
 
 from agentlightning.adapter.messages import TraceToMessages
-from agentlightning.types import Dataset, NamedResources, PromptTemplate, Rollout, RolloutMode
+from agentlightning.types import LLM, Dataset, NamedResources, PromptTemplate, Rollout, RolloutMode
 from agentlightning.utils.retry import RetryPolicy
 
 from ..base import Algorithm
-from ..utils import batch_iter_over_dataset
+from ..utils import batch_iter_over_dataset, with_llm_proxy
 from .candidates import content_key, describe_skips, fillable_fields, template_fields
 from .checkpoint import CheckpointRecord, load_prompts, scan_run
 from .evaluation import EvaluationRequest, PromptEvaluator, read_rollout_results
@@ -36,6 +36,8 @@ from .types import APOHistoryEntry, APOStats, RolloutResultForAPO, VersionedProm
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
+
+    from agentlightning.llm_proxy import LLMProxy
 
 __all__ = ["APO"]
 
@@ -87,6 +89,10 @@ class APO(Algorithm, Generic[T_task]):
             seconds and then doubling.
         max_concurrent_llm_calls: optimizer calls in flight at once.
         completion_kwargs: extra arguments for every optimizer request (e.g. `{"max_tokens": 512}`).
+        resample_scores: roll a (prompt, task) pair out again whenever a later round scores it on validation tasks,
+            and score it by the mean over its samples, so an agent that samples (temperature > 0, the default of
+            most APIs) cannot keep a lucky first score; False: one rollout per pair and run (for deterministic
+            agents, at a lower cost).
     """
 
     def __init__(
@@ -114,6 +120,7 @@ class APO(Algorithm, Generic[T_task]):
         llm_retry_delay: float = 1.0,
         max_concurrent_llm_calls: int = 4,
         completion_kwargs: Optional[dict[str, Any]] = None,
+        resample_scores: bool = True,
     ) -> None:
         chat = getattr(getattr(async_openai_client, "chat", None), "completions", None)
         if not callable(getattr(chat, "create", None)):
@@ -151,6 +158,7 @@ class APO(Algorithm, Generic[T_task]):
             "apply_edit_prompts", apply_edit_prompts, "apply_edit", DEFAULT_APPLY_EDIT_TEMPLATES
         )
         self.seed = seed
+        self.resample_scores = resample_scores
         self.run_id = run_id
         self.resume = resume
         self.stats = APOStats()
@@ -253,6 +261,7 @@ class APO(Algorithm, Generic[T_task]):
                 resources_for=self._resources_for,
                 timeout=self.rollout_batch_timeout,
                 stats=self.stats,
+                resample=self.resample_scores,
             )
             self._evaluator_instance = current
         return current
@@ -307,7 +316,19 @@ class APO(Algorithm, Generic[T_task]):
     async def run(
         self, train_dataset: Optional[Dataset[T_task]] = None, val_dataset: Optional[Dataset[T_task]] = None
     ) -> None:
-        """Optimize the seed prompt for `beam_rounds` rounds (continuing a stopped run recorded in the store)."""
+        """Optimize the seed prompt for `beam_rounds` rounds (continuing a stopped run recorded in the store).
+
+        An LLM proxy set on the algorithm (the Trainer's `llm_proxy=`) that is not running is started for the run
+        and stopped after it."""
+        await self._run_with_proxy(train_dataset, val_dataset)
+
+    @with_llm_proxy()
+    async def _run_with_proxy(
+        self,
+        llm_proxy: Optional[LLMProxy],
+        train_dataset: Optional[Dataset[T_task]],
+        val_dataset: Optional[Dataset[T_task]],
+    ) -> None:
         resource_name, seed_template = self.get_seed_prompt_template()
         self._resource_name = resource_name
         train = _materialize("train_dataset", train_dataset)
@@ -319,6 +340,7 @@ class APO(Algorithm, Generic[T_task]):
                 seed_template.template,
                 [content_key(task) for task in train],
                 [content_key(task) for task in val],
+                _resources_identity(self.get_initial_resources() or {}, resource_name),
             ]
         )
         record = await self._restore_or_reset(fingerprint)
@@ -397,8 +419,9 @@ class APO(Algorithm, Generic[T_task]):
             return record
         if checkpoint.fingerprint != fingerprint:
             raise ValueError(
-                f"The store holds APO run {self.run_id!r} for another seed prompt or other datasets; pass a new "
-                "run_id to start a separate run, or resume=False to start this one afresh"
+                f"The store holds APO run {self.run_id!r} for another seed prompt, other datasets or other resources "
+                "(another model or sampling parameters); pass a new run_id to start a separate run, or resume=False "
+                "to start this one afresh"
             )
         versions = SearchState.versions_named(checkpoint)
         prompts = await load_prompts(store, self.run_id, self._resource_name or "", versions)
@@ -423,6 +446,22 @@ class APO(Algorithm, Generic[T_task]):
         # The best prompt so far as a new version of `<run_id>-best`, which is the latest resources from now on.
         await self.get_store().update_resources(f"{self.run_id}-best", self._resources_for(best))
         await record.save(self._state.to_checkpoint(self.run_id, fingerprint))
+
+
+def _resources_identity(resources: NamedResources, optimized: str) -> list[Any]:
+    """What the scores depend on besides the prompt: each other resource, an LLM by its model and sampling
+    parameters (its endpoint and key are left out: a local server comes back on another port). Resuming with
+    another model would otherwise reuse the old model's scores."""
+    identity: list[Any] = []
+    for name in sorted(resources):
+        if name == optimized:
+            continue
+        resource = resources[name]
+        if isinstance(resource, LLM):
+            identity.append([name, "llm", resource.model, resource.sampling_parameters])
+        else:
+            identity.append([name, resource.model_dump(mode="json")])
+    return identity
 
 
 def _materialize(name: str, dataset: Optional[Dataset[Any]]) -> list[Any]:

@@ -2,9 +2,12 @@
 
 Every evaluation of a phase (all parents on their gradient batches, or all candidates on the validation batch) is
 enqueued in one `enqueue_many_rollouts` call, so all runners work in parallel, and awaited together. A (prompt text,
-task) pair is rolled out at most once per run: later requests reuse the finished rollout. Each rollout carries the
-run's identity in its metadata (`metadata["apo"]`), which is how a resumed run finds the rollouts of its earlier
-life. Rollouts still unfinished when `rollout_batch_timeout` runs out are cancelled and left out of the score.
+task) pair is rolled out once per round at most: later requests of the round reuse its rollout. With `resample`
+(the default), a validation request of a later round rolls the pair out again and the pair's score is the mean over
+all its samples, so an agent that samples cannot keep a lucky first score; without it, a pair is rolled out once per
+run. Each rollout carries the run's identity in its metadata (`metadata["apo"]`), which is how a resumed run finds
+the rollouts of its earlier life. Rollouts still unfinished when `rollout_batch_timeout` runs out are cancelled and
+left out of the score.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import EnqueueRolloutRequest, NamedResources, Rollout, RolloutMode
 
+from ..errors import CAPTURE_HINT, NoLLMCallsError
 from .candidates import content_key
 from .types import APOStats, RolloutResultForAPO, VersionedPromptTemplate
 
@@ -62,6 +66,7 @@ class EvaluationResult:
 @dataclass
 class _Entry:
     rollout_id: str
+    round: int = 0  # the round whose request enqueued it
     finished: Optional[Rollout] = None  # the rollout as it finished
     result: Optional[RolloutResultForAPO] = None
 
@@ -98,6 +103,18 @@ async def read_rollout_results(
     return list(await asyncio.gather(*(read(rollout) for rollout in rollouts)))
 
 
+def _require_llm_calls(results: Sequence[RolloutResultForAPO], requests: Sequence[EvaluationRequest]) -> None:
+    """Critiques and scores of conversations that were never captured mean nothing: stop when a phase's rollouts
+    succeeded but none of them shows an LLM call."""
+    succeeded = sum(1 for result in results if result["status"] == "succeeded")
+    if succeeded and not any(result["messages"] for result in results):
+        phases = ", ".join(sorted({f"round {request.round} {request.phase}" for request in requests}))
+        raise NoLLMCallsError(
+            f"APO {phases}: none of the {len(results)} finished rollouts ({succeeded} succeeded) recorded an LLM call, "
+            "so the critiques would read empty conversations. " + CAPTURE_HINT
+        )
+
+
 def _jsonable(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     return dump(mode="json") if callable(dump) else value
@@ -116,6 +133,7 @@ class PromptEvaluator:
         resources_for: Callable[[VersionedPromptTemplate], NamedResources],
         timeout: float,
         stats: APOStats,
+        resample: bool = True,
     ) -> None:
         self.store = store
         self.adapter = adapter
@@ -124,7 +142,8 @@ class PromptEvaluator:
         self.resources_for = resources_for
         self.timeout = timeout
         self.stats = stats
-        self._cache: dict[tuple[str, str], _Entry] = {}
+        self.resample = resample
+        self._cache: dict[tuple[str, str], list[_Entry]] = {}  # (prompt key, task key) -> its samples, oldest first
         self._published: set[str] = set()
 
     def resources_id(self, prompt: VersionedPromptTemplate) -> str:
@@ -139,7 +158,9 @@ class PromptEvaluator:
                 continue
             key = (str(meta.get("prompt_key")), str(meta.get("task_key")))
             finished = rollout if rollout.status in ("succeeded", "failed") else None
-            self._cache[key] = _Entry(rollout.rollout_id, finished=finished)
+            found_round = meta.get("round")
+            round_num = found_round if isinstance(found_round, int) else 0
+            self._cache.setdefault(key, []).append(_Entry(rollout.rollout_id, round_num, finished=finished))
             self._published.add(rollout.resources_id or "")
             taken += 1
         return taken
@@ -155,17 +176,19 @@ class PromptEvaluator:
         """Score every request; all their missing rollouts are enqueued at once and awaited together."""
         to_enqueue: list[EnqueueRolloutRequest] = []
         keys_to_enqueue: list[tuple[str, str]] = []
+        rounds_enqueued: list[int] = []
         needed: list[tuple[str, str]] = []
         for request in requests:
             pkey = prompt_key(request.prompt)
             for task in request.tasks:
                 key = (pkey, content_key(task))
                 needed.append(key)
-                if key in self._cache or key in keys_to_enqueue:
+                if key in keys_to_enqueue or not self._needs_sample(key, request):
                     self.stats.rollouts_reused += 1
                     continue
                 resources_id = await self.publish(request.prompt)
                 keys_to_enqueue.append(key)
+                rounds_enqueued.append(request.round)
                 to_enqueue.append(
                     EnqueueRolloutRequest(
                         input=task,
@@ -186,11 +209,22 @@ class PromptEvaluator:
                 )
         if to_enqueue:
             rollouts = await self.store.enqueue_many_rollouts(to_enqueue)
-            for key, rollout in zip(keys_to_enqueue, rollouts, strict=True):
-                self._cache[key] = _Entry(rollout.rollout_id)
+            for key, rollout, request_round in zip(keys_to_enqueue, rollouts, rounds_enqueued, strict=True):
+                self._cache.setdefault(key, []).append(_Entry(rollout.rollout_id, request_round))
             self.stats.rollouts_enqueued += len(rollouts)
-        await self._wait([self._cache[key] for key in dict.fromkeys(needed) if key in self._cache], requests)
-        return [await self._score(request) for request in requests]
+        entries = [entry for key in dict.fromkeys(needed) for entry in self._cache.get(key, [])]
+        await self._wait(entries, requests)
+        outcomes = [await self._score(request) for request in requests]
+        _require_llm_calls([result for outcome in outcomes for result in outcome.results], requests)
+        return outcomes
+
+    def _needs_sample(self, key: tuple[str, str], request: EvaluationRequest) -> bool:
+        """A pair never rolled out needs a sample; with `resample`, so does a validation pair last sampled in an
+        earlier round (training runs only feed critiques, which any earlier run serves as well)."""
+        samples = self._cache.get(key)
+        if not samples:
+            return True
+        return self.resample and request.mode == "val" and all(entry.round < request.round for entry in samples)
 
     async def _wait(self, entries: Sequence[_Entry], requests: Sequence[EvaluationRequest]) -> None:
         pending = {entry.rollout_id: entry for entry in entries if not entry.finished}
@@ -229,13 +263,18 @@ class PromptEvaluator:
                     await self.store.update_rollout(rollout_id, status="cancelled")
                 except Exception as exc:
                     logger.warning("Could not cancel rollout %s: %r", rollout_id, exc)
-            self._cache = {key: entry for key, entry in self._cache.items() if entry.rollout_id not in pending}
+            kept = {key: [e for e in samples if e.rollout_id not in pending] for key, samples in self._cache.items()}
+            self._cache = {key: samples for key, samples in kept.items() if samples}
 
     async def _score(self, request: EvaluationRequest) -> EvaluationResult:
+        """Each task's score is the mean reward of the pair's finished samples (a missing reward counts 0); the
+        results shown (to the critic) are each task's latest finished sample."""
         pkey = prompt_key(request.prompt)
-        keyed = [(content_key(task), self._cache.get((pkey, content_key(task)))) for task in request.tasks]
+        keyed = [(content_key(task), self._cache.get((pkey, content_key(task)), [])) for task in request.tasks]
         unread = list(
-            {id(entry): entry for _, entry in keyed if entry and entry.finished and entry.result is None}.values()
+            {
+                id(entry): entry for _, samples in keyed for entry in samples if entry.finished and entry.result is None
+            }.values()
         )
         if unread:
             results = await read_rollout_results(
@@ -249,11 +288,12 @@ class PromptEvaluator:
                     self.stats.rollouts_failed += 1
         results: list[RolloutResultForAPO] = []
         per_task: dict[str, float] = {}
-        for tkey, entry in keyed:
-            if entry is None or entry.result is None:
+        for tkey, samples in keyed:
+            scored = [entry.result for entry in samples if entry.result is not None]
+            if not scored:
                 continue
-            results.append(entry.result)
-            per_task[tkey] = entry.result["final_reward"] or 0.0
+            results.append(scored[-1])
+            per_task[tkey] = statistics.fmean(result["final_reward"] or 0.0 for result in scored)
         score = statistics.fmean(per_task[key] for key, _ in keyed if key in per_task) if per_task else None
         missing = sum(1 for result in results if result["final_reward"] is None)
         if missing:

@@ -4,6 +4,8 @@ Layout under `<output_dir>/checkpoints/`: `step-000010/` (`model/` from `save_pr
 the optimizer and RNG states, `state.json` with the step, counters and history) and `latest` (the name of the
 newest complete checkpoint). A checkpoint is written into a temporary folder and renamed into place, and `latest`
 is replaced atomically after that, so a save killed at any moment leaves the previous checkpoint as the latest.
+Every file and folder of the staging folder is fsynced before the rename, and the parent folder after it: without
+that, a power loss shortly after a save could leave `latest` naming a checkpoint whose files were never written.
 """
 
 from __future__ import annotations
@@ -58,6 +60,30 @@ def _write_text_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _fsync_path(path: Path) -> None:
+    """Flush one file or folder to disk (folders: their entries, so a rename or a new file survives a crash)."""
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if path.is_dir() else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # e.g. folders cannot be opened on Windows; there is nothing more to do there
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file under `root`, then every folder from the deepest up to `root` itself."""
+    folders: list[Path] = []
+    for folder, _, files in os.walk(root):
+        folders.append(Path(folder))
+        for name in files:
+            _fsync_path(Path(folder) / name)
+    for folder in reversed(folders):
+        _fsync_path(folder)
+
+
 def with_suppressed_unlink(path: str) -> None:
     try:
         os.unlink(path)
@@ -84,11 +110,14 @@ def save_checkpoint(output_dir: Path, policy: Policy, step: int, state: dict[str
             staging / "trainer_state.pt",
         )
         (staging / _STATE_FILE).write_text(json.dumps({**state, "step": step}, indent=2, default=str))
+        _fsync_tree(staging)
         target = root / name
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
+        _fsync_path(root)
         _write_text_atomically(root / "latest", name + "\n")
+        _fsync_path(root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

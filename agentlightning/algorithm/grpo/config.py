@@ -41,7 +41,10 @@ class GRPOConfig:
         lora_rank: train a LoRA adapter of this rank (None: full fine-tune; needs peft).
         lora_alpha: LoRA scaling numerator (default 2 x rank).
         lora_target_modules: module names LoRA adapts (None: every linear projection of the attention and MLP).
-        temperature: sampling temperature agents receive in the ProxyLLM's sampling parameters.
+        temperature: sampling temperature agents receive in the ProxyLLM's sampling parameters; the training
+            log-probabilities are computed at it too, so it must be positive (0 would make every group's rollouts
+            identical). Agents must sample with it and without top_p/top_k: each step counts the calls that did not
+            (`sampling_mismatches`). Evaluations are greedy regardless.
         max_response_tokens: response ids longer than this are truncated for training (counted).
         aggregation: "trajectory" (the calls of one conversation whose prompts extend each other exactly are one
             sample, the loss masked to the model's own tokens) or "transition" (one sample per LLM call). Calls that
@@ -55,7 +58,8 @@ class GRPOConfig:
         checkpoint_every: save a checkpoint every this many steps (also at the end and on Ctrl-C).
         keep_checkpoints: checkpoints kept on disk (older ones are deleted).
         rollout_timeout: seconds to wait for one step's rollouts; unfinished ones are cancelled and counted.
-        seed: seeds torch, Python's random (task order) and the sampling of tasks.
+        seed: seeds the task order, torch (LoRA initialisation) when the policy is built, and the sampling of the
+            in-process inference engine (requests that carry no seed of their own).
         device: where the policy, its optimizer and (when GRPO loads it) the inference engine live: "auto" (CUDA
             when available, else the CPU), "cpu", "cuda", "cuda:N". On CUDA with bfloat16 support the forward passes
             autocast to bfloat16 (parameters and optimizer state stay float32).
@@ -103,11 +107,16 @@ class GRPOConfig:
             _positive_int("max_steps", self.max_steps)
         if self.max_minutes is not None and not (math.isfinite(self.max_minutes) and self.max_minutes > 0):
             raise ValueError(f"max_minutes must be a positive number or None, got {self.max_minutes!r}")
-        for name in ("learning_rate", "rollout_timeout"):
+        if isinstance(self.temperature, (int, float)) and self.temperature == 0:
+            raise ValueError(
+                "temperature must be positive for training: at 0 (greedy) every rollout of a group gives the same "
+                "answer, so no group carries a learning signal (evaluations are greedy anyway)"
+            )
+        for name in ("learning_rate", "rollout_timeout", "temperature"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
-        for name in ("weight_decay", "kl_coef", "clip_epsilon", "min_reward_std", "temperature"):
+        for name in ("weight_decay", "kl_coef", "clip_epsilon", "min_reward_std"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

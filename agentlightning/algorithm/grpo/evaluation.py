@@ -18,7 +18,13 @@ __all__ = ["EvaluationReport", "evaluation_report", "tool_calls_of"]
 
 @dataclass
 class EvaluationReport:
-    """Greedy evaluation of one weights version: mean reward and, per task, the reward and the answer text."""
+    """Greedy evaluation of one weights version: mean reward and, per task, the reward and the answer text.
+
+    `items` holds every task of the evaluation, in order: a task whose rollout did not finish within
+    `rollout_timeout` has status "unfinished", no reward and no answer (counted in `unfinished`), so accuracies
+    computed over `items` count it as wrong instead of shrinking the denominator. `mean_reward` averages the rewards
+    that were recorded.
+    """
 
     label: str
     step: int
@@ -26,6 +32,7 @@ class EvaluationReport:
     items: list[dict[str, Any]] = field(default_factory=list)
     failed: int = 0
     without_reward: int = 0
+    unfinished: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -35,6 +42,7 @@ class EvaluationReport:
             "n": len(self.items),
             "failed": self.failed,
             "without_reward": self.without_reward,
+            "unfinished": self.unfinished,
             "items": self.items,
         }
 
@@ -68,18 +76,26 @@ def evaluation_report(
 ) -> EvaluationReport:
     """The report of one evaluation: `data[i]` is the rollout of `tasks[positions[i]]`; items follow the task order.
 
-    A task's answer is the decoded response of its rollout's last LLM call (None without calls or `tokenizer`);
-    `calls` counts its LLM calls and `tool_calls` lists the tool calls the model made (name and arguments, as the
-    server parsed them), so multi-turn agents can be judged on how they use their tools.
+    A task's answer is the decoded response of its rollout's last LLM call (None without calls or `tokenizer`); a
+    task without a finished rollout is an "unfinished" item. `calls` counts a rollout's LLM calls and `tool_calls`
+    lists the tool calls the model made (name and arguments, as the server parsed them), so multi-turn agents can be
+    judged on how they use their tools.
     """
+    by_position = dict(zip(positions, data, strict=True))
     items: list[dict[str, Any]] = []
-    for item, position in sorted(zip(data, positions, strict=True), key=lambda pair: pair[1]):
+    for position, task in enumerate(tasks):
+        item = by_position.get(position)
+        if item is None:
+            items.append(
+                {"task": task, "reward": None, "answer": None, "status": "unfinished", "calls": 0, "tool_calls": []}
+            )
+            continue
         answer = None
         if item.calls and tokenizer is not None:
             answer = tokenizer.decode(item.calls[-1].response["token_ids"], skip_special_tokens=True)
         items.append(
             {
-                "task": tasks[position],
+                "task": task,
                 "reward": item.reward,
                 "answer": answer,
                 "status": item.rollout.status,
@@ -93,6 +109,7 @@ def evaluation_report(
         step=step,
         mean_reward=statistics.fmean(rewards) if rewards else None,
         items=items,
-        failed=sum(1 for i in items if i["status"] != "succeeded"),
-        without_reward=sum(1 for i in items if i["reward"] is None),
+        failed=sum(1 for i in items if i["status"] not in ("succeeded", "unfinished")),
+        without_reward=sum(1 for i in items if i["reward"] is None and i["status"] != "unfinished"),
+        unfinished=sum(1 for i in items if i["status"] == "unfinished"),
     )

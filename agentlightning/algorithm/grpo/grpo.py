@@ -28,6 +28,7 @@ from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletB
 from agentlightning.types import Dataset, Rollout, RolloutMode
 
 from ..base import Algorithm
+from ..errors import CAPTURE_HINT, NoLLMCallsError
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
@@ -35,6 +36,7 @@ from .evaluation import EvaluationReport, evaluation_report
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .samples import DriftCounts, StepSamples, build_samples
+from .sampling_check import SamplingMismatches, count_mismatches
 from .schedule import SamplingCounts, deadline, max_steps, tasks_at
 
 if TYPE_CHECKING:
@@ -66,11 +68,15 @@ class SampledGroups:
     adapter_seconds: float = 0.0
 
 
+_PROXY_OPTIONS = frozenset({"bind_host", "host", "port", "api_key", "insecure", "num_retries", "request_timeout"})
+
+
 class GRPO(Algorithm):
     """Train the model behind the agent's `LLM` resource with GRPO (see the module docstring).
 
     Args:
-        model: a transformers model folder to train (None: the engine's model, else the embedded SmolLM2).
+        model: a local transformers model folder to train (None: the engine's model, else the embedded SmolLM2);
+            nothing is downloaded. GRPO trains on `device` ("auto": one CUDA GPU when available, else the CPU).
         engine: serve and train this `InferenceEngine` (in this process; the policy is a copy of its model).
         server: an already running in-process `InferenceServer` to use (its engine is the one updated).
         server_url: a separate OpenAI-compatible Agent Lightning inference server (weights go by file and
@@ -80,6 +86,10 @@ class GRPO(Algorithm):
         agent_match: regex on agent names: only LLM calls made inside matching agents are trained on (needs
             client-side spans of the calls, e.g. `OtelTracer(instrument=["openai"])`).
         resource_name: the name of the LLM resource the agent reads.
+        proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
+            runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
+            resource), `port`, `api_key` (required off loopback; default `$AGL_PROXY_API_KEY`). A Trainer
+            `llm_proxy=` is used as it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
             "evaluation" and "checkpoint".
         config: a GRPOConfig; keyword settings (`group_size=8`, `learning_rate=...`) override its fields.
@@ -97,6 +107,7 @@ class GRPO(Algorithm):
         agent_match: Optional[str] = None,
         resource_name: str = "main_llm",
         on_event: Optional[EventCallback] = None,
+        proxy: Optional[dict[str, Any]] = None,
         config: Optional[GRPOConfig] = None,
         **settings: Any,
     ) -> None:
@@ -108,6 +119,11 @@ class GRPO(Algorithm):
         if server_url is not None and output_dir is None:
             raise ValueError("server_url needs output_dir: new weights reach the server through files there")
         self.model_path = Path(model) if model is not None else None
+        if self.model_path is not None and not (self.model_path / "config.json").is_file():
+            raise ValueError(
+                f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains "
+                "from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
+            )
         self.engine = engine if engine is not None else (server.engine if server is not None else None)
         self.server = server
         self.server_url = server_url
@@ -115,12 +131,16 @@ class GRPO(Algorithm):
         self.resume = resume
         self.agent_match = agent_match
         self.resource_name = resource_name
+        self.proxy_options = dict(proxy or {})
+        unknown = sorted(set(self.proxy_options) - _PROXY_OPTIONS)
+        if unknown:
+            raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(_PROXY_OPTIONS)}")
         self.on_event = on_event
         self.step = 0
         self.skips = SkipCounts()
         self.drift = DriftCounts()  # how the run's calls joined into multi-turn sequences
         self.rollout_drift: dict[str, float] = {}  # the drift rate of every rollout that drifted (first 1,000)
-        self.sampling = SamplingCounts()  # tasks sampled, extra tasks for informative groups, short steps
+        self.group_sampling = SamplingCounts()  # tasks sampled, extra tasks for informative groups, short steps
         self.task_cursor = 0  # position in the task stream (see schedule.tasks_at)
         self.history: list[dict[str, Any]] = []
         self.evaluations: list[EvaluationReport] = []
@@ -135,6 +155,8 @@ class GRPO(Algorithm):
         # The step's update, from its submission until its step is counted (Ctrl-C meanwhile saves it as that step).
         self._update_future: Optional[concurrent.futures.Future[dict[str, float]]] = None
         self._version = "base"
+        self._serves_policy_weights = False  # True when the served model is known to hold the policy's weights
+        self.sampling_mismatches = SamplingMismatches()
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -147,9 +169,13 @@ class GRPO(Algorithm):
 
     # --------------------------------------------------------------------------------------------- set-up
     def _build(self) -> None:
+        import torch
+
         from .policy import Policy
         from .serving import LocalServing, RemoteServing
 
+        torch.manual_seed(self.config.seed)  # LoRA's initialisation (a resumed run restores the RNG state later)
+        self._serves_policy_weights = False
         if self.server_url is not None:
             assert self.model_path is not None and self.output_dir is not None
             self.policy = Policy.from_pretrained(self.model_path, self.config)
@@ -170,6 +196,8 @@ class GRPO(Algorithm):
                 self.policy = Policy.from_pretrained(self.model_path, self.config)
             else:
                 self.policy = Policy.from_engine(engine, self.config)
+                self._serves_policy_weights = True  # the policy is a copy of the served model
+            engine.seed_sampling(f"{self.config.seed}:{self.step}")
             self._serving = LocalServing(engine, self.server)
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
@@ -185,8 +213,13 @@ class GRPO(Algorithm):
         }
         proxy = self.get_llm_proxy()
         if proxy is None:
-            proxy = LLMProxy(model_list=[entry], store=self.get_store())
+            proxy = LLMProxy(model_list=[entry], store=self.get_store(), **self.proxy_options)
             self._own_proxy = True
+        elif self.proxy_options:
+            raise ValueError(
+                "GRPO got proxy= options and the Trainer an llm_proxy: configure one of them (the Trainer's is used "
+                "as it is)"
+            )
         else:
             existing = [m for m in proxy.model_list if m.get("model_name") != entry["model_name"]]
             proxy.update_model_list([*existing, entry])
@@ -213,7 +246,9 @@ class GRPO(Algorithm):
             model=self._serving.model_name, sampling_parameters={"temperature": temperature}
         )
         resources_id = f"grpo-{self._version}{suffix}"
-        await self.get_store().update_resources(resources_id, {self.resource_name: resource})
+        # The trainer's initial resources (a prompt template, another model) stay available to the agent.
+        resources = {**(self.get_initial_resources() or {}), self.resource_name: resource}
+        await self.get_store().update_resources(resources_id, resources)
         return resources_id
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
@@ -238,13 +273,16 @@ class GRPO(Algorithm):
         self.skips = SkipCounts(**loaded.state.get("skips", {}))
         self.drift = DriftCounts(**{k: v for k, v in loaded.state.get("drift", {}).items() if k != "rate"})
         self.rollout_drift = dict(loaded.state.get("rollout_drift", {}))
-        self.sampling = SamplingCounts(**loaded.state.get("sampling", {}))
+        self.group_sampling = SamplingCounts(**loaded.state.get("group_sampling", {}))
         self.task_cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
         self.evaluations = [
             EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
         ]
         self._version = f"step-{self.step}"
         self._serving.publish(self.policy, self._version)
+        self._serves_policy_weights = True
+        if self.engine is not None and self.server_url is None:
+            self.engine.seed_sampling(f"{self.config.seed}:{self.step}")
         self.resumed_from = str(latest)
         logger.info("GRPO resumed from %s (step %d)", latest, self.step)
         self._emit("resumed", step=self.step, path=str(latest))
@@ -260,6 +298,11 @@ class GRPO(Algorithm):
         self._build()
         try:
             self._try_resume()
+            if not self._serves_policy_weights:
+                # A server given by URL (or an engine next to model=) serves weights of its own: the "before"
+                # evaluation and the first step must sample from the policy being trained.
+                await asyncio.to_thread(self._serving.publish, self.policy, self._version)  # type: ignore[union-attr]
+                self._serves_policy_weights = True
             await cancel_stale_rollouts(self.get_store())
             self._start_proxy()
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
@@ -341,6 +384,7 @@ class GRPO(Algorithm):
         meta = {"step": self.step + 1, "version": self._version}
         sampled = await self._sample_groups(dataset, resources_id, meta)
         step_skips = count_skips(sampled.data)
+        mismatches = self._check_sampling(sampled.data)
         built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
         samples = built.samples
         self.last_samples = samples
@@ -369,6 +413,7 @@ class GRPO(Algorithm):
         self.step += 1
         self._update_future = None
         entry = self._history_entry(sampled, built, step_skips, metrics)
+        entry["sampling_mismatches"] = mismatches.to_dict()
         entry["seconds"] = {
             "rollout": round(sampled.rollout_seconds, 3),
             "adapter": round(sampled.adapter_seconds, 3),
@@ -413,6 +458,7 @@ class GRPO(Algorithm):
             sampled.rollout_seconds += adapter_started - round_started
             await self._flush_proxy()
             data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+            self._require_llm_calls(data)
             sampled.adapter_seconds += time.monotonic() - adapter_started
             sampled.data.extend(data)
             sampled.groups.extend(group + offset for group in groups)
@@ -422,11 +468,11 @@ class GRPO(Algorithm):
             if missing <= 0 or len(sampled.indices) >= budget:
                 break
             count = min(missing, budget - len(sampled.indices))
-        self.sampling.steps += 1
-        self.sampling.tasks += len(sampled.indices)
-        self.sampling.extra_tasks += len(sampled.indices) - config.tasks_per_step
+        self.group_sampling.steps += 1
+        self.group_sampling.tasks += len(sampled.indices)
+        self.group_sampling.extra_tasks += len(sampled.indices) - config.tasks_per_step
         if target and missing > 0:
-            self.sampling.steps_short += 1
+            self.group_sampling.steps_short += 1
         return sampled
 
     def _count_drift(self, built: StepSamples) -> None:
@@ -471,6 +517,36 @@ class GRPO(Algorithm):
             "skips": skips.to_dict(),
         }
 
+    def _require_llm_calls(self, data: list[RolloutData]) -> None:
+        """Stop the run when the step's rollouts ran but none recorded an LLM call (client-side or through the
+        proxy): every later step would train on nothing, without an error."""
+        succeeded = sum(1 for item in data if item.rollout.status == "succeeded")
+        if succeeded and not any(item.calls or item.sampling for item in data):
+            raise NoLLMCallsError(
+                f"GRPO step {self.step + 1}: none of the {len(data)} finished rollouts ({succeeded} succeeded) made an "
+                f"LLM call through the published model {self.resource_name!r}, so there is nothing to train on. "
+                + CAPTURE_HINT
+            )
+
+    def _check_sampling(self, data: list[RolloutData]) -> SamplingMismatches:
+        """Count (and warn about) calls that did not sample at the configured temperature over the full vocabulary:
+        their log-probabilities under the training's distribution are not those they were drawn with."""
+        mismatches = count_mismatches([record for item in data for record in item.sampling], self.config.temperature)
+        self.sampling_mismatches.add(mismatches)
+        if mismatches.any:
+            logger.warning(
+                "GRPO step %d: of %d LLM calls, %d sampled at another temperature than %s, %d with top_p < 1, %d "
+                "with top_k; training assumes the configured temperature over the full vocabulary: pass "
+                "llm.sampling_parameters['temperature'] on and leave top_p / top_k unset",
+                self.step + 1,
+                mismatches.calls,
+                mismatches.temperature,
+                self.config.temperature,
+                mismatches.top_p,
+                mismatches.top_k,
+            )
+        return mismatches
+
     def _samples(
         self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
     ) -> StepSamples:
@@ -492,11 +568,13 @@ class GRPO(Algorithm):
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
         logger.info(
-            "GRPO evaluation %r at step %d: mean reward %s over %d tasks",
+            "GRPO evaluation %r at step %d: mean reward %s over %d tasks (%d failed, %d unfinished)",
             label,
             self.step,
             report.mean_reward,
             len(report.items),
+            report.failed,
+            report.unfinished,
         )
         self._emit("evaluation", **report.to_dict())
         return report
@@ -511,7 +589,7 @@ class GRPO(Algorithm):
             "skips": self.skips.to_dict(),
             "drift": self.drift.to_dict(),
             "rollout_drift": self.rollout_drift,
-            "sampling": self.sampling.to_dict(),
+            "group_sampling": self.group_sampling.to_dict(),
             "task_cursor": self.task_cursor,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,

@@ -95,16 +95,22 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[An
     return PolicyBatch(input_ids, attention, response_mask, advantages)
 
 
-def sequence_log_probs(model: Any, batch: PolicyBatch) -> torch.Tensor:
-    """Log-probability of every next token of the rows under `model`, shape (batch, width - 1).
+def sequence_log_probs(model: Any, batch: PolicyBatch, temperature: float = 1.0) -> torch.Tensor:
+    """Log-probability of every next token of the rows under `model` sampled at `temperature`, shape
+    (batch, width - 1): the logits are divided by the temperature first, as the inference server does when it
+    samples, so the ratio and the gradient are those of the distribution the responses were drawn from.
 
     Positions outside `response_mask` hold values too, but are meaningless; callers mask them.
     """
     import torch
 
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive to compute sampling log-probabilities, got {temperature!r}")
     position_ids = (batch.attention_mask.cumsum(-1) - 1).clamp(min=0)
     output = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=position_ids)
     logits = output.logits[:, :-1, :].float()
+    if temperature != 1.0:
+        logits = logits / temperature
     targets = batch.input_ids[:, 1:]
     return -torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -73,7 +74,11 @@ class Policy:
                 lora_dropout=0.0,
                 task_type="CAUSAL_LM",
             )
-            model = peft.get_peft_model(model, lora_config)
+            with warnings.catch_warnings():
+                # peft reads transformers' deprecated `is_gradient_checkpointing` (a FutureWarning in every process
+                # that builds a policy); the property still answers, and peft is what must change.
+                warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
+                model = peft.get_peft_model(model, lora_config)
         self.model = model
         self.model.train()
         trainable = [p for p in self.model.parameters() if p.requires_grad]

@@ -35,7 +35,7 @@ def training_summary(algorithm: Any) -> dict[str, Any]:
             "last_5_steps": round(sum(calls[-5:]) / len(calls[-5:]), 3) if calls else None,
         },
         "drift": {**algorithm.drift.to_dict(), "per_rollout": dict(algorithm.rollout_drift)},
-        "sampling": algorithm.sampling.to_dict(),
+        "group_sampling": algorithm.group_sampling.to_dict(),
         "training_tokens": {
             **tokens,
             "transition_over_trained": round(tokens["transition_tokens"] / tokens["sample_tokens"], 3)

@@ -19,6 +19,8 @@ from agentlightning.adapter.triplet import TraceToTripletBase
 from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import Rollout, Span, Triplet
 
+from .sampling_check import SamplingRecord, recorded_sampling
+
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
@@ -60,6 +62,7 @@ class RolloutData:
     calls: list[Triplet] = field(default_factory=list)
     error: Optional[str] = None
     source: str = "none"  # where the calls came from: "adapter" (client-side spans), "proxy" or "none"
+    sampling: list[SamplingRecord] = field(default_factory=list)  # how each call the proxy recorded sampled
 
 
 def _has_ids(triplet: Triplet) -> bool:
@@ -107,7 +110,7 @@ async def read_rollouts(
                 return RolloutData(rollout, None, error=f"spans unreadable: {exc!r}")
         reward = find_final_reward(spans)
         calls, source = select_calls(spans, adapter, agent_match=agent_match) if with_calls else ([], "none")
-        return RolloutData(rollout, reward, calls, source=source)
+        return RolloutData(rollout, reward, calls, source=source, sampling=recorded_sampling(spans))
 
     return list(await asyncio.gather(*(read(rollout) for rollout in rollouts)))
 

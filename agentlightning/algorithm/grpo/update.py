@@ -30,10 +30,10 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     reference: list[Any] = []
     with torch.no_grad(), policy.autocast():
         if config.ppo_epochs > 1:
-            old = [sequence_log_probs(model, batch) for batch in batches]
+            old = [sequence_log_probs(model, batch, config.temperature) for batch in batches]
         if config.kl_coef > 0:
             with policy.reference() as ref_model:
-                reference = [sequence_log_probs(ref_model, batch) for batch in batches]
+                reference = [sequence_log_probs(ref_model, batch, config.temperature) for batch in batches]
     metrics = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "skipped_nonfinite": 0.0}
     for _ in range(config.ppo_epochs):
         policy.optimizer.zero_grad(set_to_none=True)
@@ -41,7 +41,7 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
         stats = {"kl": 0.0, "clip_fraction": 0.0}
         for index, batch in enumerate(batches):
             with policy.autocast():
-                log_probs = sequence_log_probs(model, batch)
+                log_probs = sequence_log_probs(model, batch, config.temperature)
             old_log_probs = old[index] if old else log_probs.detach()
             loss, batch_stats = clipped_policy_loss(
                 log_probs,

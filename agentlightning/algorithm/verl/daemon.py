@@ -123,6 +123,8 @@ class AgentModeDaemon:
         adapter: spans -> triplets (default `TracerTraceToTriplet()`).
         trace_aggregator: `{"level": "transition" | "trajectory", ...}` (see `batch.py`).
         poll_interval: seconds between checks while waiting for rollouts.
+        initial_resources: the trainer's initial resources (a prompt template, another model), published next to
+            the policy in every version (the policy's `main_llm` replaces one of that name).
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class AgentModeDaemon:
         adapter: Optional[TraceToTripletBase] = None,
         trace_aggregator: Optional[Mapping[str, Any]] = None,
         poll_interval: float = 5.0,
+        initial_resources: Optional[Mapping[str, Any]] = None,
     ) -> None:
         if mode != "v1":
             raise ValueError(
@@ -179,6 +182,7 @@ class AgentModeDaemon:
         self.trace_aggregator = aggregator
         self.level: AggregationLevel = "trajectory" if level == "trajectory" else "transition"
         self.poll_interval = poll_interval
+        self.initial_resources = dict(initial_resources or {})
         self.llm_proxy = llm_proxy
         self._owns_proxy = False
         self._server_addresses: list[str] = []
@@ -253,7 +257,7 @@ class AgentModeDaemon:
         return self._run(self._enqueue(samples, resource, is_train))
 
     async def _enqueue(self, samples: list[dict[str, Any]], resource: Any, is_train: bool) -> list[str]:
-        update = await self.store.add_resources({RESOURCE_NAME: resource})
+        update = await self.store.add_resources({**self.initial_resources, RESOURCE_NAME: resource})
         self.resources_id = update.resources_id
         config = RolloutConfig(timeout_seconds=self.llm_timeout_seconds, unresponsive_seconds=self.llm_timeout_seconds)
         copies = self.train_rollout_n if is_train else 1

@@ -57,6 +57,7 @@ def run_ppo(
     adapter: Any = None,
     trainer_cls: Optional[type] = None,
     daemon_cls: Optional[type] = None,
+    initial_resources: Optional[dict[str, Any]] = None,
 ) -> None:
     """Initialise Ray (unless already initialised) and run the training in a `TaskRunner` actor until it ends."""
     require_verl()
@@ -93,5 +94,6 @@ def run_ppo(
             adapter=adapter,
             trainer_cls=trainer_cls,
             daemon_cls=daemon_cls,
+            initial_resources=initial_resources,
         )
     )

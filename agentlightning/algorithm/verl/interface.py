@@ -129,4 +129,5 @@ class VERL(Algorithm):
             adapter=adapter,
             trainer_cls=self.trainer_cls,
             daemon_cls=self.daemon_cls,
+            initial_resources=dict(self.get_initial_resources() or {}),
         )

@@ -31,6 +31,7 @@ class TaskRunner(BaseTaskRunner):  # type: ignore[misc]
         adapter: Any,
         trainer_cls: Optional[type],
         daemon_cls: Optional[type],
+        initial_resources: Optional[dict[str, Any]] = None,
     ) -> None:
         from verl.trainer.ppo.utils import need_critic, need_reference_policy  # type: ignore[import-not-found]
         from verl.utils.config import omega_conf_to_dataclass, validate_config  # type: ignore[import-not-found]
@@ -67,6 +68,7 @@ class TaskRunner(BaseTaskRunner):  # type: ignore[misc]
             proxy_settings=proxy_settings,
             adapter=adapter,
             daemon_cls=daemon_cls,
+            initial_resources=initial_resources,
         )
         trainer.init_workers()
         trainer.fit()

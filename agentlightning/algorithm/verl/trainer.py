@@ -51,7 +51,8 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
     """RayPPOTrainer with agent rollouts from the store (see the module docstring).
 
     Extra args: `store` (reachable from this actor), `proxy_settings` (to build the LLM proxy here), `adapter`
-    (a TraceToTripletBase; default TracerTraceToTriplet), `daemon_cls` (an AgentModeDaemon subclass).
+    (a TraceToTripletBase; default TracerTraceToTriplet), `daemon_cls` (an AgentModeDaemon subclass),
+    `initial_resources` (the Trainer's, published next to the policy).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
         proxy_settings: Optional[dict[str, Any]] = None,
         adapter: Optional[TraceToTripletBase] = None,
         daemon_cls: Optional[type] = None,
+        initial_resources: Optional[dict[str, Any]] = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
@@ -70,6 +72,7 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
         self.proxy_settings = proxy_settings
         self.adapter = adapter
         self.daemon_cls = daemon_cls or AgentModeDaemon
+        self.initial_resources = initial_resources
         self.daemon: Optional[AgentModeDaemon] = None
         self._rng = random.Random(int(self.config.data.get("seed", 1) or 1))
 
@@ -96,6 +99,7 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
             adapter=self.adapter,
             trace_aggregator=OmegaConf.to_container(agl.trace_aggregator, resolve=True),
             poll_interval=float(agl.get("poll_interval_seconds", 5.0)),
+            initial_resources=self.initial_resources,
         )
 
     def _lengths(self) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from typing import Any, Optional
 
 import agentlightning as agl
@@ -33,7 +34,8 @@ def digit_agent(task: dict[str, Any], llm: agl.LLM) -> float:
 
 @agl.rollout
 def quirky_agent(task: dict[str, Any], llm: agl.LLM) -> Optional[float]:
-    """Bad input on purpose, by task kind: unparsable items, no reward, NaN, constant reward, no LLM call."""
+    """Bad input on purpose, by task kind: unparsable items, no reward, NaN, constant reward, no LLM call; "random"
+    rewards vary within every group (tests of the sampling for informative groups)."""
     kind = task["kind"]
     if kind == "unparsable":
         return float(task["value"])  # ValueError: the agent cannot parse this item; the rollout fails
@@ -46,4 +48,28 @@ def quirky_agent(task: dict[str, Any], llm: agl.LLM) -> Optional[float]:
         return math.nan
     if kind == "constant":
         return 1.0
+    if kind == "random":
+        return random.random()  # varies within every group, whatever the model answers
     return digit_share(text)
+
+
+@agl.rollout
+def cool_prompted_agent(task: dict[str, Any], llm: agl.LLM, prompt_template: agl.PromptTemplate) -> float:
+    """Reads a prompt template next to the trained model (the rollout fails when GRPO dropped it) and samples at
+    0.5 whatever temperature GRPO publishes."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=0)
+    answer = client.chat.completions.create(
+        model=llm.model,
+        messages=[{"role": "user", "content": prompt_template.format(id=task["id"])}],
+        max_tokens=4,
+        temperature=0.5,
+    )
+    return digit_share(answer.choices[0].message.content or "")
+
+
+@agl.rollout
+def modelless_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """Answers without ever calling the model it is given."""
+    return 1.0 if task["id"] % 2 else 0.0

@@ -68,7 +68,9 @@ def test_a_second_run_resumes_from_the_last_checkpoint(tmp_path: Path) -> None:
 
 
 def test_bad_rollouts_are_skipped_and_counted_without_stopping_the_run(tmp_path: Path) -> None:
-    kinds = ["unparsable", "no_call", "silent", "nan", "constant", "learn"]
+    # The order puts every kind that calls no model into a step with one that does (seed 0 draws the tasks
+    # [4, 2], [1, 0], [5, 3]): a step whose rollouts make no LLM call at all stops the run (tested elsewhere).
+    kinds = ["unparsable", "silent", "no_call", "nan", "constant", "learn"]
     train = [{"id": i, "kind": kind, "value": "not a number"} for i, kind in enumerate(kinds)]
     algorithm = _grpo(tmp_path, max_steps=3, tasks_per_step=2, group_size=2, informative_groups=0)
     _fit(algorithm, quirky_agent, train)
@@ -94,7 +96,7 @@ def test_a_step_where_every_group_has_equal_rewards_is_logged_as_info_not_a_warn
 
 def test_a_step_samples_fresh_tasks_until_it_has_the_informative_groups_asked_for(tmp_path: Path) -> None:
     # 3 tasks with a constant reward (no signal) and 2 whose rewards vary; the step looks for 2 varying groups
-    train = [{"id": i, "kind": "constant"} for i in range(3)] + [{"id": 3 + i, "kind": "learn"} for i in range(2)]
+    train = [{"id": i, "kind": "constant"} for i in range(3)] + [{"id": 3 + i, "kind": "random"} for i in range(2)]
     algorithm = _grpo(tmp_path, max_steps=1, tasks_per_step=1, group_size=4, informative_groups=2, max_tasks_per_step=5)
     _fit(algorithm, quirky_agent, train)
     (entry,) = algorithm.history
@@ -102,9 +104,9 @@ def test_a_step_samples_fresh_tasks_until_it_has_the_informative_groups_asked_fo
     assert entry["samples"] == 8  # the two varying groups, 4 rollouts each, one call per rollout
     assert entry["sampling_rounds"] >= 2  # one task per round at first: a single round cannot give 2 groups
     assert 2 <= entry["tasks"] <= 5
-    assert algorithm.sampling.extra_tasks == entry["tasks"] - 1
+    assert algorithm.group_sampling.extra_tasks == entry["tasks"] - 1
     assert algorithm.skips.groups_zero_variance == entry["tasks"] - 2
-    assert algorithm.sampling.steps_short == 0
+    assert algorithm.group_sampling.steps_short == 0
 
 
 def test_sampling_for_informative_groups_stops_at_the_task_budget_and_is_counted(tmp_path: Path) -> None:
@@ -112,5 +114,5 @@ def test_sampling_for_informative_groups_stops_at_the_task_budget_and_is_counted
     _fit(algorithm, quirky_agent, [{"id": i, "kind": "constant"} for i in range(4)])
     (entry,) = algorithm.history
     assert (entry["tasks"], entry["sampling_rounds"], entry["samples"]) == (3, 3, 0)
-    assert algorithm.sampling.to_dict() == {"steps": 1, "tasks": 3, "extra_tasks": 2, "steps_short": 1}
+    assert algorithm.group_sampling.to_dict() == {"steps": 1, "tasks": 3, "extra_tasks": 2, "steps_short": 1}
     assert algorithm.skips.steps_without_update == 1

