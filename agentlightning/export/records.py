@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -27,8 +27,10 @@ __all__ = [
     "Unit",
     "call_ids",
     "chat_messages",
+    "group_key",
     "rl_records",
     "sft_records",
+    "tools_json",
 ]
 
 Unit = Literal["conversation", "call"]
@@ -126,16 +128,12 @@ def tools_json(call: Triplet) -> Optional[str]:
     return json.dumps(tools, ensure_ascii=False) if tools else None
 
 
-def _agent(rollout: ExportedRollout, call: Triplet) -> Optional[str]:
-    return call_ids(call).agent_name
-
-
 def _common(rollout: ExportedRollout, last_call: Triplet, calls: int) -> Record:
     return {
         "rollout_id": rollout.rollout_id,
         "attempt_id": rollout.attempt_id,
         "resources_id": rollout.resources_id,
-        "agent_name": _agent(rollout, last_call),
+        "agent_name": call_ids(last_call).agent_name,
         "reward": rollout.reward,
         "group": rollout.group,
         "calls": calls,
@@ -196,8 +194,3 @@ def rl_records(rollout: ExportedRollout, unit: Unit = "conversation") -> list[Re
             }
         )
     return records
-
-
-def conversation_tail(messages: Sequence[dict[str, Any]], prompt: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages of a conversation after its first prompt's messages."""
-    return list(messages[len(prompt) :])

@@ -27,7 +27,7 @@ from .records import ExportedRollout, group_key
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["ReadCounts", "RolloutReader"]
+__all__ = ["ReadCounts", "RolloutReader", "RolloutRef"]
 
 PAGE_SIZE = 200
 CONCURRENCY = 8
@@ -163,7 +163,3 @@ class RolloutReader:
             group=ref.group,
             calls=calls,
         )
-
-    @staticmethod
-    def ref(rollout: ExportedRollout) -> RolloutRef:
-        return RolloutRef(rollout.rollout_id, rollout.attempt_id, rollout.resources_id, rollout.group)
