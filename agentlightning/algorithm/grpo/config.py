@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Optional
 
+from agentlightning.utils.device import validate_device_name
+
 __all__ = ["GRPOConfig"]
 
 LossAggregation = Literal["token", "sequence"]
@@ -58,6 +60,9 @@ class GRPOConfig:
         rollout_timeout: seconds to wait for one step's rollouts; unfinished ones are cancelled and counted.
         seed: seeds the task order, torch (LoRA initialisation) when the policy is built, and the sampling of the
             in-process inference engine (requests that carry no seed of their own).
+        device: where the policy, its optimizer and (when GRPO loads it) the inference engine live: "auto" (CUDA
+            when available, else the CPU), "cpu", "cuda", "cuda:N". On CUDA with bfloat16 support the forward passes
+            autocast to bfloat16 (parameters and optimizer state stay float32).
     """
 
     group_size: int = 8
@@ -88,8 +93,10 @@ class GRPOConfig:
     keep_checkpoints: int = 2
     rollout_timeout: float = 600.0
     seed: int = 0
+    device: str = "auto"
 
     def __post_init__(self) -> None:
+        validate_device_name(self.device)
         for name in ("group_size", "tasks_per_step", "epochs", "ppo_epochs", "micro_batch_size"):
             _positive_int(name, getattr(self, name))
         for name in ("checkpoint_every", "keep_checkpoints", "max_response_tokens"):

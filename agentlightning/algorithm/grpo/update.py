@@ -22,13 +22,13 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     import torch
 
     chunks = [samples[i : i + config.micro_batch_size] for i in range(0, len(samples), config.micro_batch_size)]
-    batches = [make_batch(chunk, policy.pad_token_id) for chunk in chunks]
+    batches = [make_batch(chunk, policy.pad_token_id, device=policy.device) for chunk in chunks]
     total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
     model = policy.model
     model.train()
     old: list[Any] = []
     reference: list[Any] = []
-    with torch.no_grad():
+    with torch.no_grad(), policy.autocast():
         if config.ppo_epochs > 1:
             old = [sequence_log_probs(model, batch, config.temperature) for batch in batches]
         if config.kl_coef > 0:
@@ -40,7 +40,8 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
         loss_total = 0.0
         stats = {"kl": 0.0, "clip_fraction": 0.0}
         for index, batch in enumerate(batches):
-            log_probs = sequence_log_probs(model, batch, config.temperature)
+            with policy.autocast():
+                log_probs = sequence_log_probs(model, batch, config.temperature)
             old_log_probs = old[index] if old else log_probs.detach()
             loss, batch_stats = clipped_policy_loss(
                 log_probs,
