@@ -106,7 +106,9 @@ def test_random_calls_give_what_the_training_stitcher_gives(continuity: Any) -> 
             calls.append((prompt, [generator.randint(0, 3) for _ in range(generator.randint(1, 3))], agent))
         cases.append(calls)
     results = js_stitch(continuity, cases)
-    mismatches = [calls for calls, result in zip(cases, results, strict=True) if comparable(result) != python_stitch(calls)]
+    mismatches = [
+        calls for calls, result in zip(cases, results, strict=True) if comparable(result) != python_stitch(calls)
+    ]
     assert mismatches == []
     assert sum(result["drifted"] for result in results) > 20  # the cases do drift
 
@@ -126,9 +128,9 @@ def test_each_call_says_what_it_continues(continuity: Any) -> None:
 
 
 def test_token_ids_are_read_from_lists_or_their_json_text(continuity: Any) -> None:
-    assert continuity(
-        "return [[1, 2], '[3, 4]', '1, 2', [1.5], 'nonsense', null, []].map(m.tokenIdList);"
-    ) == [[1, 2], [3, 4], None, None, None, None, []]
+    values = [[1, 2], "[3, 4]", "1, 2", [1.5], "nonsense", None, []]
+    read = continuity("return arg.map(m.tokenIdList);", values)
+    assert read == [[1, 2], [3, 4], None, None, None, None, []]
 
 
 def test_the_notes_number_calls_as_shown_and_leave_out_calls_without_ids(continuity: Any) -> None:
@@ -143,9 +145,13 @@ def test_the_notes_number_calls_as_shown_and_leave_out_calls_without_ids(continu
     )
     notes = result["notes"]
     assert [note["kind"] for note in notes] == ["new", "no-ids", "extends", "drifted"]
-    assert notes[0]["text"] == "Starts a conversation: a training sequence of its own, not drift. LLM call 3 continues it."
+    assert (
+        notes[0]["text"] == "Starts a conversation: a training sequence of its own, not drift. LLM call 3 continues it."
+    )
     assert notes[2]["text"] == "Continues LLM call 1 exactly: one training sequence (LLM calls 1 and 3)."
-    assert notes[3]["text"].startswith("Does not extend LLM call 3's token ids (its prompt departs from them at token 3)")
+    assert notes[3]["text"].startswith(
+        "Does not extend LLM call 3's token ids (its prompt departs from them at token 3)"
+    )
     assert notes[3]["text"].endswith("trained alone, counted as drift.")
     assert "takes no part" in notes[1]["text"]
     [summary] = result["summaries"]
