@@ -197,3 +197,17 @@ def test_the_overview_flags_drift_and_the_conversation_says_which_call_drifted(
         assert drifted in view.evaluate("location.hash")
     finally:
         loop_thread.run(served.server.stop())
+
+
+def test_measuring_drift_does_not_load_torch_into_the_store_server() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from agentlightning.dashboard.drift import rollout_drift; import agentlightning.dashboard.routes; "
+        "from agentlightning.types import Rollout; "
+        "rollout_drift(Rollout(rollout_id='ro-1', input={}, start_time=0.0, status='succeeded'), []); "
+        "print('torch' in sys.modules)"
+    )
+    answer = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert answer.stdout.strip() == "False", answer.stderr
