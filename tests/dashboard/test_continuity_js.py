@@ -160,3 +160,15 @@ def test_the_notes_number_calls_as_shown_and_leave_out_calls_without_ids(continu
         "Token continuity: 3 LLM calls with token ids · 2 continue a conversation · 1 drifted · drift rate 50%."
         " 1 call without token ids takes no part."
     )
+
+
+def test_a_tool_result_longer_than_a_call_takes_arguments_still_stitches(continuity: Any) -> None:
+    result = continuity(
+        """
+        const long = Array.from({length: 300000}, (_, i) => i % 50000);
+        const {continuations, drifted, sequences} = m.stitchCalls([
+          {promptIds: [7], responseIds: [1]}, {promptIds: [7, 1, ...long], responseIds: [3]}]);
+        return [continuations, drifted, sequences.length, sequences[0].responseIds.length];
+        """
+    )
+    assert result == [1, 0, 1, 300002]

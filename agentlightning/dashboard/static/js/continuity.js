@@ -26,6 +26,10 @@ export function tokenIdList(value) {
   return Array.isArray(parsed) && parsed.every(isTokenId) ? parsed : null;
 }
 
+function append(target, items, map = (item) => item) {
+  for (const item of items) target.push(map(item)); // not push(...items): a long prompt is more arguments than a call takes
+}
+
 function commonPrefix(a, b) {
   const limit = Math.min(a.length, b.length);
   let index = 0;
@@ -50,23 +54,24 @@ export function stitchCalls(calls) {
   let continuations = 0;
   let drifted = 0;
   calls.forEach((call, position) => {
-    const prompt = [...call.promptIds];
-    const response = [...call.responseIds];
+    const prompt = Array.from(call.promptIds);
+    const response = Array.from(call.responseIds);
     const agent = call.agentName ?? null;
     let outcome = null;
     let repeats = null; // the newest call of the same agent that sent this very prompt (a retry or a resample)
     for (let index = sequences.length - 1; index >= 0; index -= 1) {
       const sequence = sequences[index];
       if (sequence.agentName !== agent) continue;
-      const full = [...sequence.promptIds, ...sequence.responseIds];
+      const full = sequence.promptIds.concat(sequence.responseIds);
       const common = commonPrefix(prompt, full);
       if (prompt.length >= full.length && common === full.length) {
         const previous = sequence.calls[sequence.calls.length - 1];
-        sequence.responseIds.push(...prompt.slice(full.length));
-        sequence.lossMask.push(...prompt.slice(full.length).map(() => 0));
+        const environment = prompt.slice(full.length);
+        append(sequence.responseIds, environment);
+        append(sequence.lossMask, environment, () => 0);
         const start = sequence.responseIds.length;
-        sequence.responseIds.push(...response);
-        sequence.lossMask.push(...response.map(() => 1));
+        append(sequence.responseIds, response);
+        append(sequence.lossMask, response, () => 1);
         sequence.calls.push(position);
         sequence.segments.push([start, sequence.responseIds.length]);
         outcome = { kind: "extends", sequence: index, after: previous, first: sequence.calls[0] };
