@@ -74,6 +74,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
     parser.add_argument("--aggregation", choices=["trajectory", "transition"], default="trajectory")
     parser.add_argument("--credit", choices=["final", "turn"], default="final")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="sampling temperature of the training rollouts (default 0.7: at 1.0 the untrained model's tool calls "
+        "are mostly malformed, so groups rarely differ)",
+    )
     parser.add_argument("--held-out", type=int, default=50, help="held-out questions (default 50)")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=10)
@@ -125,7 +132,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         aggregation=args.aggregation,
         credit=args.credit,
         max_response_tokens=calc_task.MAX_TOKENS,
-        temperature=1.0,
+        temperature=args.temperature,
         seed=args.seed,
     )
     trainer = agl.Trainer(
