@@ -168,17 +168,25 @@ def _configure_logging(run_dir: Path) -> None:
 
 
 def answer_without_tools(engine: Any, tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The untrained model asked each held-out question directly (greedy, no tools): what the tool is worth."""
+    """The untrained model asked each held-out question directly (greedy, no tools, one batch): what the tool is
+    worth."""
+    import asyncio
+
     from agentlightning.inference.sampling import SamplingParams
 
-    correct = 0
-    for item in tasks:
+    async def ask(item: dict[str, Any]) -> bool:
         messages = [
             {"role": "system", "content": "Reply with just the number."},
             {"role": "user", "content": calc_task.question(item)},
         ]
-        (sequence,) = engine.generate(engine.chat_prompt(messages), SamplingParams(max_tokens=16, temperature=0.0))
-        correct += calc_task.strict_correct(sequence.text, item)
+        params = SamplingParams(max_tokens=16, temperature=0.0)
+        (sequence,) = await engine.agenerate(engine.chat_prompt(messages), params)
+        return calc_task.strict_correct(sequence.text, item)
+
+    async def ask_all() -> list[bool]:
+        return list(await asyncio.gather(*(ask(item) for item in tasks)))
+
+    correct = sum(asyncio.run(ask_all()))
     return {"strict": correct / len(tasks), "n": len(tasks)}
 
 
