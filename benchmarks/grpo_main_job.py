@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/grpo_main_job.py --seeds 0 1 2 --minutes 12     # runs the main job per seed
     .venv/bin/python benchmarks/grpo_main_job.py --from-runs runs/main-seed0     # prints existing runs' figures
+    .venv/bin/python benchmarks/grpo_main_job.py --seeds 0 --compare-sampling    # with and without sampling for
+                                                                                 # informative groups, alternately
 
 Each seed runs `examples/arithmetic_rl/train.py --fresh --seed S --run-dir runs/bench-seedS --minutes M` (the command
 behind `bash scripts/train.sh`) and the figures are read from its summary.json. Prints one row per run, the mean,
@@ -23,8 +25,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_seed(seed: int, minutes: float, runners: int) -> tuple[Path, float]:
-    run_dir = ROOT / "runs" / f"bench-seed{seed}"
+def run_seed(seed: int, minutes: float, runners: int, informative_groups: int | None = None) -> tuple[Path, float]:
+    suffix = "" if informative_groups is None else f"-ig{informative_groups}"
+    run_dir = ROOT / "runs" / f"bench-seed{seed}{suffix}"
     load_before = os.getloadavg()[0]
     command = [
         sys.executable,
@@ -40,6 +43,8 @@ def run_seed(seed: int, minutes: float, runners: int) -> tuple[Path, float]:
         "--run-dir",
         str(run_dir),
     ]
+    if informative_groups is not None:
+        command += ["--informative-groups", str(informative_groups)]
     print("$", " ".join(command), flush=True)
     subprocess.run(command, check=True, cwd=ROOT)
     return run_dir, load_before
@@ -48,10 +53,12 @@ def run_seed(seed: int, minutes: float, runners: int) -> tuple[Path, float]:
 def row(run_dir: Path, load_before: float | None) -> dict[str, Any]:
     summary = json.loads((run_dir / "summary.json").read_text())
     acc = summary["held_out_accuracy"]
+    history = summary.get("history", [])
     return {
         "run": run_dir.name,
         "seed": summary["settings"]["seed"],
         "steps": summary["steps"],
+        "trained_steps": sum(1 for entry in history if entry.get("samples")),
         "strict": (acc["before"]["strict"], acc["after"]["strict"]),
         "lenient": (acc["before"]["lenient"], acc["after"]["lenient"]),
         "seconds": summary["mean_seconds_per_step"],
@@ -65,24 +72,32 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=12.0)
     parser.add_argument("--runners", type=int, default=8)
     parser.add_argument("--from-runs", nargs="*", default=None, help="print these run directories instead")
+    parser.add_argument(
+        "--compare-sampling",
+        action="store_true",
+        help="per seed, a run without sampling for informative groups (--informative-groups 0), then one with it",
+    )
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     if args.from_runs:
         rows = [row(Path(path), None) for path in args.from_runs]
     else:
         for seed in args.seeds:
-            run_dir, load_before = run_seed(seed, args.minutes, args.runners)
-            rows.append(row(run_dir, load_before))
+            for informative in (0, None) if args.compare_sampling else (None,):
+                run_dir, load_before = run_seed(seed, args.minutes, args.runners, informative)
+                rows.append(row(run_dir, load_before))
     print()
     print(
-        "| run | seed | steps | strict before -> after | lenient before -> after | s/step rollout | adapter | update | weight swap | total | load avg (before, after) |"
+        "| run | seed | steps (trained) | strict before -> after | lenient before -> after | s/step rollout | adapter "
+        "| update | weight swap | total | load avg (before, after) |"
     )
     print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
         s = r["seconds"]
         load = ", ".join("n/a" if v is None else f"{v:.1f}" for v in r["load"])
         print(
-            f"| {r['run']} | {r['seed']} | {r['steps']} | {r['strict'][0]:.2f} -> {r['strict'][1]:.2f} "
+            f"| {r['run']} | {r['seed']} | {r['steps']} ({r['trained_steps']}) "
+            f"| {r['strict'][0]:.2f} -> {r['strict'][1]:.2f} "
             f"| {r['lenient'][0]:.2f} -> {r['lenient'][1]:.2f} | {s['rollout']:.1f} | {s['adapter']:.2f} "
             f"| {s['update']:.1f} | {s['weight_swap']:.2f} | {s['total']:.1f} | {load} |"
         )

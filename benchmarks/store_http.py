@@ -13,6 +13,10 @@ rollouts/s, these hardly depend on what else the machine runs.
     .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20 --server-workers 2 \
         --backend postgresql://postgres@127.0.0.1:5432/test
 
+`--client aiohttp` has the clients speak through aiohttp instead of the project's keep-alive HTTP/1.1 client
+(`store/http/client/lite.py`), and `--protocol plain` serves with uvicorn's own httptools protocol instead of the
+coalescing transport (`store/http/server/coalescing.py`): the libraries those two replace, compared on the same run.
+
 `--client-per-task` runs the short-lived-client workloads of `benchmarks/store_http_per_task.py` instead (a fresh
 client and `asyncio.run` per task; see that module).
 """
@@ -168,7 +172,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--prefill", type=int, default=30_000, help="rollouts queued before claim variants")
     parser.add_argument("--first-request", action="store_true", help="time a fresh process's first request")
     parser.add_argument("--runs", type=int, default=10, help="fresh processes for --first-request")
+    parser.add_argument("--client", choices=["lite", "aiohttp"], default="lite", help="the clients' HTTP library")
+    parser.add_argument("--protocol", choices=["coalescing", "plain"], default="coalescing", help="the server's")
     args = parser.parse_args(argv)
+    if args.client == "aiohttp":
+        os.environ["_AGL_HTTP_CLIENT"] = "aiohttp"  # inherited by the client processes
+    if args.protocol == "plain":
+        os.environ["_AGL_HTTP_PROTOCOL"] = "plain"  # inherited by the server process
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
     server = None
@@ -212,7 +222,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     requests_per_rollout = 3 + (4 if args.spans == "single" else 1)
     print(
         f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
-        f"server_workers={args.server_workers}"
+        f"server_workers={args.server_workers} client={args.client} protocol={args.protocol}"
     )
     print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.0f} rollouts/s")
     print(

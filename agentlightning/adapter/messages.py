@@ -24,7 +24,14 @@ from .base import TraceAdapter
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 
-__all__ = ["OpenAIMessages", "TraceToMessages", "convert_to_openai_messages", "group_genai_dict"]
+__all__ = [
+    "OpenAIMessages",
+    "TraceToMessages",
+    "convert_to_openai_messages",
+    "group_genai_dict",
+    "openai_tool_calls",
+    "openai_tools",
+]
 
 
 class OpenAIMessages(TypedDict):
@@ -81,6 +88,39 @@ def _tool_calls(value: Any) -> list[dict[str, Any]]:
     return [call for call in value if isinstance(call, dict)]
 
 
+def openai_tool_calls(value: Any) -> list[dict[str, Any]]:
+    """Recorded tool calls (a list in OpenAI's or the flat shape, or their JSON text) in OpenAI's shape."""
+    return [_tool_call(call) for call in _tool_calls(value)]
+
+
+def openai_tools(functions: Any) -> Optional[list[dict[str, Any]]]:
+    """The offered functions recorded as `gen_ai.request.functions.<i>.name|description|parameters` (parameters as
+    JSON text or a mapping) as OpenAI tools; None when there were none."""
+    if not isinstance(functions, list) or not functions:
+        return None
+    tools: list[dict[str, Any]] = []
+    for function in functions:
+        if not isinstance(function, dict):
+            continue
+        parameters = function.get("parameters")
+        if isinstance(parameters, str):
+            try:
+                parameters = json.loads(parameters)
+            except ValueError:
+                pass
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": function.get("name", ""),
+                    "description": function.get("description", ""),
+                    "parameters": parameters,
+                },
+            }
+        )
+    return tools
+
+
 def convert_to_openai_messages(
     prompt: list[dict[str, Any]],
     completion: list[dict[str, Any]],
@@ -108,29 +148,7 @@ def convert_to_openai_messages(
         if calls:
             message["tool_calls"] = [_tool_call(call) for call in calls]
         messages.append(message)
-    tools: Optional[list[Any]] = None
-    functions = request.get("functions")
-    if isinstance(functions, list) and functions:
-        tools = []
-        for function in functions:
-            if not isinstance(function, dict):
-                continue
-            parameters = function.get("parameters")
-            if isinstance(parameters, str):
-                try:
-                    parameters = json.loads(parameters)
-                except ValueError:
-                    pass
-            tools.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": function.get("name", ""),
-                        "description": function.get("description", ""),
-                        "parameters": parameters,
-                    },
-                }
-            )
+    tools = openai_tools(request.get("functions"))
     return OpenAIMessages(messages=cast(Any, messages), tools=cast(Any, tools))
 
 

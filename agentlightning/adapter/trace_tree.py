@@ -457,12 +457,18 @@ def _covering_span(spans: list[Span], *, name: str, span_id: Optional[str] = Non
 
 
 def add_raw_content(attributes: dict[str, Any], prompt: dict[str, Any], response: dict[str, Any]) -> None:
-    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`, and the
-    prompt's image URLs (multimodal calls) into `image_urls` (always present, as in v0.3)."""
+    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`, the
+    prompt's image URLs (multimodal calls) into `image_urls` (always present, as in v0.3), and the offered functions
+    (`gen_ai.request.functions.*`), when there were any, into the prompt's `tools` as OpenAI tools."""
+    from .messages import openai_tools
+
     prompt_messages = _messages(attributes, "gen_ai.prompt.")
     prompt["image_urls"] = image_urls(prompt_messages)
     if prompt_messages:
         prompt["raw_content"] = prompt_messages
+    tools = openai_tools(_messages(attributes, "gen_ai.request.functions."))
+    if tools:
+        prompt["tools"] = tools
     completion_messages = _messages(attributes, "gen_ai.completion.")
     if completion_messages:
         response["raw_content"] = completion_messages

@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("agentlightning.cli.serve", "serve a local model with an OpenAI/vLLM-compatible API"),
     "runner": ("agentlightning.cli.runner", "run an agent on the rollouts of a store (scale out to other machines)"),
     "dashboard": ("agentlightning.cli.dashboard", "watch a store's rollouts, traces and runners in the browser"),
+    "export": ("agentlightning.cli.export", "write a store's captured calls as SFT, RL or preference data"),
 }
 
 

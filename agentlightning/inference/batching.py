@@ -257,7 +257,7 @@ class BatchScheduler:
                 for choice in request.choices:
                     rows.append(_Row(request, choice, last_token=-1, position=len(request.prompt_ids)))
                     sources.append(owner[index])
-            self._sample(logits.index_select(0, torch.tensor(sources, dtype=torch.long)), rows)
+            self._sample(logits.index_select(0, torch.tensor(sources, dtype=torch.long, device=logits.device)), rows)
         except Exception as exc:
             logger.exception("Prefill failed")
             for request in requests:
@@ -280,6 +280,8 @@ class BatchScheduler:
         for index, rest in enumerate(rests):
             input_ids[index, longest - len(rest) :] = torch.tensor(rest, dtype=torch.long)
             rest_mask[index, longest - len(rest) :] = 1
+        device = self.engine.device
+        input_ids, rest_mask = input_ids.to(device), rest_mask.to(device)  # built here, moved once
         if kept is None:
             kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": True}
             if len({len(rest) for rest in rests}) > 1:
@@ -293,7 +295,8 @@ class BatchScheduler:
             for layer, (keys, values) in enumerate(zip(kept.keys, kept.values, strict=True)):
                 rows = len(rests)
                 cache.update(keys.expand(rows, -1, -1, -1).clone(), values.expand(rows, -1, -1, -1).clone(), layer)
-            mask = torch.cat([torch.ones((len(rests), kept.length), dtype=torch.long), rest_mask], dim=1)
+            prefix_mask = torch.ones((len(rests), kept.length), dtype=torch.long, device=device)
+            mask = torch.cat([prefix_mask, rest_mask], dim=1)
             output = self._forward(
                 keep_last=True,
                 input_ids=input_ids,
@@ -357,7 +360,7 @@ class BatchScheduler:
     def _merge(self, cache: Any, mask: torch.Tensor, sources: list[int], rows: list[_Row]) -> None:
         """Add prefilled rows to the running batch; row i uses row `sources[i]` of the prefill `cache` and `mask`."""
         torch = self.engine._torch
-        index = torch.tensor(sources, dtype=torch.long)
+        index = torch.tensor(sources, dtype=torch.long, device=mask.device)
         layers = cache.layers
         for layer in layers:
             layer.keys = layer.keys.index_select(0, index)
@@ -392,9 +395,10 @@ class BatchScheduler:
         rows = self._rows
         assert self._mask is not None
         try:
-            input_ids = torch.tensor([[row.last_token] for row in rows], dtype=torch.long)
-            positions = torch.tensor([[row.position] for row in rows], dtype=torch.long)
-            mask = torch.cat([self._mask, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
+            device = self._mask.device
+            input_ids = torch.tensor([[row.last_token] for row in rows], dtype=torch.long, device=device)
+            positions = torch.tensor([[row.position] for row in rows], dtype=torch.long, device=device)
+            mask = torch.cat([self._mask, torch.ones((len(rows), 1), dtype=torch.long, device=device)], dim=1)
             output = self._forward(
                 input_ids=input_ids,
                 attention_mask=mask,
@@ -425,7 +429,7 @@ class BatchScheduler:
             return
         torch = self.engine._torch
         assert self._mask is not None
-        index = torch.tensor(keep, dtype=torch.long)
+        index = torch.tensor(keep, dtype=torch.long, device=self._mask.device)
         mask = self._mask.index_select(0, index)
         start = int(torch.nonzero(mask.any(dim=0))[0])
         self._mask = mask[:, start:]
@@ -446,7 +450,7 @@ class BatchScheduler:
             if request.cancelled:
                 continue
             params = request.params
-            index = torch.tensor(positions, dtype=torch.long)
+            index = torch.tensor(positions, dtype=torch.long, device=logits.device)
             request_logits = logits.index_select(0, index) if len(positions) != logits.shape[0] else logits
             chosen = choose_tokens(request_logits, params, request.generator).tolist()
             log_probs = torch.log_softmax(request_logits, dim=-1) if params.logprobs else None
@@ -478,7 +482,7 @@ def _output_cache(output: Any) -> Any:
 def _pad_left(mask: torch.Tensor, columns: int) -> torch.Tensor:
     import torch
 
-    return torch.cat([torch.zeros((mask.shape[0], columns), dtype=mask.dtype), mask], dim=1)
+    return torch.cat([torch.zeros((mask.shape[0], columns), dtype=mask.dtype, device=mask.device), mask], dim=1)
 
 
 def _pad_left_kv(tensor: torch.Tensor, columns: int) -> torch.Tensor:

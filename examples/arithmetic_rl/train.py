@@ -104,6 +104,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
     parser.add_argument("--max-steps", type=int, default=None)
+    parser.add_argument(
+        "--informative-groups",
+        type=int,
+        default=None,
+        help="groups with varying rewards a step looks for (default: tasks per step; 0: train on whatever the first "
+        "tasks give, the behaviour before sampling for informative groups)",
+    )
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
@@ -157,6 +164,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         max_minutes=args.minutes,
         max_steps=args.max_steps,
         checkpoint_every=args.checkpoint_every,
+        informative_groups=args.informative_groups,
         temperature=1.0,
         seed=args.seed,
     )
@@ -215,6 +223,8 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
         "v1_split_gain": _gain(v1_before, v1_after),
         "evaluation_unfinished": {label: r.get("unfinished", 0) for label, r in reports.items()},
         "skips": algorithm.skips.to_dict(),
+        "group_sampling": algorithm.group_sampling.to_dict(),
+        "drift": algorithm.drift.to_dict(),
         "load_average": os.getloadavg(),
         "history": history,
         "evaluations": reports,

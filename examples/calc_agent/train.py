@@ -74,6 +74,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
     parser.add_argument("--aggregation", choices=["trajectory", "transition"], default="trajectory")
     parser.add_argument("--credit", choices=["final", "turn"], default="final")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="sampling temperature of the training rollouts (default 0.7: at 1.0 the untrained model's tool calls "
+        "are mostly malformed, so groups rarely differ)",
+    )
     parser.add_argument("--held-out", type=int, default=50, help="held-out questions (default 50)")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=10)
@@ -125,7 +132,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         aggregation=args.aggregation,
         credit=args.credit,
         max_response_tokens=calc_task.MAX_TOKENS,
-        temperature=1.0,
+        temperature=args.temperature,
         seed=args.seed,
     )
     trainer = agl.Trainer(
@@ -161,17 +168,25 @@ def _configure_logging(run_dir: Path) -> None:
 
 
 def answer_without_tools(engine: Any, tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The untrained model asked each held-out question directly (greedy, no tools): what the tool is worth."""
+    """The untrained model asked each held-out question directly (greedy, no tools, one batch): what the tool is
+    worth."""
+    import asyncio
+
     from agentlightning.inference.sampling import SamplingParams
 
-    correct = 0
-    for item in tasks:
+    async def ask(item: dict[str, Any]) -> bool:
         messages = [
             {"role": "system", "content": "Reply with just the number."},
             {"role": "user", "content": calc_task.question(item)},
         ]
-        (sequence,) = engine.generate(engine.chat_prompt(messages), SamplingParams(max_tokens=16, temperature=0.0))
-        correct += calc_task.strict_correct(sequence.text, item)
+        params = SamplingParams(max_tokens=16, temperature=0.0)
+        (sequence,) = await engine.agenerate(engine.chat_prompt(messages), params)
+        return calc_task.strict_correct(sequence.text, item)
+
+    async def ask_all() -> list[bool]:
+        return list(await asyncio.gather(*(ask(item) for item in tasks)))
+
+    correct = sum(asyncio.run(ask_all()))
     return {"strict": correct / len(tasks), "n": len(tasks)}
 
 

@@ -1,4 +1,4 @@
-"""GRPO: reinforcement learning of the model an agent calls, on CPU, through store, runners, proxy and adapter."""
+"""GRPO: reinforcement learning of the model an agent calls (CPU or one GPU), through store, runners, proxy, adapter."""
 
 from .advantages import GroupAdvantages, group_advantages
 from .config import GRPOConfig

@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Optional
 
+from agentlightning.utils.device import validate_device_name
+
 __all__ = ["GRPOConfig"]
 
 LossAggregation = Literal["token", "sequence"]
@@ -32,6 +34,8 @@ class GRPOConfig:
         ppo_epochs: optimisation passes over each step's batch (1: the ratio is exactly 1 and the loss is the plain
             policy gradient; >1 needs the old log-probabilities, computed before the first pass).
         micro_batch_size: sequences per forward/backward pass (gradients are accumulated over the batch).
+        micro_batch_tokens: at most this many padded positions (rows x longest) per forward/backward pass; bounds
+            memory when multi-turn sequences are long.
         loss_aggregation: "token" (mean over all response tokens of the batch) or "sequence" (mean per sequence,
             then over sequences, as in the GRPO paper).
         scale_rewards: divide the group-centred rewards by the group's standard deviation.
@@ -58,6 +62,9 @@ class GRPOConfig:
         rollout_timeout: seconds to wait for one step's rollouts; unfinished ones are cancelled and counted.
         seed: seeds the task order, torch (LoRA initialisation) when the policy is built, and the sampling of the
             in-process inference engine (requests that carry no seed of their own).
+        device: where the policy, its optimizer and (when GRPO loads it) the inference engine live: "auto" (CUDA
+            when available, else the CPU), "cpu", "cuda", "cuda:N". On CUDA with bfloat16 support the forward passes
+            autocast to bfloat16 (parameters and optimizer state stay float32).
     """
 
     group_size: int = 8
@@ -72,6 +79,7 @@ class GRPOConfig:
     kl_coef: float = 0.0
     ppo_epochs: int = 1
     micro_batch_size: int = 8
+    micro_batch_tokens: int = 4096
     loss_aggregation: LossAggregation = "token"
     scale_rewards: bool = True
     min_reward_std: float = 1e-6
@@ -88,11 +96,13 @@ class GRPOConfig:
     keep_checkpoints: int = 2
     rollout_timeout: float = 600.0
     seed: int = 0
+    device: str = "auto"
 
     def __post_init__(self) -> None:
+        validate_device_name(self.device)
         for name in ("group_size", "tasks_per_step", "epochs", "ppo_epochs", "micro_batch_size"):
             _positive_int(name, getattr(self, name))
-        for name in ("checkpoint_every", "keep_checkpoints", "max_response_tokens"):
+        for name in ("checkpoint_every", "keep_checkpoints", "max_response_tokens", "micro_batch_tokens"):
             _positive_int(name, getattr(self, name))
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: advantages compare the rollouts of one task")

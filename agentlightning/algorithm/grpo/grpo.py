@@ -76,7 +76,7 @@ class GRPO(Algorithm):
 
     Args:
         model: a local transformers model folder to train (None: the engine's model, else the embedded SmolLM2);
-            nothing is downloaded, and GRPO runs on the CPU.
+            nothing is downloaded. GRPO trains on `device` ("auto": one CUDA GPU when available, else the CPU).
         engine: serve and train this `InferenceEngine` (in this process; the policy is a copy of its model).
         server: an already running in-process `InferenceServer` to use (its engine is the one updated).
         server_url: a separate OpenAI-compatible Agent Lightning inference server (weights go by file and
@@ -121,8 +121,8 @@ class GRPO(Algorithm):
         self.model_path = Path(model) if model is not None else None
         if self.model_path is not None and not (self.model_path / "config.json").is_file():
             raise ValueError(
-                f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains on "
-                "the CPU from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
+                f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains "
+                "from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
             )
         self.engine = engine if engine is not None else (server.engine if server is not None else None)
         self.server = server
@@ -185,10 +185,11 @@ class GRPO(Algorithm):
             if engine is None:
                 from agentlightning.inference.engine import InferenceEngine
 
+                device = self.config.device
                 engine = (
-                    InferenceEngine.from_pretrained(self.model_path)
+                    InferenceEngine.from_pretrained(self.model_path, device=device)
                     if self.model_path is not None
-                    else InferenceEngine.from_default()
+                    else InferenceEngine.from_default(device=device)
                 )
                 self.engine = engine
             if self.model_path is not None:

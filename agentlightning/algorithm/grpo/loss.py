@@ -73,8 +73,9 @@ class PolicyBatch:
     shared_prefix: int = 0
 
 
-def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
-    """Pad `samples` into one batch (padding never enters attention or the loss)."""
+def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[Any] = None) -> PolicyBatch:
+    """Pad `samples` into one batch (padding never enters attention or the loss), built on the CPU and moved to
+    `device` (None: left on the CPU) in one transfer per tensor."""
     import torch
 
     if not samples:
@@ -101,6 +102,9 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int) -> PolicyBatch:
             advantages[row, start:end] = sample.advantage
         else:
             advantages[row, start:end] = torch.tensor(sample.token_advantages, dtype=torch.float32)
+    if device is not None:
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        response_mask, advantages = response_mask.to(device), advantages.to(device)
     first_prediction = min(len(s.prompt_ids) for s in samples) - 1
     shared = _common_prefix([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
     return PolicyBatch(

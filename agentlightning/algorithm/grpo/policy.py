@@ -1,7 +1,10 @@
 """`Policy`: the model being trained (full fine-tune or a LoRA adapter), its optimizer and its reference.
 
-The policy is a transformers causal LM in fp32 on CPU. `inference_state_dict()` gives the weights an inference
-engine serves (LoRA merged in, keys of the plain model), so the served model is always a standard one.
+The policy is a transformers causal LM with float32 parameters on the device `config.device` names ("auto": CUDA
+when available, else the CPU; see `agentlightning.utils.device`); its optimizer state and reference model live
+there too, and forward passes autocast to bfloat16 on CUDA devices that support it (`autocast()`).
+`inference_state_dict()` gives the weights an inference engine serves (LoRA merged in, keys of the plain model), so
+the served model is always a standard one.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
+
+from agentlightning.utils.device import autocast, compute_dtype, resolve_device
 
 from .config import GRPOConfig
 
@@ -57,7 +62,9 @@ class Policy:
         self.tokenizer = tokenizer
         self.base_model_path = base_model_path
         self.lora = config.lora_rank is not None
-        model = model.float()
+        self.device = resolve_device(config.device)
+        self.compute_dtype = compute_dtype(self.device)
+        model = model.to(device=self.device, dtype=torch.float32)
         if self.lora:
             peft = _require_peft()
             lora_config = peft.LoraConfig(
@@ -85,6 +92,11 @@ class Policy:
         if pad is None:
             raise PolicyError("The tokenizer has neither a pad token nor an end-of-sequence token")
         self.pad_token_id = int(pad)
+
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
+        """The context of the policy's forward passes: bfloat16 autocast on a CUDA device that supports it, else
+        nothing (float32)."""
+        return autocast(self.device, self.compute_dtype)
 
     # ------------------------------------------------------------------------------------------ construction
     @classmethod

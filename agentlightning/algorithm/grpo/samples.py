@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -110,7 +110,7 @@ def _call_advantages(
 ) -> dict[int, list[float]]:
     """The advantage of each call of each rollout that has calls and belongs to an informative group."""
     if config.credit == "turn":
-        by_group_turns: dict[int, list[tuple[int, list[Optional[float]]]]] = defaultdict(list)
+        by_group_turns: dict[Hashable, list[tuple[Hashable, Sequence[Optional[float]]]]] = defaultdict(list)
         for position, (item, group) in enumerate(zip(data, groups, strict=True)):
             if item.reward is None or not math.isfinite(item.reward):
                 continue
@@ -120,7 +120,7 @@ def _call_advantages(
         skips.groups_too_small += turns.groups_too_small
         step.informative_groups = turns.groups_used
         return {int(k): v for k, v in turns.advantages.items() if data[int(k)].calls}  # type: ignore[call-overload]
-    by_group: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    by_group: dict[Hashable, list[tuple[Hashable, float]]] = defaultdict(list)
     for position, (item, group) in enumerate(zip(data, groups, strict=True)):
         if item.reward is not None:
             by_group[group].append((position, item.reward))

@@ -10,7 +10,25 @@ from .config import GRPOConfig
 from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
 from .policy import Policy
 
-__all__ = ["apply_update"]
+__all__ = ["apply_update", "micro_batches"]
+
+
+def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> list[Sequence[Sample]]:
+    """Consecutive chunks of at most `max_rows` samples whose padded size (rows x longest sample) stays within
+    `max_tokens` (a single longer sample is a chunk of its own): memory per forward stays bounded however long the
+    multi-turn sequences are."""
+    chunks: list[Sequence[Sample]] = []
+    start, longest = 0, 0
+    for index, sample in enumerate(samples):
+        rows = index - start
+        width = max(longest, sample.length)
+        if rows and (rows >= max_rows or (rows + 1) * width > max_tokens):
+            chunks.append(samples[start:index])
+            start, width = index, sample.length
+        longest = width
+    if start < len(samples):
+        chunks.append(samples[start:])
+    return chunks
 
 
 def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) -> dict[str, float]:
@@ -21,14 +39,14 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     """
     import torch
 
-    chunks = [samples[i : i + config.micro_batch_size] for i in range(0, len(samples), config.micro_batch_size)]
-    batches = [make_batch(chunk, policy.pad_token_id) for chunk in chunks]
+    chunks = micro_batches(samples, config.micro_batch_size, config.micro_batch_tokens)
+    batches = [make_batch(chunk, policy.pad_token_id, device=policy.device) for chunk in chunks]
     total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
     model = policy.model
     model.train()
     old: list[Any] = []
     reference: list[Any] = []
-    with torch.no_grad():
+    with torch.no_grad(), policy.autocast():
         if config.ppo_epochs > 1:
             old = [sequence_log_probs(model, batch, config.temperature) for batch in batches]
         if config.kl_coef > 0:
@@ -40,7 +58,8 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
         loss_total = 0.0
         stats = {"kl": 0.0, "clip_fraction": 0.0}
         for index, batch in enumerate(batches):
-            log_probs = sequence_log_probs(model, batch, config.temperature)
+            with policy.autocast():
+                log_probs = sequence_log_probs(model, batch, config.temperature)
             old_log_probs = old[index] if old else log_probs.detach()
             loss, batch_stats = clipped_policy_loss(
                 log_probs,

@@ -139,9 +139,9 @@ def _tiny_policy() -> tuple:
 def _shared_samples() -> list[Sample]:
     prefix = [5 + (i * 7) % 80 for i in range(40)]  # a system prompt all rows share
     return [
-        Sample(prefix + [11, 12, 13], [20, 21, 22, 23], 1.0),
-        Sample(prefix + [14, 15], [24, 25], -0.5, loss_mask=[1, 0]),
-        Sample(prefix + [16, 17, 18, 19, 30], [26, 27, 28], 0.25),
+        Sample([*prefix, 11, 12, 13], [20, 21, 22, 23], 1.0),
+        Sample([*prefix, 14, 15], [24, 25], -0.5, loss_mask=[1, 0]),
+        Sample([*prefix, 16, 17, 18, 19, 30], [26, 27, 28], 0.25),
     ]
 
 
@@ -174,3 +174,12 @@ def test_a_prefix_is_shared_only_before_every_rows_first_trained_prediction() ->
     batch = make_batch(samples, pad_token_id=0)
     assert batch.first_prediction == 39 and batch.shared_prefix == 39
     assert make_batch([Sample(prefix[:10], [1], 1.0), Sample(prefix[:10], [2], 1.0)], 0).shared_prefix == 0
+
+
+def test_micro_batches_bound_rows_and_padded_tokens() -> None:
+    from agentlightning.algorithm.grpo.update import micro_batches
+
+    samples = [Sample([1] * n, [2], 1.0) for n in (9, 9, 9, 29, 9, 99, 9)]  # lengths 10, 10, 10, 30, 10, 100, 10
+    chunks = micro_batches(samples, max_rows=2, max_tokens=60)
+    assert [[s.length for s in chunk] for chunk in chunks] == [[10, 10], [10, 30], [10], [100], [10]]
+    assert [len(c) for c in micro_batches(samples, max_rows=8, max_tokens=10_000)] == [7]

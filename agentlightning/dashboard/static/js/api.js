@@ -117,5 +117,7 @@ export function createApi({ base = new URL("v1/agl", document.baseURI).href, get
     workers: (params, options) => get("/workers", params, options),
     /** Whole-run aggregates the store server computes (agentlightning/dashboard/progress.py); 404 on older servers. */
     progress: (params, options) => get("/dashboard/progress", params, options),
+    /** The drift rate of the newest finished rollouts (agentlightning/dashboard/drift.py); 404 on older servers. */
+    drift: (params, options) => get("/dashboard/drift", params, options),
   };
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import sys
 import uuid
@@ -95,8 +96,9 @@ class HttpTransport:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        if self.server_address.startswith("http://"):
+        if self.server_address.startswith("http://") and os.environ.get("_AGL_HTTP_CLIENT") != "aiohttp":
             # No aiohttp import (~240 ms) on a fresh process's first request, and a cheap session per event loop.
+            # (`_AGL_HTTP_CLIENT=aiohttp` takes aiohttp for http:// too: benchmarks/store_http.py compares them.)
             return LiteSession(headers, connect_timeout=self._connection_timeout, read_timeout=self._request_timeout)
         import aiohttp
 

@@ -197,7 +197,8 @@ class LightningStoreServer(DelegatingStore):
         # Requests are never traced into a rollout, even when the server shares a process with an open trace context.
         config = uvicorn.Config(
             untraced_asgi(self.app),
-            http=coalescing_http_protocol() or "auto",
+            # `_AGL_HTTP_PROTOCOL=plain` serves with uvicorn's own protocol (benchmarks/store_http.py compares them)
+            http=(coalescing_http_protocol() if os.environ.get("_AGL_HTTP_PROTOCOL") != "plain" else None) or "auto",
             log_level="warning",
             access_log=False,
             lifespan="off",

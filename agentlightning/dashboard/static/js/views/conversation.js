@@ -1,6 +1,8 @@
 // The LLM calls of an attempt read as a conversation: the prompt messages, the response and its tool calls,
-// tokens and whether token ids were captured, with rewards and exceptions shown where they happened.
+// tokens and whether token ids were captured, with rewards and exceptions shown where they happened. Each call says
+// whether its token ids extend an earlier call of its conversation (continuity.js), and a line on top sums it up.
 
+import { continuityOf } from "../continuity.js";
 import { h } from "../dom.js";
 import { formatCount, formatDuration, formatScore, toText } from "../format.js";
 import { agentNameOf, exceptionsOf, llmCall, llmWrappers, rewardOf, spanKind } from "../spans.js";
@@ -24,11 +26,12 @@ function message(item, className) {
   );
 }
 
-function callCard(node, tree, index) {
+const parentIn = (tree) => (child) => (child.span.parent_id ? tree.nodes.get(`${child.span.trace_id ?? ""}/${child.span.parent_id}`) : null);
+
+function callCard(node, tree, index, note) {
   const span = node.span;
   const call = llmCall(span);
-  const parentOf = (child) => (child.span.parent_id ? tree.nodes.get(`${child.span.trace_id ?? ""}/${child.span.parent_id}`) : null);
-  const agent = agentNameOf(node, parentOf);
+  const agent = agentNameOf(node, parentIn(tree));
   const duration = typeof span.end_time === "number" && typeof span.start_time === "number" ? formatDuration(span.end_time - span.start_time) : "—";
   const tokens =
     call.totalTokens !== null || call.promptTokens !== null
@@ -56,6 +59,7 @@ function callCard(node, tree, index) {
         call.tokenIdsCaptured ? `token ids captured (${formatCount(call.promptTokenIds)} prompt / ${formatCount(call.responseTokenIds)} response)` : "no token ids captured",
       ),
     ),
+    note ? h("p", { class: `continuity-note continuity-${note.kind}` }, note.text) : null,
     call.tools.length
       ? h("details", { class: "tools-offered" }, h("summary", null, `${call.tools.length} tool${call.tools.length === 1 ? "" : "s"} offered: ${call.tools.map((tool) => tool.name).join(", ")}`), call.tools.map((tool) => h("div", { class: "tool" }, h("strong", null, tool.name), tool.description ? h("p", null, String(tool.description)) : null, tool.parameters ? foldedText(toText(tool.parameters), { limit: 800 }) : null)))
       : null,
@@ -72,19 +76,23 @@ export function renderConversation(tree) {
     (node) => !wrappers.has(node) && (["llm", "reward", "exception"].includes(spanKind(node.span)) || exceptionsOf(node.span).length),
   );
   nodes.sort((a, b) => (a.span.start_time ?? 0) - (b.span.start_time ?? 0) || (a.span.sequence_id ?? 0) - (b.span.sequence_id ?? 0));
-  if (!nodes.some((node) => spanKind(node.span) === "llm")) {
-    return h("div", { class: "conversation" }, h("p", { class: "empty" }, "This attempt has no LLM call."), nodes.map(itemFor()));
+  const calls = nodes.filter((node) => spanKind(node.span) === "llm");
+  if (!calls.length) {
+    return h("div", { class: "conversation" }, h("p", { class: "empty" }, "This attempt has no LLM call."), nodes.map(itemFor(tree, new Map())));
   }
-  return h("div", { class: "conversation" }, nodes.map(itemFor(tree)));
+  const parentOf = parentIn(tree);
+  const continuity = continuityOf(calls.map((node) => ({ node, attemptId: node.span.attempt_id ?? "", agentName: agentNameOf(node, parentOf) })));
+  const summary = continuity.summaries.map((line) => h("p", { class: `continuity-summary${line.drifted ? " warn-text" : ""}` }, line.text));
+  return h("div", { class: "conversation" }, summary, nodes.map(itemFor(tree, continuity.notes)));
 }
 
-function itemFor(tree) {
+function itemFor(tree, notes) {
   let calls = 0;
   return (node) => {
     const kind = spanKind(node.span);
     if (kind === "llm") {
       calls += 1;
-      return callCard(node, tree, calls);
+      return callCard(node, tree, calls, notes.get(node));
     }
     if (kind === "reward") {
       const reward = rewardOf(node.span);

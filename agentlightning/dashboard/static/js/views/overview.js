@@ -1,6 +1,6 @@
 // Overview: "is my training working?" — rollouts by status, throughput, reward over time and per resources
-// version (recent rollouts here; the whole run from the server's aggregates), runners alive, and why rollouts fail,
-// grouped and counted.
+// version (recent rollouts here; the whole run from the server's aggregates), the drift rate of recent rollouts'
+// token ids, runners alive, and why rollouts fail, grouped and counted.
 
 import { timeChart, barList } from "../charts.js";
 import { h, replace, setText } from "../dom.js";
@@ -16,6 +16,7 @@ import {
   withoutBookkeeping,
 } from "../stats.js";
 import { link } from "./common.js";
+import { DRIFT_SAMPLE, driftSection } from "./drift.js";
 import { wholeRunSection } from "./whole_run.js";
 
 export const RECENT_FINISHED = 200;
@@ -44,6 +45,7 @@ export function createOverview({ api, facts }) {
   const versionSlot = h("div", { class: "chart-slot", id: "reward-by-version" });
   const failureSlot = h("div", { id: "failure-reasons" });
   const wholeRun = wholeRunSection();
+  const drift = driftSection();
   const runnersSlot = h("div", { id: "runner-summary" });
   const problems = h("div", { class: "view-problems" });
   const element = h(
@@ -54,6 +56,7 @@ export function createOverview({ api, facts }) {
     statusRow,
     totals,
     wholeRun.element,
+    drift.element,
     h(
       "div",
       { class: "grid-2" },
@@ -74,13 +77,14 @@ export function createOverview({ api, facts }) {
     );
     // The whole run is drawn when the server's aggregates arrive (reading a long run takes it a few requests),
     // without holding up the rest of the page.
-    const wholeRunDrawn = api
-      .progress({ buckets: 60 }, { signal })
-      .catch((error) => {
-        if (error.name === "ApiError" && error.status === 404) return null; // a store server older than this page
-        throw error;
-      })
-      .then((progress) => wholeRun.render(progress));
+    const olderServer = (error) => {
+      if (error.name === "ApiError" && error.status === 404) return null; // a store server older than this page
+      throw error;
+    };
+    const wholeRunDrawn = Promise.all([
+      api.progress({ buckets: 60 }, { signal }).catch(olderServer).then((progress) => wholeRun.render(progress)),
+      api.drift({ rollouts: DRIFT_SAMPLE }, { signal }).catch(olderServer).then((answer) => drift.render(answer)),
+    ]);
     try {
       const [recent, workers, versions] = await Promise.all([
         api.rollouts(

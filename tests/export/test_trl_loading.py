@@ -1,0 +1,123 @@
+"""Exports load into TRL as they are: `datasets.load_dataset("json")`, then SFTTrainer / DPOTrainer, no conversion.
+
+The calls' token ids come from a real tokenizer and chat template (the tiny model's), so the conversation stitches
+exactly as a served model's would. Needs `datasets` and `trl` (`pip install 'agentlightning[bench]'`); skipped
+without them.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch", reason="the inference extra (torch) is not installed")
+
+from agentlightning.export import ExportOptions, export_store, open_writer
+from agentlightning.store.memory import InMemoryLightningStore
+
+from .builders import Call, add_rollout
+
+HINT = "loading exports into TRL needs datasets and trl: pip install 'agentlightning[bench]' (or pip install trl)"
+
+
+def _tiny() -> tuple[Any, Any]:
+    from agentlightning.inference.tiny import build_tiny_engine
+
+    engine = build_tiny_engine(seed=0)
+    return engine.model, engine.tokenizer
+
+
+def _ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False))
+
+
+async def _conversation(store: Any, tokenizer: Any, answers: tuple[str, str], reward: float) -> None:
+    """A tool-using conversation of two calls, ids rendered by the chat template as a server would."""
+    first = [{"role": "user", "content": "add 2 and 3"}]
+    second = [*first, {"role": "assistant", "content": answers[0]}, {"role": "tool", "content": "5"}]
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    calls = [
+        Call(_ids(tokenizer, first), [*tokenizer.encode(answers[0]), end], prompt=first, answer=answers[0]),
+        Call(_ids(tokenizer, second), [*tokenizer.encode(answers[1]), end], prompt=second, answer=answers[1]),
+    ]
+    await add_rollout(store, calls, reward=reward, metadata={"grpo": {"step": 1, "group": 0}})
+
+
+async def _export(tmp_path: Path, kind: str, tokenizer: Any) -> Path:
+    store = InMemoryLightningStore()
+    await _conversation(store, tokenizer, ("add(2, 3)", "5"), reward=1.0)
+    await _conversation(store, tokenizer, ("add(2, 2)", "4"), reward=0.0)
+    path = tmp_path / f"{kind}.jsonl"
+    writer = open_writer("jsonl", kind, path)  # type: ignore[arg-type]
+    summary = await export_store(store, writer, ExportOptions(kind=kind))  # type: ignore[arg-type]
+    writer.close()
+    assert summary.drifted_calls == 0 and summary.conversations == 2
+    return path
+
+
+async def test_the_sft_export_trains_in_trl_sft_trainer_on_the_models_own_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets", reason=HINT)
+    trl = pytest.importorskip("trl", reason=HINT)
+    model, tokenizer = _tiny()
+    path = await _export(tmp_path, "sft", tokenizer)
+
+    dataset = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
+    args = trl.SFTConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        dataset_num_proc=None,
+    )
+    trainer = trl.SFTTrainer(model=model, processing_class=tokenizer, train_dataset=dataset, args=args)
+    row = trainer.train_dataset[0]
+    exported = dataset[0]
+    assert row["input_ids"] == exported["input_ids"]  # the exact ids, not re-tokenized
+    assert row["labels"] == [
+        t if m else -100 for t, m in zip(exported["input_ids"], exported["assistant_masks"], strict=True)
+    ]
+    trained = [t for t in row["labels"] if t != -100]
+    assert tokenizer.decode(trained) == "add(2, 3)<|im_end|>5<|im_end|>"  # both answers, not the tool's result
+    assert math.isfinite(trainer.train().training_loss)
+
+
+async def test_the_preference_export_is_read_by_trl_dpo_trainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    datasets = pytest.importorskip("datasets", reason=HINT)
+    trl = pytest.importorskip("trl", reason=HINT)
+    model, tokenizer = _tiny()
+    path = await _export(tmp_path, "preference", tokenizer)
+
+    dataset = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
+    args = trl.DPOConfig(
+        output_dir=str(tmp_path / "out"),
+        max_steps=1,
+        per_device_train_batch_size=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+    )
+    reference = copy.deepcopy(model).eval()
+    trainer = trl.DPOTrainer(
+        model=model, ref_model=reference, processing_class=tokenizer, train_dataset=dataset, args=args
+    )
+    row = trainer.train_dataset[0]
+    exported = dataset[0]
+    # DPOTrainer renders the messages again: with a stable template it gives the captured ids, plus the template's
+    # text after the last end-of-turn token (here a newline) that the model never generated
+    assert row["prompt_ids"] == exported["prompt_ids"]
+    for side in ("chosen_ids", "rejected_ids"):
+        assert row[side][: len(exported[side])] == exported[side]
+        assert tokenizer.decode(row[side][len(exported[side]) :]) == "\n"
+    assert math.isfinite(trainer.train().training_loss)
