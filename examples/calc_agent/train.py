@@ -67,8 +67,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--run-dir", default=None, help="run directory (default runs/calc-<framework>)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--tasks-per-step", type=int, default=2)
+    parser.add_argument("--group-size", type=int, default=4, help="rollouts per task (default 4)")
+    parser.add_argument(
+        "--tasks-per-step",
+        type=int,
+        default=4,
+        help="informative groups per step (default 4: with 2 groups of 8, steps whose two questions both asked for "
+        "the same tool pushed the model to call that tool for every question; see docs/benchmarks.md)",
+    )
     parser.add_argument("--max-tasks-per-step", type=int, default=8, help="sampling bound per step (default 8)")
     parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
