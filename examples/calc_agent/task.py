@@ -145,7 +145,7 @@ def reward(reply: str, task: dict[str, Any]) -> float:
 
 
 def split_tasks(
-    n_train: int = 240, n_held_out: int = 48, seed: int = 0
+    n_train: int = 240, n_held_out: int = 50, seed: int = 0
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Training and held-out tasks, half products and half sums, every wording equally often; the two sets share no
     unordered pair of numbers {a, b}."""

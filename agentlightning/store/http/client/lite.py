@@ -15,6 +15,11 @@ socket is used only if the server has not closed it; after a fork the child drop
 A request that fails on a reused connection before any byte of the answer arrived (the server closed the idle
 connection meanwhile) is sent once more on a new connection; every write carries an Idempotency-Key, so the server
 never applies one twice.
+
+Measured against aiohttp on the same run (`benchmarks/store_http_libraries.py`, 2 rounds, medians, commit 62a5a8b,
+2026-11-26, 2 cores, nothing else running): 16 client processes 384 rollouts/s against 242 with aiohttp (client p99
+10.8 ms against 16.6, CPU 4.4 ms per rollout against 7.1); a fresh client and `asyncio.run` per task 336 tasks/s
+against 236; a fresh process's first request 28 ms against 128. Kept on those figures.
 """
 
 from __future__ import annotations

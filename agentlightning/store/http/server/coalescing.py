@@ -2,6 +2,11 @@
 segments (two system calls here, and two wake-ups for the client reading them). `CoalescingTransport` joins the
 writes made in one turn of the event loop and sends them together at the end of that turn; the answers of the store
 are written in one turn, so each goes out in one send.
+
+Measured against uvicorn's own httptools protocol on the same run (`benchmarks/store_http_libraries.py`, 2 rounds,
+medians, commit 62a5a8b, 2026-11-26, 2 cores, nothing else running), 16 client processes: 384 rollouts/s against
+357, client p99 10.8 ms against 13.4, CPU 4.4 ms per rollout against 4.7. A small gain (8 % in throughput, 24 % at
+the p99) for a small wrapper: kept.
 """
 
 from __future__ import annotations

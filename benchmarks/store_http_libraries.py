@@ -1,0 +1,119 @@
+"""The store's own HTTP pieces against the libraries they replace, measured alternately in the same run.
+
+    .venv/bin/python benchmarks/store_http_libraries.py                 # 2 rounds, ~6 minutes
+    .venv/bin/python benchmarks/store_http_libraries.py --rounds 3 --seconds 20
+
+Two pieces are ours: the keep-alive HTTP/1.1 client of `store/http/client/lite.py` (the alternative: aiohttp, which
+the store client uses for https://) and the coalescing transport around uvicorn's protocol
+(`store/http/server/coalescing.py`; the alternative: uvicorn's own httptools protocol). Each round runs, one after
+another, `benchmarks/store_http.py` with:
+
+- 16 long-lived clients (enqueue, dequeue, 4 `add_span`, update per rollout; memory backend): ours, `--client
+  aiohttp`, `--protocol plain`;
+- short-lived clients (`--client-per-task`: a fresh client and `asyncio.run` per task, 16 processes): ours and
+  `--client aiohttp`;
+- a fresh process's first request (`--first-request`): ours and `--client aiohttp`.
+
+Prints each run's figures, then the median over rounds of each configuration and its ratio to ours, with the commit
+and the 1-minute load average before and after the whole comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = str(Path(__file__).resolve().parent / "store_http.py")
+
+# (workload, configuration, store_http.py options)
+CONFIGURATIONS: list[tuple[str, str, list[str]]] = [
+    ("16 clients", "ours (lite client, coalescing)", []),
+    ("16 clients", "aiohttp client", ["--client", "aiohttp"]),
+    ("16 clients", "uvicorn's plain protocol", ["--protocol", "plain"]),
+    ("client per task", "ours (lite client)", ["--client-per-task"]),
+    ("client per task", "aiohttp client", ["--client-per-task", "--client", "aiohttp"]),
+    ("first request", "ours (lite client)", ["--first-request"]),
+    ("first request", "aiohttp client", ["--first-request", "--client", "aiohttp"]),
+]
+
+# What each workload's figures are, read from store_http.py's output: (name, regex, higher is better).
+FIGURES: dict[str, list[tuple[str, str, bool]]] = {
+    "16 clients": [
+        ("rollouts/s", r"= (\d+) rollouts/s", True),
+        ("client p50 ms", r"client latency ms: p50 ([\d.]+)", False),
+        ("client p99 ms", r"client latency ms: p50 [\d.]+\s+p99 ([\d.]+)", False),
+        ("CPU ms/rollout", r"CPU ms per rollout: .*total ([\d.]+)", False),
+    ],
+    "client per task": [
+        ("tasks/s", r"= (\d+) tasks/s", True),
+        ("request p99 ms", r"latency ms p50 [\d.]+\s+p99 ([\d.]+)", False),
+        ("task p50 ms", r"whole task .* ms: p50 ([\d.]+)", False),
+    ],
+    "first request": [
+        ("first request ms", r"first request ([\d.]+) ms", False),
+        ("import ms", r"import agentlightning (\d+) ms", False),
+    ],
+}
+
+
+def run_once(options: list[str], seconds: float) -> str:
+    command = [sys.executable, SCRIPT, *options]
+    if "--first-request" not in options:
+        command += ["--seconds", str(seconds)]
+    completed = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=seconds + 600)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stdout}\n{completed.stderr}")
+    return completed.stdout
+
+
+def parse(workload: str, output: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for name, pattern, _ in FIGURES[workload]:
+        match = re.search(pattern, output)
+        if match is None:
+            raise RuntimeError(f"no '{name}' in the output of a {workload} run:\n{output}")
+        values[name] = float(match.group(1))
+    return values
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of each timed run")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.seconds <= 0:
+        parser.error("--rounds must be >= 1 and --seconds > 0")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    load_before = os.getloadavg()[0]
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for round_index in range(args.rounds):
+        for workload, configuration, options in CONFIGURATIONS:
+            values = parse(workload, run_once(options, args.seconds))
+            results.setdefault((workload, configuration), []).append(values)
+            shown = ", ".join(f"{name} {value:g}" for name, value in values.items())
+            print(f"round {round_index + 1}: {workload}, {configuration}: {shown}", flush=True)
+    load_after = os.getloadavg()[0]
+    print()
+    print(f"commit {commit.stdout.strip()}; {args.rounds} rounds; load average {load_before:.2f} -> {load_after:.2f}")
+    print("| workload | configuration | figure | median | ours / it |")
+    print("|---|---|---|---:|---:|")
+    for workload, configuration, _ in CONFIGURATIONS:
+        ours = next(name for load, name, _ in CONFIGURATIONS if load == workload)
+        for name, _, higher_is_better in FIGURES[workload]:
+            median = statistics.median(run[name] for run in results[(workload, configuration)])
+            base = statistics.median(run[name] for run in results[(workload, ours)])
+            # "ours / it" > 1 means ours is better, whichever way the figure points.
+            ratio = (base / median if higher_is_better else median / base) if median and base else float("nan")
+            print(f"| {workload} | {configuration} | {name} | {median:g} | {ratio:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The second example (examples/calc_agent/): its split, and the whole training script on a tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("openai")
+
+from ._load import load
+
+task = load("calc_agent", "task")
+
+
+def _pairs(tasks: list[dict[str, int]]) -> set[tuple[str, int, int]]:
+    return {(t["op"], min(t["a"], t["b"]), max(t["a"], t["b"])) for t in tasks}
+
+
+def test_the_split_is_fixed_and_shares_no_unordered_pair_between_training_and_held_out() -> None:
+    train, held_out = task.split_tasks()
+    assert (len(train), len(held_out)) == (240, 50)
+    assert task.split_tasks() == (train, held_out)
+    assert not _pairs(train) & _pairs(held_out)
+
+
+def test_the_split_holds_as_many_products_as_sums_and_every_wording() -> None:
+    train, held_out = task.split_tasks()
+    for tasks in (train, held_out):
+        ops = [t["op"] for t in tasks]
+        assert ops.count("multiply") == ops.count("add") == len(tasks) // 2
+        for op in ("multiply", "add"):
+            assert {t["wording"] for t in tasks if t["op"] == op} == set(range(len(task.WORDINGS[op])))
+
+
+def test_training_script_trains_the_plain_openai_agent_on_a_tiny_model(tmp_path: Path) -> None:
+    train = load("calc_agent", "train")
+    run_dir = tmp_path / "run"
+    args = ["--framework", "openai", "--tiny", "--max-steps", "1", "--run-dir", str(run_dir), "--runners", "2"]
+    summary = train.main([*args, "--held-out", "4", "--group-size", "2", "--tasks-per-step", "1", "--no-live"])
+    assert summary["steps"] == 1
+    assert summary["framework"] == "openai"
+    assert summary["held_out"]["before"] is not None and summary["held_out"]["after"] is not None
+    assert summary["drift"]["drifted"] == 0
+    written = json.loads((run_dir / "summary.json").read_text())
+    assert written["steps"] == 1 and written["settings"]["group_size"] == 2
+    assert (run_dir / "store.db").exists() and (run_dir / "train.log").exists()
