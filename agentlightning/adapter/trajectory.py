@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-__all__ = ["CallIds", "StitchReport", "StitchedSequence", "stitch_calls"]
+if TYPE_CHECKING:
+    from agentlightning.types import Triplet
+
+__all__ = ["CallIds", "StitchReport", "StitchedSequence", "call_ids", "stitch_calls"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,16 @@ class CallIds:
     prompt_ids: Sequence[int]
     response_ids: Sequence[int]
     agent_name: Optional[str] = None
+
+
+def call_ids(call: Triplet) -> CallIds:
+    """The exact ids of a triplet's call, and its agent (None when the adapter named none)."""
+    agent = call.metadata.get("agent_name") if isinstance(call.metadata, dict) else None
+    return CallIds(
+        prompt_ids=[int(t) for t in call.prompt["token_ids"]],
+        response_ids=[int(t) for t in call.response["token_ids"]],
+        agent_name=str(agent) if agent else None,
+    )
 
 
 @dataclass

@@ -69,10 +69,9 @@ class RolloutDrift:
 
 def rollout_drift(rollout: Rollout, spans: Sequence[Span]) -> RolloutDrift:
     """Stitch the LLM calls GRPO would select from `spans` (every agent) and count continuations and drift."""
-    from agentlightning.adapter.trajectory import stitch_calls
+    from agentlightning.adapter.trajectory import call_ids, stitch_calls
     from agentlightning.adapter.triplet import TracerTraceToTriplet
     from agentlightning.algorithm.grpo.rollouts import select_calls
-    from agentlightning.algorithm.grpo.samples import call_ids
 
     token = _reading.set(True)
     try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from agentlightning.adapter.messages import openai_tool_calls
-from agentlightning.adapter.trajectory import CallIds, StitchedSequence, StitchReport, stitch_calls
+from agentlightning.adapter.trajectory import StitchedSequence, StitchReport, call_ids, stitch_calls
 from agentlightning.types import Triplet
 
 __all__ = [
@@ -75,16 +75,6 @@ def group_key(metadata: Optional[Mapping[str, Any]], task_input: Any) -> str:
         return "grpo:" + json.dumps(grpo, sort_keys=True, default=str, separators=(",", ":"))
     text = json.dumps(task_input, sort_keys=True, default=str, separators=(",", ":"))
     return "input:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def call_ids(call: Triplet) -> CallIds:
-    """The exact ids of a call and its agent (None when the adapter named none)."""
-    agent = call.metadata.get("agent_name") if isinstance(call.metadata, dict) else None
-    return CallIds(
-        prompt_ids=[int(t) for t in call.prompt["token_ids"]],
-        response_ids=[int(t) for t in call.response["token_ids"]],
-        agent_name=str(agent) if agent else None,
-    )
 
 
 def _content(entry: Mapping[str, Any]) -> Optional[str]:

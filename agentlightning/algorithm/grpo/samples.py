@@ -17,8 +17,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from agentlightning.adapter.trajectory import CallIds, StitchedSequence, stitch_calls
-from agentlightning.types import Triplet
+from agentlightning.adapter.trajectory import StitchedSequence, call_ids, stitch_calls
 
 from .advantages import group_advantages, turn_advantages
 from .config import GRPOConfig
@@ -61,16 +60,6 @@ class StepSamples:
     rollout_drift: dict[str, float] = field(default_factory=dict)  # drift rate of each rollout that drifted
     informative_groups: int = 0  # groups whose rewards varied (they produced the samples)
     transition_tokens: int = 0  # tokens one sample per call would process for the same rollouts (for comparison)
-
-
-def call_ids(call: Triplet) -> CallIds:
-    """The exact ids of a triplet's call (and its agent, when the adapter named one)."""
-    agent = call.metadata.get("agent_name") if isinstance(call.metadata, dict) else None
-    return CallIds(
-        prompt_ids=[int(t) for t in call.prompt["token_ids"]],
-        response_ids=[int(t) for t in call.response["token_ids"]],
-        agent_name=str(agent) if agent else None,
-    )
 
 
 def build_samples(

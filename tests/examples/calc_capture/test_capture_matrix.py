@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentlightning.adapter.trajectory import stitch_calls
-from agentlightning.algorithm.grpo.samples import call_ids
+from agentlightning.adapter.trajectory import call_ids, stitch_calls
 from agentlightning.types import Span
 
 from .harness import (
