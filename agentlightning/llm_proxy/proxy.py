@@ -145,12 +145,16 @@ class LLMProxy:
     def _make_router(self, model_list: list[ModelConfig]) -> ModelRouter:
         return ModelRouter(list(model_list), request_token_ids=self.return_token_ids, token_ids=self._token_ids)
 
-    def update_model_list(self, model_list: list[ModelConfig]) -> None:
-        """Replace the model list; a running proxy restarts with it."""
+    def update_model_list(self, model_list: list[ModelConfig], *, restart: bool = True) -> None:
+        """Replace the model list; a running proxy restarts with it, or with `restart=False` routes new requests by it
+        at once (requests already relayed finish on the upstream they were routed to)."""
         self._router = self._make_router(model_list)
         self.model_list = list(model_list)
         if self.is_running():
-            self.restart()
+            if restart or self._state is None:
+                self.restart()
+            else:
+                self._state.router = self._router
 
     @property
     def endpoint(self) -> str:

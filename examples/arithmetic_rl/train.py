@@ -4,6 +4,7 @@
     python examples/arithmetic_rl/train.py --minutes 3          # a shorter run
     python examples/arithmetic_rl/train.py --run-dir runs/x     # another run directory (run again to resume it)
     python examples/arithmetic_rl/train.py --tiny --max-steps 2 # a tiny random model (seconds; the smoke test)
+    python examples/arithmetic_rl/train.py --serving vllm       # sample from vLLM ($AGL_VLLM_COMMAND, docs/vllm.md)
 
 Everything is the real thing: a SQLite store (kept in the run directory), runner processes executing the agent,
 the local inference server serving the policy, the LLM proxy recording exact token ids, the adapter, GRPO. The
@@ -113,6 +114,16 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
+    parser.add_argument(
+        "--serving", choices=["local", "vllm"], default="local", help="rollout engine (default: our local server)"
+    )
+    parser.add_argument("--vllm-command", default=None, help="the vllm CLI (default: $AGL_VLLM_COMMAND, else vllm)")
+    parser.add_argument(
+        "--vllm-arg",
+        action="append",
+        default=[],
+        help="an extra `vllm serve` argument (repeat: --vllm-arg=--dtype --vllm-arg=bfloat16)",
+    )
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
     parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live panel")
     parser.add_argument(
@@ -146,6 +157,13 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         from agentlightning.inference.tiny import build_tiny_engine
 
         engine = build_tiny_engine(seed=args.seed)
+    if args.tiny and args.serving == "vllm":
+        raise SystemExit("--tiny serves the tiny model in process; vLLM serves SmolLM2 (drop one of them)")
+    vllm: Optional[dict[str, Any]] = None
+    if args.serving == "vllm":
+        vllm = {"args": list(args.vllm_arg), "log_path": run_dir / "vllm.log"}
+        if args.vllm_command:
+            vllm["command"] = args.vllm_command
     train, held_out = split_tasks()
     evaluated = evaluation_tasks(held_out, v1_split_tasks()[1])
     view = GRPOLiveView(
@@ -155,6 +173,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     )
     algorithm = GRPO(
         engine=engine,
+        serving=args.serving,
+        vllm=vllm,
         output_dir=run_dir,
         on_event=view.on_event,
         group_size=args.group_size,

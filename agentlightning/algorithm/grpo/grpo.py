@@ -38,6 +38,7 @@ from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .samples import DriftCounts, StepSamples, build_samples
 from .sampling_check import SamplingMismatches, count_mismatches
 from .schedule import SamplingCounts, deadline, max_steps, tasks_at
+from .vllm_serving import build_vllm_serving, check_vllm_options
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -81,6 +82,12 @@ class GRPO(Algorithm):
         server: an already running in-process `InferenceServer` to use (its engine is the one updated).
         server_url: a separate OpenAI-compatible Agent Lightning inference server (weights go by file and
             `POST /v1/weights`; it must see `output_dir`); needs `model`.
+        serving: "vllm" samples from a vLLM server instead of our inference server (started here, or given by
+            `vllm={"url": ...}`); LoRA adapters (or, for a full fine-tune, the weights) reach it at runtime. See
+            docs/vllm.md. The policy is trained from `model` (default: the embedded SmolLM2's folder).
+        vllm: options of the vLLM server (`VllmServing`): `url`, `command` (default `$AGL_VLLM_COMMAND`, else
+            `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`, `api_key`,
+            `startup_timeout`, `log_path`, `env`.
         output_dir: where checkpoints, the final model and the summary go (None: no checkpoints).
         resume: continue from the last checkpoint in `output_dir`, if any.
         agent_match: regex on agent names: only LLM calls made inside matching agents are trained on (needs
@@ -102,6 +109,8 @@ class GRPO(Algorithm):
         engine: Optional[InferenceEngine] = None,
         server: Optional[InferenceServer] = None,
         server_url: Optional[str] = None,
+        serving: Optional[str] = None,
+        vllm: Optional[dict[str, Any]] = None,
         output_dir: Union[str, Path, None] = None,
         resume: bool = True,
         agent_match: Optional[str] = None,
@@ -114,6 +123,14 @@ class GRPO(Algorithm):
         self.config = GRPOConfig.from_kwargs(config, **settings)
         if sum(x is not None for x in (engine, server, server_url)) > 1:
             raise ValueError("Pass at most one of engine, server and server_url")
+        if serving not in (None, "local", "vllm"):
+            raise ValueError(f"serving must be 'local' or 'vllm', got {serving!r}")
+        if serving == "vllm" and (engine is not None or server is not None or server_url is not None):
+            raise ValueError("serving='vllm' samples from vLLM: pass no engine, server or server_url with it")
+        if vllm is not None and serving != "vllm":
+            raise ValueError("vllm= options need serving='vllm'")
+        self.vllm_options = check_vllm_options(vllm or {})
+        self.serving = serving or "local"
         if server_url is not None and model is None:
             raise ValueError("server_url needs model=<folder>: the trainer loads the policy from the same weights")
         if server_url is not None and output_dir is None:
@@ -176,7 +193,12 @@ class GRPO(Algorithm):
 
         torch.manual_seed(self.config.seed)  # LoRA's initialisation (a resumed run restores the RNG state later)
         self._serves_policy_weights = False
-        if self.server_url is not None:
+        if self.serving == "vllm":
+            self.policy, self._serving = build_vllm_serving(
+                self.model_path, self.output_dir, self.config, self.vllm_options
+            )
+            self._serves_policy_weights = True  # vLLM serves the folder the policy is loaded from
+        elif self.server_url is not None:
             assert self.model_path is not None and self.output_dir is not None
             self.policy = Policy.from_pretrained(self.model_path, self.config)
             self._serving = RemoteServing(self.server_url, self.output_dir / "published")
@@ -203,14 +225,32 @@ class GRPO(Algorithm):
             self.policy.keep_reference()
         self._serving.start()
 
+    def _proxy_entry(self) -> Any:
+        """The proxy's route for the agent's model name: to the served model, or the newest adapter of it."""
+        assert self._serving is not None
+        upstream = getattr(self._serving, "upstream_model", None) or self._serving.model_name
+        return {
+            "model_name": self._serving.model_name,
+            "litellm_params": {"model": f"hosted_vllm/{upstream}", "api_base": self._serving.endpoint},
+        }
+
+    def _route_to_newest(self) -> None:
+        """After a publish that loaded new weights under a new upstream name (a vLLM adapter), route the agent's
+        model name to it; requests already relayed finish where they were routed."""
+        proxy = self._proxy
+        if proxy is None:
+            return
+        entry = self._proxy_entry()
+        if any(m == entry for m in proxy.model_list):
+            return
+        existing = [m for m in proxy.model_list if m.get("model_name") != entry["model_name"]]
+        proxy.update_model_list([*existing, entry], restart=False)
+
     def _start_proxy(self) -> LLMProxy:
         from agentlightning.llm_proxy import LLMProxy
 
         assert self._serving is not None
-        entry: Any = {
-            "model_name": self._serving.model_name,
-            "litellm_params": {"model": f"hosted_vllm/{self._serving.model_name}", "api_base": self._serving.endpoint},
-        }
+        entry = self._proxy_entry()
         proxy = self.get_llm_proxy()
         if proxy is None:
             proxy = LLMProxy(model_list=[entry], store=self.get_store(), **self.proxy_options)
@@ -400,6 +440,7 @@ class GRPO(Algorithm):
             swap_started = time.monotonic()
             self._version = f"step-{self.step + 1}"
             await asyncio.to_thread(self._serving.publish, self.policy, self._version)
+            self._route_to_newest()
             swap_seconds = time.monotonic() - swap_started
         else:
             step_skips.steps_without_update += 1

