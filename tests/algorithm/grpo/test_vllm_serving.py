@@ -20,7 +20,13 @@ import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO, GRPOConfig
 from agentlightning.algorithm.grpo.policy import Policy
 from agentlightning.algorithm.grpo.serving import ServingError
-from agentlightning.algorithm.grpo.vllm_serving import VLLM_COMMAND_ENV, VllmServing, adapter_name, vllm_command
+from agentlightning.algorithm.grpo.vllm_serving import (
+    VLLM_COMMAND_ENV,
+    VllmServing,
+    adapter_name,
+    serve_command,
+    vllm_command,
+)
 from agentlightning.inference.server import InferenceServer
 from agentlightning.inference.tiny import build_tiny_engine
 from agentlightning.llm_proxy import LLMProxy
@@ -166,13 +172,21 @@ def test_a_started_server_serves_the_folder_and_is_stopped_with_the_run(tiny_fol
     assert process is not None and process.poll() is not None
 
 
-def test_a_full_fine_tune_cannot_reload_a_server_given_by_url(
+def test_a_full_fine_tune_on_a_server_without_dev_mode_says_what_it_needs(
     fake: FakeVllm, tiny_folder: Path, tmp_path: Path
 ) -> None:
     serving = serving_for(fake, tiny_folder, tmp_path, lora=False)
     policy = Policy.from_pretrained(tiny_folder, GRPOConfig())
-    with pytest.raises(ServingError, match="only the folder it was started on"):
+    with pytest.raises(ServingError, match=r"cannot pause for a weight reload.*VLLM_SERVER_DEV_MODE=1"):
         serving.publish(policy, "step-1")
+
+
+def test_a_python_interpreter_serves_through_the_api_server_module_and_a_cli_through_serve() -> None:
+    folder = Path("/models/m")
+    assert serve_command(["/venv/bin/python3"], folder) == [
+        "/venv/bin/python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/m",
+    ]  # fmt: skip
+    assert serve_command(["/venv/bin/vllm"], folder) == ["/venv/bin/vllm", "serve", "/models/m"]
 
 
 # ------------------------------------------------------------------------------------- through the proxy
