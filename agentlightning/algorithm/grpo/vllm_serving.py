@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -60,6 +61,7 @@ VLLM_COMMAND_ENV = "AGL_VLLM_COMMAND"
 """vLLM's CLI (`/opt/vllm-venv/bin/vllm`) or the Python of its venv (`/opt/vllm-venv/bin/python`) GRPO starts when
 none is given."""
 _LOG_TAIL_LINES = 30
+_EXCEPTION_LINE = re.compile(r"(?:^|\]\s)[A-Z]\w*(?:Error|Exception): ")  # "[file.py:12] ValueError: ..."
 
 
 def adapter_name(model_name: str, version: str) -> str:
@@ -204,6 +206,9 @@ class VllmServing:
             "--generation-config", "vllm",  # no sampling defaults from the folder: requests say what they want
         ]  # fmt: skip
         env = {**os.environ, **self.env}
+        # vLLM-CPU otherwise claims 92% of the machine's memory for its KV cache and refuses to start when less is
+        # free; 1 GiB holds ~23,000 tokens of SmolLM2 (a GPU build ignores the variable).
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         if self.lora:
             command += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", "2"]
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
@@ -247,12 +252,16 @@ class VllmServing:
         )
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """The last lines of a started server's log (empty when there is none)."""
+        """The last lines of a started server's log, after the first exception line when that is further up (vLLM's
+        worker processes log the root cause before the launcher's own traceback); empty without a log."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
+        all_lines = text.splitlines()
+        tail = all_lines[-lines:]
+        causes = [line for line in all_lines[:-lines] if _EXCEPTION_LINE.search(line)]
+        return "\n".join([*(["root cause: " + causes[0].strip(), "..."] if causes else []), *tail])
 
     def stop(self) -> None:
         process, self._process = self._process, None

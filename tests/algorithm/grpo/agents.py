@@ -73,3 +73,19 @@ def cool_prompted_agent(task: dict[str, Any], llm: agl.LLM, prompt_template: agl
 def modelless_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     """Answers without ever calling the model it is given."""
     return 1.0 if task["id"] % 2 else 0.0
+
+
+@agl.rollout
+def two_turn_digit_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """Asks, then continues the same conversation once (the second call's prompt extends the first call's
+    conversation): the reward is the digit share of the second answer."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=0)
+    temperature = llm.sampling_parameters.get("temperature", 1.0)
+    messages: list[Any] = [{"role": "user", "content": f"Number {task['id']}:"}]
+    first = client.chat.completions.create(model=llm.model, messages=messages, max_tokens=6, temperature=temperature)
+    messages += [{"role": "assistant", "content": first.choices[0].message.content or ""}]
+    messages += [{"role": "user", "content": "And the next one?"}]
+    second = client.chat.completions.create(model=llm.model, messages=messages, max_tokens=6, temperature=temperature)
+    return digit_share(second.choices[0].message.content or "")
