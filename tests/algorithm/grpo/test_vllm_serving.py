@@ -155,6 +155,16 @@ def test_a_started_server_that_cannot_load_the_folder_stops_with_its_log(tmp_pat
         serving.start()
 
 
+def test_the_log_tail_quotes_the_root_cause_a_worker_logged_further_up(tmp_path: Path) -> None:
+    log = tmp_path / "vllm.log"
+    cause = "(VllmWorker-0 pid=7) ERROR [cpu_worker.py:83] ValueError: Available memory on node 0 is too low"
+    noise = ["WARNING ulimit: fd limit errors like `OSError: [Errno 24] Too many open files`", cause]
+    log.write_text("\n".join([*noise, *(f"  traceback line {i}" for i in range(40))]))
+    tail = VllmServing(tmp_path, tmp_path / "published", lora=True, log_path=log).log_tail()
+    assert tail.splitlines()[0] == f"root cause: {cause}"
+    assert tail.splitlines()[-1] == "  traceback line 39"
+
+
 def test_a_started_server_serves_the_folder_and_is_stopped_with_the_run(tiny_folder: Path, tmp_path: Path) -> None:
     serving = VllmServing(
         tiny_folder,
