@@ -304,6 +304,19 @@ def test_restart_and_model_list_updates_keep_serving(
     assert reply.choices
 
 
+def test_a_model_list_update_without_restart_routes_new_requests_on_the_running_server(
+    proxy: LLMProxy, store: InMemoryLightningStore, upstream: FakeUpstream
+) -> None:
+    server = proxy._server
+    proxy.update_model_list(
+        [{"model_name": "renamed", "litellm_params": {"model": "fake-model", "api_base": upstream.api_base}}],
+        restart=False,
+    )
+    attempted = rollout(store)
+    reply = client_for(proxy, attempted).chat.completions.create(model="renamed", messages=MESSAGES)
+    assert reply.choices and proxy._server is server  # the same server: requests in flight were not cut off
+
+
 def test_the_proxy_refuses_to_start_without_a_store() -> None:
     with pytest.raises(ValueError, match="needs a store"):
         LLMProxy(model_list=[]).start()
