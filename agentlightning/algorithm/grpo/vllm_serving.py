@@ -28,8 +28,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -221,7 +223,14 @@ class VllmServing:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         logger.info("Starting vLLM: %s (log: %s)", shlex.join(command), self.log_path)
         try:
-            self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+            self._process = subprocess.Popen(
+                command,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # its engine and worker processes are stopped with it, as one group
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
         except OSError as exc:
             self.stop()
             raise ServingError(f"Could not start vLLM ({shlex.join(command)}): {exc}") from exc
@@ -265,13 +274,8 @@ class VllmServing:
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
+        if process is not None:
+            _stop_group(process)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -351,6 +355,38 @@ def save_adapter(policy: Policy, folder: Path) -> None:
 
     hf_logging.disable_progress_bar()
     policy.model.save_pretrained(str(folder), safe_serialization=True)
+
+
+def _stop_group(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
+    """SIGTERM to the server's process group (vLLM's API server, engine core and workers), SIGKILL after `grace`."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _group_alive(process):
+            time.sleep(0.2)
+        if not _group_alive(process):
+            break
+    process.poll()
+
+
+def _group_alive(process: subprocess.Popen[bytes]) -> bool:
+    process.poll()  # reap the leader once it exited
+    try:
+        os.killpg(process.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started vLLM dies (no orphaned server)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _v1(url: str) -> str:

@@ -25,6 +25,7 @@ DEFAULT_VENV_CLI = Path("/work/vllm-venv/bin/python")
 VLLM_CLI = os.environ.get(VLLM_COMMAND_ENV) or (str(DEFAULT_VENV_CLI) if DEFAULT_VENV_CLI.exists() else "")
 
 pytestmark = [
+    pytest.mark.timeout(1800),  # starting vLLM on a loaded CPU takes minutes
     pytest.mark.slow,
     pytest.mark.skipif(
         not VLLM_CLI,
