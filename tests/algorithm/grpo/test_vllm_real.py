@@ -57,10 +57,14 @@ def test_two_grpo_steps_sample_from_vllm_join_its_turns_and_load_each_adapter(tm
     trainer = agl.Trainer(algorithm=algorithm, n_runners=2, strategy="cs", progress="off")
     trainer.fit(two_turn_digit_agent, [{"id": i} for i in range(8)])
     assert [entry["step"] for entry in algorithm.history] == [1, 2]
-    assert all(entry["calls_from"]["proxy"] == 16 for entry in algorithm.history)  # every call carried vLLM's ids
+    calls = [sum(entry["calls_from"].values()) for entry in algorithm.history]
+    assert calls == [16, 16], algorithm.history  # two calls per rollout, 8 rollouts per step
+    assert algorithm.skips.rollouts_without_token_ids == 0 and algorithm.skips.rollouts_failed == 0, algorithm.skips
     updated = [entry["step"] for entry in algorithm.history if entry["samples"]]
     assert updated, "the digit share of SmolLM2's answers varies within a group"
     log = (tmp_path / "run" / "vllm.log").read_text(errors="replace")
     assert f"{folder.name}@step-{updated[-1]}" in log  # vLLM logged loading the newest adapter
     # vLLM's prompt ids of the second turn extend the first turn's ids: the two calls join into one sample
-    assert algorithm.drift.continuations > 0 and algorithm.drift.drifted < algorithm.drift.continuations
+    assert algorithm.drift.continuations > 0 and algorithm.drift.drifted < algorithm.drift.continuations, (
+        algorithm.drift
+    )
