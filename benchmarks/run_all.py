@@ -443,7 +443,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     chosen, skipped = select(REGISTRY, args.only, args.quick)
     out_dir = args.out or RUNS / _timestamp()
-    outcomes = run_all(chosen, args.quick, out_dir)
+    outcomes = run_all(chosen, args.quick, out_dir, BENCHMARKS)
     print(report(outcomes, skipped, out_dir))
     return 1 if any(outcome.failed for outcome in outcomes) else 0
 
