@@ -52,6 +52,8 @@ class FreshDatabases:
             query = dict(parse_qsl(self.parts.query))
             self.schema_prefix = query.pop("schema", "bench") + "_" + uuid.uuid4().hex[:8]
             self.query = query
+        else:
+            os.makedirs(os.path.dirname(self.parts.path[1:]) or ".", exist_ok=True)
         self.created: list[str] = []
 
     def new_url(self) -> str:
