@@ -345,6 +345,9 @@ def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_d
             outcome.record = json.loads(result_path.read_text())
         except json.JSONDecodeError as exc:
             stderr += f"\n{result_path}: unreadable ({exc})"
+    if outcome.record is not None:  # which registry entry and mode wrote it: the table marks quick runs
+        outcome.record["run_all"] = {"benchmark": benchmark.name, "mode": "quick" if quick else "full"}
+        result_path.write_text(json.dumps(outcome.record, indent=2) + "\n")
     if outcome.status == "ok" and outcome.record is None:
         outcome.status = "failed"
         stderr += f"\nexit code 0 but no result file {result_path}"

@@ -144,9 +144,10 @@ def test_a_failing_benchmark_is_reported_and_the_others_still_run(fake_benchmark
     assert (failing.status, failing.exit_code) == ("failed", 3)
     assert "the fake benchmark broke: no database" in failing.error_tail
     assert ok.status == "ok" and ok.record is not None and ok.record["figures"][0]["value"] == 2
+    assert json.loads((tmp_path / "out" / "ok.json").read_text())["run_all"] == {"benchmark": "ok", "mode": "quick"}
     text = run_all.report(outcomes, [], tmp_path / "out")
     assert "FAILED failing: failed (exit code 3)" in text and "the fake benchmark broke" in text
-    assert "fake size" in text and "1 of 2 benchmarks ran" in text
+    assert "fake size" in text and "`ok` (quick)" in text and "1 of 2 benchmarks ran" in text
 
 
 def test_run_all_exits_1_when_a_benchmark_fails(
