@@ -233,7 +233,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
         f"server_workers={args.server_workers} client={args.client} protocol={args.protocol}"
     )
-    print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.0f} rollouts/s")
+    print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.1f} rollouts/s")
     print(
         f"requests: {len(client_ms)} ({requests_per_rollout} per rollout) = {len(client_ms) / elapsed:.0f} requests/s"
     )
@@ -422,7 +422,7 @@ def _per_task(args: argparse.Namespace, url: str) -> int:
             f"client per task: task={args.task} processes={args.processes} seconds={args.seconds} "
             f"backend={args.backend}"
         )
-        print(f"tasks: {result['tasks']} in {result['elapsed']:.1f} s = {result['tasks_per_s']:.0f} tasks/s")
+        print(f"tasks: {result['tasks']} in {result['elapsed']:.1f} s = {result['tasks_per_s']:.1f} tasks/s")
         print(
             f"requests: {result['requests']}; latency ms p50 {result['p50_ms']:.1f}  p99 {result['p99_ms']:.1f}  "
             f"max {result['max_ms']:.0f}; over 1 s: {result['over_1s']}"

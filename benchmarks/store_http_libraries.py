@@ -51,13 +51,13 @@ CONFIGURATIONS: list[tuple[str, str, list[str]]] = [
 # What each workload's figures are, read from store_http.py's output: (name, regex, higher is better).
 FIGURES: dict[str, list[tuple[str, str, bool]]] = {
     "16 clients": [
-        ("rollouts/s", r"= (\d+) rollouts/s", True),
+        ("rollouts/s", r"= ([\d.]+) rollouts/s", True),
         ("client p50 ms", r"client latency ms: p50 ([\d.]+)", False),
         ("client p99 ms", r"client latency ms: p50 [\d.]+\s+p99 ([\d.]+)", False),
         ("CPU ms/rollout", r"CPU ms per rollout: .*total ([\d.]+)", False),
     ],
     "client per task": [
-        ("tasks/s", r"= (\d+) tasks/s", True),
+        ("tasks/s", r"= ([\d.]+) tasks/s", True),
         ("request p99 ms", r"latency ms p50 [\d.]+\s+p99 ([\d.]+)", False),
         ("task p50 ms", r"whole task .* ms: p50 ([\d.]+)", False),
     ],

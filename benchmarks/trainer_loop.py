@@ -276,7 +276,7 @@ def loop_figures(results: list[dict[str, Any]]) -> list[Figure]:
     for r in results:
         target = targets.get((r["mode"], r["runners"]))
         every = r["succeeded"] == r["rollouts"]
-        kind = "runner threads" if r["mode"] == "shm" else "runner processes"
+        kind = ("runner thread" if r["mode"] == "shm" else "runner process") + ("s" if r["runners"] > 1 else "")
         found.append(
             Figure(
                 key=f"trainer.{r['mode']}.runners_{r['runners']}.rollouts_per_s",
