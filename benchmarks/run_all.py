@@ -435,7 +435,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.list:
         for benchmark in REGISTRY:
             quick = "full only" if benchmark.quick is None else " ".join(benchmark.quick)
-            print(f"{benchmark.name}: {benchmark.script}\n    quick: {quick}\n    full:  {' '.join(benchmark.full)}")
+            print(f"{benchmark.name}: {benchmark.script}" + (f" ({benchmark.notes})" if benchmark.notes else ""))
+            print(
+                f"    quick: {quick}\n    full:  {' '.join(benchmark.full) or '(the script defaults)'}\n    keys:  {', '.join(benchmark.keys)}"
+            )
         return 0
     if args.write_docs is not None:
         try:
