@@ -198,3 +198,14 @@ def test_every_registered_script_in_the_repository_writes_json_through_results()
         script = BENCHMARKS / benchmark.script
         if script.is_file():  # some scripts come from other branches; run_all reports a missing one
             assert "add_json_argument" in script.read_text(), f"{benchmark.script} takes no --json"
+
+
+def test_write_docs_merges_a_run_and_regenerates_the_summary(tmp_path: Path) -> None:
+    run, results, doc = tmp_path / "run", tmp_path / "results", tmp_path / "benchmarks.md"
+    run.mkdir()
+    (run / "proxy_latency.json").write_text(json.dumps(record("2026-11-26T07:00:00+00:00", [figure("p", 0.64)])))
+    doc.write_text(f"# B\n\n{summary_table.BEGIN}\n{summary_table.END}\n\n## History\n")
+    run_all.write_docs([run], results, doc)
+    assert (results / "proxy_latency.json").is_file()
+    text = doc.read_text()
+    assert "| p | 0.64 ops/s |" in text and "`proxy_latency`" in text and text.endswith("\n\n## History\n")
