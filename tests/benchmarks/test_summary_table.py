@@ -17,8 +17,8 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
-import run_all  # noqa: E402
-import summary_table  # noqa: E402
+import run_all  # noqa: E402  # pyright: ignore[reportMissingImports]
+import summary_table  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 
 def record(
