@@ -320,7 +320,9 @@ def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_d
     arguments = benchmark.arguments(quick) or []
     result_path = out_dir / f"{benchmark.name}.json"
     log_path = out_dir / f"{benchmark.name}.log"
-    command = [sys.executable, str(script), *arguments, "--json", str(result_path)]
+    shown = result_path.resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # the record's command reads better
+    command = [sys.executable, str(script), *arguments, "--json", str(shown)]
     env = {**os.environ, **benchmark.env}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     started = time.monotonic()
