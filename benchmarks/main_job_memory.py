@@ -221,6 +221,16 @@ def run_job(args: argparse.Namespace, run_dir: Path) -> tuple[Sampler, int, floa
     return sampler, code, time.monotonic() - started
 
 
+def timeline(samples: list[Sample], every_seconds: float) -> list[list[float]]:
+    """[seconds, total PSS MB] at most every `every_seconds` (the largest reading of each interval)."""
+    buckets: dict[int, Sample] = {}
+    for sample in samples:
+        key = int(sample.seconds // every_seconds)
+        if key not in buckets or sample.total_pss_mb > buckets[key].total_pss_mb:
+            buckets[key] = sample
+    return [[round(s.seconds), round(s.total_pss_mb)] for _, s in sorted(buckets.items())]
+
+
 def held_out_gain(run_dir: Path) -> dict[str, Any]:
     """The run's held-out accuracy before/after and its gain, from summary.json ({} when the run wrote none)."""
     path = run_dir / "summary.json"
@@ -283,6 +293,7 @@ def main() -> None:
         "readings": len(sampler.samples),
         "peak_at_seconds": round(peak.seconds, 1),
         "summed_rss_at_peak_mb": round(peak.total_rss_mb),
+        "timeline_total_pss_mb": timeline(sampler.samples, every_seconds=10.0),
         "processes_at_peak": peak.processes,
         "per_process": [
             {
