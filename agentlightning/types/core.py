@@ -285,7 +285,6 @@ class GenericResponse(BaseModel):
     data: Optional[dict[str, Any]] = None
 
 
-
 class ParallelWorkerBase:
     """Lifecycle shared by components that run in worker processes: init once, then per worker."""
 
