@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.types import Dataset, Rollout, RolloutMode
+from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
 from ..errors import CAPTURE_HINT, NoLLMCallsError
@@ -201,6 +202,7 @@ class GRPO(Algorithm):
             self._serving = LocalServing(engine, self.server)
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
+        release_free_memory()  # what loading and de-quantizing the model files used on the way
         self._serving.start()
 
     def _start_proxy(self) -> LLMProxy:
@@ -401,6 +403,7 @@ class GRPO(Algorithm):
             self._version = f"step-{self.step + 1}"
             await asyncio.to_thread(self._serving.publish, self.policy, self._version)
             swap_seconds = time.monotonic() - swap_started
+            release_free_memory()  # the update's activations and gradients: freed, but kept by the allocator
         else:
             step_skips.steps_without_update += 1
             # Equal rewards in every group is a normal state (a task set the policy solves, or cannot yet): INFO.
