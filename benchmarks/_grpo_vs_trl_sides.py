@@ -86,6 +86,8 @@ class TrainingLog:
         self.step_ends.append(time.monotonic())
         self.completions.append(int(completions))
         self.snapshot = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        elapsed = self.step_ends[-1] - (self.first_step_started or self.step_ends[-1])
+        print(f"step {len(self.step_ends)}: {completions} completions, {elapsed:.0f} s of training", flush=True)
 
     def restore(self, model: Any) -> None:
         """Put the last completed step's weights back (an interrupted step may have changed some)."""

@@ -284,6 +284,9 @@ def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -
                         "peer_spread": peer_stats,
                         "runs_without_a_step": s["runs_without_a_step"],
                         "lower_bound": name == "seconds_per_step" and s["seconds_per_step_is_lower_bound"],
+                        "peer_lower_bound": bool(
+                            peer and name == "seconds_per_step" and peer["seconds_per_step_is_lower_bound"]
+                        ),
                         "runs": [_row(r) for r in runs if r["side"] == side],
                     },
                 )

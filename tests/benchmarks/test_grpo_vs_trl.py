@@ -215,6 +215,7 @@ def test_figures_are_keyed_per_side_and_ours_has_trl_in_the_same_precision_as_it
     assert figures["grpo_vs_trl.ours_bf16.gain"].peer is None
     per_step = figures["grpo_vs_trl.ours_bf16.seconds_per_step"]
     assert (per_step.peer.value, per_step.met, per_step.ratio) == (240.0, True, 7.5)
+    assert per_step.detail["peer_lower_bound"]  # TRL's first step had not finished: the ratio is at least 7.5
     assert figures["grpo_vs_trl.trl_bf16.seconds_per_step"].detail["lower_bound"]
 
 
