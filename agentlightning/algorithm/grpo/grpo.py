@@ -183,18 +183,27 @@ class GRPO(Algorithm):
             self._serving = RemoteServing(self.server_url, self.output_dir / "published")
         else:
             engine = self.engine
+            default_model = engine is None and self.model_path is None
             if engine is None:
                 from agentlightning.inference.engine import InferenceEngine
 
                 device = self.config.device
+                dtype = "bfloat16" if self.config.precision == "bfloat16" else "float32"
                 engine = (
-                    InferenceEngine.from_pretrained(self.model_path, device=device)
+                    InferenceEngine.from_pretrained(self.model_path, device=device, dtype=dtype)
                     if self.model_path is not None
-                    else InferenceEngine.from_default(device=device)
+                    else InferenceEngine.from_default(device=device, dtype=dtype)
                 )
                 self.engine = engine
             if self.model_path is not None:
                 self.policy = Policy.from_pretrained(self.model_path, self.config)
+            elif default_model and self.config.precision == "bfloat16":
+                # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come
+                # from the file, so training starts from exactly the weights a float32 run starts from.
+                from agentlightning.inference.model_files import ensure_converted
+
+                self.policy = Policy.from_pretrained(ensure_converted(), self.config)
+                self._serves_policy_weights = True  # the engine serves the same weights, rounded
             else:
                 self.policy = Policy.from_engine(engine, self.config)
                 self._serves_policy_weights = True  # the policy is a copy of the served model

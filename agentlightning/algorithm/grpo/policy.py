@@ -2,7 +2,8 @@
 
 The policy is a transformers causal LM with float32 parameters on the device `config.device` names ("auto": CUDA
 when available, else the CPU; see `agentlightning.utils.device`); its optimizer state and reference model live
-there too, and forward passes autocast to bfloat16 on CUDA devices that support it (`autocast()`).
+there too, and forward passes autocast to bfloat16 on CUDA devices that support it, or on any device with
+`precision="bfloat16"` (`autocast()`).
 `inference_state_dict()` gives the weights an inference engine serves (LoRA merged in, keys of the plain model), so
 the served model is always a standard one.
 """
@@ -63,7 +64,7 @@ class Policy:
         self.base_model_path = base_model_path
         self.lora = config.lora_rank is not None
         self.device = resolve_device(config.device)
-        self.compute_dtype = compute_dtype(self.device)
+        self.compute_dtype = compute_dtype(self.device, config.precision)
         model = model.to(device=self.device, dtype=torch.float32)
         if self.lora:
             peft = _require_peft()
@@ -94,8 +95,8 @@ class Policy:
         self.pad_token_id = int(pad)
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
-        """The context of the policy's forward passes: bfloat16 autocast on a CUDA device that supports it, else
-        nothing (float32)."""
+        """The context of the policy's forward passes: bfloat16 autocast when `precision` asks for it (or, under
+        "auto", on a CUDA device that supports it), else nothing (float32)."""
         return autocast(self.device, self.compute_dtype)
 
     # ------------------------------------------------------------------------------------------ construction
