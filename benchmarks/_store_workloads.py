@@ -38,6 +38,8 @@ import sys
 import time
 from typing import Any, Optional
 
+import agentlightning as agl
+
 WORKLOADS = ("micro-rollout", "micro-dequeue-only", "micro-worker", "trainer-loop")
 
 
@@ -228,34 +230,41 @@ async def micro_worker(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+class NoOpAgent(agl.LitAgent):  # type: ignore[type-arg]
+    """Returns a reward of 1.0 at once (module level: the cs strategy sends it to spawned runner processes)."""
+
+    async def rollout_async(self, task: Any, resources: Any, rollout: Any) -> float:
+        return 1.0
+
+
+class EnqueueAllWaitAll(agl.Algorithm):
+    """Enqueues every task in one call and waits until all of them finished."""
+
+    finished: int = 0
+
+    async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
+        from agentlightning.types import EnqueueRolloutRequest
+
+        store = self.get_store()
+        # The reference's runners skip a rollout when the store holds no resources.
+        await store.add_resources({"prompt": agl.PromptTemplate(template="{task}", engine="f-string")})
+        requests = [EnqueueRolloutRequest(input=task, mode="train") for task in train_dataset]
+        pending = {rollout.rollout_id for rollout in await store.enqueue_many_rollouts(requests)}
+        while pending:
+            done = await store.wait_for_rollouts(rollout_ids=sorted(pending), timeout=1.0)
+            pending -= {rollout.rollout_id for rollout in done}
+            self.finished += len(done)
+
+
 def trainer_loop(args: argparse.Namespace) -> dict[str, Any]:
-    """Trainer.fit of a no-op agent: the algorithm enqueues every task and waits for all of them."""
-    import agentlightning as agl
-    from agentlightning.types import EnqueueRolloutRequest
-
-    class NoOpAgent(agl.LitAgent):  # type: ignore[type-arg]
-        async def rollout_async(self, task: Any, resources: Any, rollout: Any) -> float:
-            return 1.0
-
-    finished: list[int] = []
-
-    class EnqueueAllWaitAll(agl.Algorithm):
-        async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
-            store = self.get_store()
-            requests = [EnqueueRolloutRequest(input=task, mode="train") for task in train_dataset]
-            ids = [rollout.rollout_id for rollout in await store.enqueue_many_rollouts(requests)]
-            pending = set(ids)
-            while pending:
-                done = await store.wait_for_rollouts(rollout_ids=list(pending), timeout=1.0)
-                pending -= {rollout.rollout_id for rollout in done}
-            finished.append(len(ids))
-
-    trainer = agl.Trainer(algorithm=EnqueueAllWaitAll(), n_runners=args.runners, strategy={"type": args.strategy})
+    """Trainer.fit of a no-op agent over `--rollouts` tasks, start-up included."""
+    algorithm = EnqueueAllWaitAll()
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=args.runners, strategy={"type": args.strategy})
     started = time.perf_counter()
     trainer.fit(NoOpAgent(), train_dataset=[{"task": i} for i in range(args.rollouts)])
     elapsed = time.perf_counter() - started
-    if finished != [args.rollouts]:
-        raise RuntimeError(f"trainer-loop finished {finished} instead of {args.rollouts} rollouts")
+    if algorithm.finished != args.rollouts:
+        raise RuntimeError(f"trainer-loop finished {algorithm.finished} instead of {args.rollouts} rollouts")
     return {"rollouts_per_s": round(args.rollouts / elapsed, 2), "fit_seconds": round(elapsed, 3)}
 
 
@@ -275,9 +284,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     if args.workload == "serve":
         _serve(args.port)
         return
-    import agentlightning
-
-    version = getattr(agentlightning, "__version__", "unknown")
+    version = getattr(agl, "__version__", "unknown")
     if args.workload == "trainer-loop":
         result = trainer_loop(args)
     else:

@@ -163,6 +163,7 @@ def run_case(python: Path, case: Case, timeout: float) -> dict[str, Any]:
     if case.transport in ("memory", "http"):
         command += ["--transport", case.transport]
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # the reference imports litellm, which otherwise fetches a price list
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, cwd=str(WORKLOAD_SCRIPT.parent), env=env
     )
