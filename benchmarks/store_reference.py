@@ -36,6 +36,8 @@ from _results import REPO, Figure, Peer, add_json_argument, load_average, write_
 PEER_NAME = "agentlightning 0.3.0"
 PEER_REQUIREMENT = "agentlightning==0.3.0"
 WORKLOAD_SCRIPT = Path(__file__).resolve().parent / "_store_workloads.py"
+#: The workloads' working directory (the reference writes an agentops.log where it runs).
+SCRATCH = REPO / "runs" / "store_reference"
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def _cases(quick: bool, transports: list[str], workloads: list[str]) -> list[Cas
     )
     cases: list[Case] = []
     for transport in transports:
-        rollouts = (1000 if transport == "memory" else 400) * scale
+        rollouts = (1000 if transport == "memory" else 200) * scale
         cases += [
             Case(
                 "micro-rollout",
@@ -100,7 +102,7 @@ def _cases(quick: bool, transports: list[str], workloads: list[str]) -> list[Cas
             Case(
                 "micro-worker",
                 transport,
-                ("--workers", "32", "--readers", "2", "--rollouts", "1000", "--seconds", str(3 * scale)),
+                ("--workers", "32", "--readers", "2", "--rollouts", "1000", "--seconds", str(2 * scale)),
                 worker_metrics,
             ),
         ]
@@ -108,7 +110,7 @@ def _cases(quick: bool, transports: list[str], workloads: list[str]) -> list[Cas
         Case(
             "trainer-loop",
             "cs",
-            ("--runners", "2", "--rollouts", str(300 * scale), "--strategy", "cs"),
+            ("--runners", "2", "--rollouts", str(200 * scale), "--strategy", "cs"),
             (
                 (
                     "rollouts_per_s",
@@ -164,9 +166,7 @@ def run_case(python: Path, case: Case, timeout: float) -> dict[str, Any]:
         command += ["--transport", case.transport]
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # the reference imports litellm, which otherwise fetches a price list
-    done = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, cwd=str(WORKLOAD_SCRIPT.parent), env=env
-    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=str(SCRATCH), env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(
@@ -213,7 +213,7 @@ def figures_of(case: Case, samples: Samples) -> list[Figure]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="smaller workloads (about 3 minutes on 2 cores)")
+    parser.add_argument("--quick", action="store_true", help="smaller workloads (about 10 minutes on 2 shared cores)")
     parser.add_argument("--transports", default="memory,http", help="comma-separated: memory, http")
     parser.add_argument(
         "--workloads", default="micro-rollout,micro-dequeue-only,micro-worker,trainer-loop", help="comma-separated"
@@ -233,6 +233,7 @@ def main() -> None:
         parser.error(f"unknown transports or workloads: {', '.join(unknown)}")
 
     peer_python = ensure_peer_venv(args.peer_venv)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     ours_python = Path(sys.executable)
     cases = _cases(args.quick, transports, workloads)
     samples = {case: Samples() for case in cases}
