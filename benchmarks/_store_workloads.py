@@ -1,7 +1,7 @@
 """Store workloads that run unchanged against this package and against the reference agentlightning 0.3.0.
 
 `benchmarks/store_reference.py` runs this file with each package's interpreter and reads the one JSON line it
-prints. Only the public API both packages share is used: `InMemoryLightningStore`, `LightningStoreServer` and
+prints. Only the public API both packages share is used: `InMemoryLightningStore`, `agl store` and
 `LightningStoreClient`, `enqueue_many_rollouts`, `dequeue_rollout(worker_id=...)`, `add_span`, `update_attempt`,
 `update_worker`, `query_workers`, `query_rollouts`, `wait_for_rollouts`, `Span.from_attributes`, and for the trainer
 loop `Trainer`, `Algorithm` and `LitAgent`.
@@ -19,8 +19,9 @@ Workloads:
 - trainer-loop: `Trainer.fit` of a no-op agent over `--rollouts` tasks with `--runners` runners; rollouts/s over the
   whole `fit`, start-up included.
 
-`--transport memory` calls an InMemoryLightningStore in this process; `--transport http` serves one from a child
-process of the same interpreter and calls it through LightningStoreClient. Each task yields to the event loop after
+`--transport memory` calls an InMemoryLightningStore in this process; `--transport http` starts the package's own
+`agl store --host 127.0.0.1 --port P` (in-memory backend, its own process, as a user runs a store server) and calls
+it through LightningStoreClient. Each task yields to the event loop after
 each iteration (`asyncio.sleep(0)`): a call to an in-memory store may complete without ever suspending, and without
 the yield one task would run its whole loop before the others start.
 """
@@ -36,6 +37,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import agentlightning as agl
@@ -59,27 +61,18 @@ def _latency_summary(prefix: str, seconds: list[float]) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------------------------------- store set-up
+def _accepts_connections(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _serve(port: int) -> None:
-    """Child process: serve a thread-safe in-memory store on 127.0.0.1:port until SIGTERM."""
-    from agentlightning.store import InMemoryLightningStore
-    from agentlightning.store.client_server import LightningStoreServer
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        server = LightningStoreServer(InMemoryLightningStore(thread_safe=True), host="127.0.0.1", port=port)
-        await server.start()
-        print("ready", flush=True)
-        await stop.wait()
-        await server.stop()
-
-    asyncio.run(main())
 
 
 class _Store:
@@ -99,13 +92,20 @@ class _Store:
         from agentlightning.store.client_server import LightningStoreClient
 
         port = _free_port()
+        # A store server as a user starts one: `agl store`, in its own process, on the default in-memory backend.
+        agl_command = Path(sys.executable).with_name("agl")
         self.server = subprocess.Popen(
-            [sys.executable, __file__, "serve", "--port", str(port)], stdout=subprocess.PIPE, text=True
+            [str(agl_command), "store", "--host", "127.0.0.1", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
-        assert self.server.stdout is not None
-        line = await asyncio.to_thread(self.server.stdout.readline)
-        if line.strip() != "ready":
-            raise RuntimeError(f"the store server exited before it was ready (code {self.server.poll()})")
+        deadline = time.monotonic() + 120
+        while not _accepts_connections(port):
+            if self.server.poll() is not None:
+                raise RuntimeError(f"`agl store` exited with code {self.server.returncode} before serving")
+            if time.monotonic() > deadline:
+                raise RuntimeError("`agl store` did not accept connections within 120 s")
+            await asyncio.sleep(0.1)
         self.store = LightningStoreClient(f"http://127.0.0.1:{port}")
         return self.store
 
@@ -270,7 +270,7 @@ def trainer_loop(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=(*WORKLOADS, "serve"))
+    parser.add_argument("workload", choices=WORKLOADS)
     parser.add_argument("--transport", choices=("memory", "http"), default="memory")
     parser.add_argument("--workers", type=int, default=32)
     parser.add_argument("--readers", type=int, default=2)
@@ -279,11 +279,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--runners", type=int, default=2)
     parser.add_argument("--strategy", default="shm", help="trainer-loop execution strategy type (shm or cs)")
-    parser.add_argument("--port", type=int, default=0, help="(serve only)")
     args = parser.parse_args(argv)
-    if args.workload == "serve":
-        _serve(args.port)
-        return
     version = getattr(agl, "__version__", "unknown")
     if args.workload == "trainer-loop":
         result = trainer_loop(args)

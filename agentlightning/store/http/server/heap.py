@@ -9,6 +9,10 @@ every few seconds and each stalled the server for 50-550 ms, the longest waits o
 `freeze_startup_heap()` collects once and then moves everything alive into the collector's permanent generation
 (`gc.freeze()`), so that later full passes walk only what was allocated since: the store's records and the requests
 in flight. Objects frozen are never collected; they are the process's start-up state, which it keeps anyway.
+
+Only processes that do nothing but serve freeze: `agl store` (and each of its `--workers` processes).
+`LightningStoreServer.start()` does not, since it also runs inside a user's process (the trainer's), whose heap at
+that moment may hold objects it means to drop later.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ from agentlightning.store.delegating import DelegatingStore
 from agentlightning.store.forwarding import call_store
 from agentlightning.store.http.client.client import API_KEY_ENV, LightningStoreClient
 from agentlightning.store.http.server.handlers import ServerLimits
-from agentlightning.store.http.server.heap import freeze_startup_heap
 
 if TYPE_CHECKING:
     import uvicorn
@@ -224,7 +223,6 @@ class LightningStoreServer(DelegatingStore):
         sock = self._bind()
         server = self._make_uvicorn()
         self.app.state.shutdown.reset()
-        freeze_startup_heap()  # full collections then skip the imported libraries (see heap.py)
         self._uvicorn, self._thread_error = server, None
 
         def serve() -> None:
@@ -269,7 +267,6 @@ class LightningStoreServer(DelegatingStore):
         sock = self._bind()
         server = self._make_uvicorn()
         self.app.state.shutdown.reset()
-        freeze_startup_heap()  # full collections then skip the imported libraries (see heap.py)
         self._uvicorn = server
         logger.info("LightningStore server listening on %s", self.endpoint)
         try:
