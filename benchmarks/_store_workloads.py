@@ -80,7 +80,7 @@ class _Store:
 
     def __init__(self, transport: str) -> None:
         self.transport = transport
-        self.server: Optional[subprocess.Popen[str]] = None
+        self.server: Optional[subprocess.Popen[bytes]] = None
         self.store: Any = None
 
     async def __aenter__(self) -> Any:
@@ -94,15 +94,15 @@ class _Store:
         port = _free_port()
         # A store server as a user starts one: `agl store`, in its own process, on the default in-memory backend.
         agl_command = Path(sys.executable).with_name("agl")
-        self.server = subprocess.Popen(
+        server = self.server = subprocess.Popen(
             [str(agl_command), "store", "--host", "127.0.0.1", "--port", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 120
         while not _accepts_connections(port):
-            if self.server.poll() is not None:
-                raise RuntimeError(f"`agl store` exited with code {self.server.returncode} before serving")
+            if server.poll() is not None:
+                raise RuntimeError(f"`agl store` exited with code {server.returncode} before serving")
             if time.monotonic() > deadline:
                 raise RuntimeError("`agl store` did not accept connections within 120 s")
             await asyncio.sleep(0.1)
