@@ -237,6 +237,7 @@ def main() -> None:
     ours_python = Path(sys.executable)
     cases = _cases(args.quick, transports, workloads)
     samples = {case: Samples() for case in cases}
+    failures: list[str] = []
     started = time.monotonic()
     for round_index in range(args.rounds):
         for case in cases:
@@ -244,18 +245,32 @@ def main() -> None:
             if round_index % 2:
                 sides.reverse()
             for side, python in sides:
-                result = run_case(python, case, args.timeout)
+                try:
+                    result = run_case(python, case, args.timeout)
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:  # one failed run must not lose the others
+                    failures.append(f"round {round_index + 1} {case.name} {side}: {str(exc)[-500:]}")
+                    print(f"round {round_index + 1} {case.name} {side} FAILED: {str(exc)[-2000:]}", flush=True)
+                    continue
                 getattr(samples[case], side).append(result)
                 print(f"round {round_index + 1} {case.name} {side}: {json.dumps(result)}", flush=True)
 
-    figures = [figure for case in cases for figure in figures_of(case, samples[case])]
+    figures = [
+        figure
+        for case in cases
+        if samples[case].ours and samples[case].peer
+        for figure in figures_of(case, samples[case])
+    ]
     print(f"\n{args.rounds} rounds in {time.monotonic() - started:.0f} s, load average now {load_average()}")
     print(f"{'figure':<78} {'ours':>10} {'0.3.0':>10} {'ratio':>7}")
     for figure in figures:
         assert figure.peer is not None
         ratio = f"{figure.ratio:.2f}x" if figure.ratio is not None else "-"
         print(f"{figure.label:<78} {figure.value:>10.1f} {figure.peer.value:>10.1f} {ratio:>7}")
-    write_results(args.json, figures, extra={"peer_venv": str(args.peer_venv), "rounds": args.rounds})
+    for failure in failures:
+        print(f"failed: {failure.splitlines()[0] if failure else failure}")
+    write_results(
+        args.json, figures, extra={"peer_venv": str(args.peer_venv), "rounds": args.rounds, "failures": failures}
+    )
 
 
 if __name__ == "__main__":
