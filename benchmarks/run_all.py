@@ -141,9 +141,9 @@ REGISTRY: list[Benchmark] = [
     Benchmark(
         "store_reference",
         "store_reference.py",
-        ["--rounds", "1"],
+        ["--quick", "--rounds", "1"],
         ["--rounds", "3"],
-        ("store.reference.*",),
+        ("peer.store.*",),
         3600,
         notes="agentlightning 0.3.0 side by side (its own venv)",
     ),
