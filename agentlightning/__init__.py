@@ -2,135 +2,146 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from .adapter import (
-    Adapter,
-    LlmProxyTraceToTriplet,
-    OpenAIMessages,
-    OtelTraceAdapter,
-    RewardMatchPolicy,
-    TraceAdapter,
-    TracerTraceToTriplet,
-    TraceToMessages,
-    TraceToTripletBase,
-    TraceTree,
-    TrajectoryDiagnosis,
-    Transition,
-)
-from .algorithm import APO, GRPO, VERL, Algorithm, Baseline, FastAlgorithm, FunctionalAlgorithm, algo
-from .emitter import (
-    OperationContext,
-    emit_annotation,
-    emit_exception,
-    emit_message,
-    emit_object,
-    emit_reward,
-    find_final_reward,
-    find_reward_spans,
-    get_message_value,
-    get_object_value,
-    get_reward_value,
-    get_rewards_from_span,
-    is_reward_span,
-    operation,
-    reward,
-)
-from .env_var import (
-    LightningEnvVar,
-    resolve_bool_env_var,
-    resolve_int_env_var,
-    resolve_managed_store_flag,
-    resolve_str_env_var,
-)
-from .execution import (
-    ClientServerExecutionStrategy,
-    ExecutionEvent,
-    ExecutionStrategy,
-    MultiprocessingEvent,
-    SharedMemoryExecutionStrategy,
-    ThreadingEvent,
-)
-from .instrumentation import instrument_all, uninstrument_all
-from .litagent import FunctionalLitAgent, LitAgent, is_v0_1_rollout_api, llm_rollout, prompt_rollout, rollout
-from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
-from .logging import configure_logger
-from .logging import setup as setup_logging
-from .runner import LitAgentRunner, Runner, StoreUnreachableError
-from .store import (
-    AttemptNotFoundError,
-    InMemoryLightningStore,
-    InvalidArgumentError,
-    LightningStore,
-    LightningStoreCapabilities,
-    LightningStoreStatistics,
-    LightningStoreThreaded,
-    NoAttemptsError,
-    RolloutNotFoundError,
-    SpansEvictedError,
-    StoreError,
-    store_from_url,
-)
-from .tracer import (
-    DummyTracer,
-    Tracer,
-    TraceTarget,
-    clear_active_tracer,
-    get_active_tracer,
-    set_active_tracer,
-)
-from .trainer import Trainer, build_component
-from .types import (
-    LLM,
-    Attempt,
-    AttemptedRollout,
-    AttemptStatus,
-    Attributes,
-    AttributeValue,
-    Dataset,
-    EnqueueRolloutRequest,
-    Event,
-    FilterField,
-    FilterOptions,
-    GenericResponse,
-    Hook,
-    Link,
-    NamedResources,
-    OtelResource,
-    PaginatedResult,
-    ParallelWorkerBase,
-    PromptTemplate,
-    ProxyLLM,
-    Resource,
-    ResourcesUpdate,
-    ResourceUnion,
-    Rollout,
-    RolloutConfig,
-    RolloutLegacy,
-    RolloutMode,
-    RolloutStatus,
-    SortOptions,
-    Span,
-    SpanAttributeNames,
-    SpanContext,
-    SpanCoreFields,
-    SpanNames,
-    SpanRecordingContext,
-    StatusCode,
-    Task,
-    TaskIfAny,
-    TaskInput,
-    TraceState,
-    TraceStatus,
-    Triplet,
-    Worker,
-    WorkerStatus,
-)
-
+# The public names are resolved on first use (module `__getattr__`), so `import agentlightning` loads only this file:
+# a runner process, the CLI or a script that needs a few names does not pay for the store, the execution strategies,
+# the algorithms and pydantic's model classes it never touches. The imports below are what type checkers and IDEs
+# read; at run time `_EXPORTS` says where each name lives.
 if TYPE_CHECKING:
+    from .adapter import (
+        Adapter,
+        LlmProxyTraceToTriplet,
+        OpenAIMessages,
+        OtelTraceAdapter,
+        RewardMatchPolicy,
+        TraceAdapter,
+        TracerTraceToTriplet,
+        TraceToMessages,
+        TraceToTripletBase,
+        TraceTree,
+        TrajectoryDiagnosis,
+        Transition,
+    )
+    from .algorithm import APO, GRPO, VERL, Algorithm, Baseline, FastAlgorithm, FunctionalAlgorithm, algo
+    from .emitter import (
+        OperationContext,
+        emit_annotation,
+        emit_exception,
+        emit_message,
+        emit_object,
+        emit_reward,
+        find_final_reward,
+        find_reward_spans,
+        get_message_value,
+        get_object_value,
+        get_reward_value,
+        get_rewards_from_span,
+        is_reward_span,
+        operation,
+        reward,
+    )
+    from .env_var import (
+        LightningEnvVar,
+        resolve_bool_env_var,
+        resolve_int_env_var,
+        resolve_managed_store_flag,
+        resolve_str_env_var,
+    )
+    from .execution import (
+        ClientServerExecutionStrategy,
+        ExecutionEvent,
+        ExecutionStrategy,
+        MultiprocessingEvent,
+        SharedMemoryExecutionStrategy,
+        ThreadingEvent,
+    )
+    from .execution.ray import RayExecutionStrategy
+    from .instrumentation import instrument_all, uninstrument_all
+    from .litagent import FunctionalLitAgent, LitAgent, is_v0_1_rollout_api, llm_rollout, prompt_rollout, rollout
+    from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
+    from .logging import configure_logger
+    from .logging import setup as setup_logging
+    from .runner import LitAgentRunner, Runner, StoreUnreachableError
+    from .store import (
+        AttemptNotFoundError,
+        InMemoryLightningStore,
+        InvalidArgumentError,
+        LightningStore,
+        LightningStoreCapabilities,
+        LightningStoreClient,
+        LightningStoreServer,
+        LightningStoreStatistics,
+        LightningStoreThreaded,
+        NoAttemptsError,
+        RolloutNotFoundError,
+        SpansEvictedError,
+        StoreError,
+        store_from_url,
+    )
+    from .tracer import (
+        DummyTracer,
+        Tracer,
+        TraceTarget,
+        clear_active_tracer,
+        get_active_tracer,
+        set_active_tracer,
+    )
     from .tracer.agentops import AgentOpsTracer
     from .tracer.otel import OtelTracer
     from .tracer.processor import LightningSpanProcessor
+    from .trainer import Trainer, build_component
+    from .types import (
+        LLM,
+        Attempt,
+        AttemptedRollout,
+        AttemptStatus,
+        Attributes,
+        AttributeValue,
+        Dataset,
+        EnqueueRolloutRequest,
+        Event,
+        FilterField,
+        FilterOptions,
+        GenericResponse,
+        Hook,
+        Link,
+        NamedResources,
+        OtelResource,
+        PaginatedResult,
+        ParallelWorkerBase,
+        PromptTemplate,
+        ProxyLLM,
+        Resource,
+        ResourcesUpdate,
+        ResourceUnion,
+        Rollout,
+        RolloutConfig,
+        RolloutLegacy,
+        RolloutMode,
+        RolloutRawResult,
+        RolloutRawResultLegacy,
+        RolloutStatus,
+        SortOptions,
+        Span,
+        SpanAttributeNames,
+        SpanContext,
+        SpanCoreFields,
+        SpanLike,
+        SpanNames,
+        SpanRecordingContext,
+        StatusCode,
+        Task,
+        TaskIfAny,
+        TaskInput,
+        TraceState,
+        TraceStatus,
+        Triplet,
+        Worker,
+        WorkerStatus,
+    )
 
 __version__ = "0.3.0"
 
@@ -273,26 +284,67 @@ __all__ = [
     "uninstrument_all",
 ]
 
-_LAZY_TYPES = {"SpanLike", "RolloutRawResult", "RolloutRawResultLegacy"}
-_LAZY_TRACERS = {"OtelTracer", "AgentOpsTracer", "LightningSpanProcessor"}
+# Where each public name lives (module: names, space-separated).
+_EXPORTS: dict[str, str] = {
+    ".adapter": (
+        "Adapter LlmProxyTraceToTriplet OpenAIMessages OtelTraceAdapter RewardMatchPolicy TraceAdapter "
+        "TracerTraceToTriplet TraceToMessages TraceToTripletBase TraceTree TrajectoryDiagnosis Transition"
+    ),
+    ".algorithm": "APO GRPO VERL Algorithm Baseline FastAlgorithm FunctionalAlgorithm algo",
+    ".emitter": (
+        "OperationContext emit_annotation emit_exception emit_message emit_object emit_reward "
+        "find_final_reward find_reward_spans get_message_value get_object_value get_reward_value "
+        "get_rewards_from_span is_reward_span operation reward"
+    ),
+    ".env_var": (
+        "LightningEnvVar resolve_bool_env_var resolve_int_env_var resolve_managed_store_flag resolve_str_env_var"
+    ),
+    ".execution": (
+        "ClientServerExecutionStrategy ExecutionEvent ExecutionStrategy MultiprocessingEvent "
+        "SharedMemoryExecutionStrategy ThreadingEvent"
+    ),
+    ".instrumentation": "instrument_all uninstrument_all",
+    ".litagent": "FunctionalLitAgent LitAgent is_v0_1_rollout_api llm_rollout prompt_rollout rollout",
+    ".llm_proxy": "LLMProxy ModelConfig get_active_llm_proxy set_active_llm_proxy",
+    ".logging": "configure_logger",
+    ".runner": "LitAgentRunner Runner StoreUnreachableError",
+    ".store": (
+        "AttemptNotFoundError InMemoryLightningStore InvalidArgumentError LightningStore "
+        "LightningStoreCapabilities LightningStoreStatistics LightningStoreThreaded NoAttemptsError "
+        "RolloutNotFoundError SpansEvictedError StoreError store_from_url LightningStoreClient "
+        "LightningStoreServer"
+    ),
+    ".tracer": (
+        "DummyTracer Tracer TraceTarget clear_active_tracer get_active_tracer set_active_tracer OtelTracer "
+        "AgentOpsTracer LightningSpanProcessor"
+    ),
+    ".trainer": "Trainer build_component",
+    ".types": (
+        "LLM Attempt AttemptedRollout AttemptStatus Attributes AttributeValue Dataset EnqueueRolloutRequest "
+        "Event FilterField FilterOptions GenericResponse Hook Link NamedResources OtelResource "
+        "PaginatedResult ParallelWorkerBase PromptTemplate ProxyLLM Resource ResourcesUpdate ResourceUnion "
+        "Rollout RolloutConfig RolloutLegacy RolloutMode RolloutStatus SortOptions Span SpanAttributeNames "
+        "SpanContext SpanCoreFields SpanNames SpanRecordingContext StatusCode Task TaskIfAny TaskInput "
+        "TraceState TraceStatus Triplet Worker WorkerStatus SpanLike RolloutRawResult RolloutRawResultLegacy"
+    ),
+    ".execution.ray": "RayExecutionStrategy",
+}
+_RENAMED = {"setup_logging": (".logging", "setup")}
+_WHERE = {name: (module, name) for module, names in _EXPORTS.items() for name in names.split()} | _RENAMED
 
 
 def __getattr__(name: str) -> Any:
-    # Names that need the OpenTelemetry SDK are resolved on first use to keep this import fast.
-    if name in _LAZY_TYPES:
-        from . import types
-
-        return getattr(types, name)
-    if name in _LAZY_TRACERS:
-        from . import tracer
-
-        return getattr(tracer, name)
-    if name == "RayExecutionStrategy":
-        from .execution.ray import RayExecutionStrategy
-
-        return RayExecutionStrategy
-    if name in ("LightningStoreClient", "LightningStoreServer"):
-        from . import store
-
-        return getattr(store, name)
+    """Import a public name's module on first use (and a subpackage on attribute access: `agl.store`)."""
+    where = _WHERE.get(name)
+    if where is not None:
+        module, attribute = where
+        value = getattr(importlib.import_module(module, __name__), attribute)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

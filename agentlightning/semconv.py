@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "AGL_ANNOTATION",
@@ -116,6 +116,8 @@ class LightningSpanAttributes(str, Enum):
 class RewardPydanticModel(BaseModel):
     """One reward dimension: a name and a numeric value."""
 
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     value: float
 
@@ -126,6 +128,8 @@ class LinkPydanticModel(BaseModel):
     For example `LinkPydanticModel(key_match="gen_ai.response.id", value_match="chatcmpl-1")` ties a reward to one
     LLM response.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     key_match: str
     value_match: str

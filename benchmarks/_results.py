@@ -64,8 +64,9 @@ class Figure:
 
     @property
     def ratio(self) -> Optional[float]:
-        """How many times better than the peer (>1: better), or None without a peer."""
-        if self.peer is None or self.peer.value == 0 or self.value == 0:
+        """How many times better than the peer (>1: better); None without a peer or where a ratio means nothing (a
+        value at or below zero, such as a negative accuracy gain: the table then shows both values, not a ratio)."""
+        if self.peer is None or self.peer.value <= 0 or self.value <= 0:
             return None
         return self.value / self.peer.value if self.higher_is_better else self.peer.value / self.value
 

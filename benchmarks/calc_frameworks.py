@@ -7,7 +7,8 @@
 Each framework runs `examples/calc_agent/train.py --framework F --fresh --seed S --minutes M` (the command behind
 `bash scripts/train.sh calc`) into `runs/bench-calc-F`, and its figures are read from its summary.json. Prints one
 row per run with the commit and the 1-minute load average before and after it (the machine is shared: a row under
-load is preliminary).
+load is preliminary). `--json PATH` writes per framework the strict held-out gain (target +0.30 in 15 minutes), the
+LLM calls per rollout after training (target >= 2) and the drift rate (target 0) through benchmarks/_results.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import Figure, add_json_argument, write_results  # noqa: E402
+
 FRAMEWORKS = ["langgraph", "openai", "agents-sdk", "autogen"]
 
 
@@ -56,6 +61,48 @@ def row(run_dir: Path, load_before: Optional[float], commit: str) -> dict[str, A
     }
 
 
+def framework_figures(rows: list[dict[str, Any]]) -> list[Figure]:
+    """Per framework: strict held-out gain, LLM calls per rollout after training, drift rate, against the targets."""
+    found = []
+    for r in rows:
+        name, before, after = r["framework"], r["before"], r["after"]
+        gain = round(after["strict"] - before["strict"], 3)
+        detail = {"steps": r["steps"], "trained_steps": r["trained_steps"], "seconds_per_step": r["seconds"],
+                  "valid_tool_call": [before["valid_tool_call"], after["valid_tool_call"]],
+                  "tokens_ratio": r["tokens_ratio"]}  # fmt: skip
+        found += [
+            Figure(
+                key=f"calc.{name}.strict_gain",
+                label=f"calculator agent, {name}: strict held-out gain ({before['strict']:.2f} -> {after['strict']:.2f})",
+                value=gain,
+                unit="strict accuracy",
+                target=">= +0.30 in 15 minutes",
+                met=gain >= 0.30,
+                detail=detail,
+            ),
+            Figure(
+                key=f"calc.{name}.calls_per_rollout",
+                label=f"calculator agent, {name}: LLM calls per rollout after training",
+                value=after["calls_per_rollout"],
+                unit="calls",
+                target=">= 2",
+                met=after["calls_per_rollout"] >= 2,
+                detail={"before": before["calls_per_rollout"]},
+            ),
+            Figure(
+                key=f"calc.{name}.drift_rate",
+                label=f"calculator agent, {name}: token drift rate through the proxy",
+                value=r["drift"],
+                unit="",
+                target="0",
+                met=r["drift"] == 0,
+                higher_is_better=False,
+                detail={"continuations": r["continuations"]},
+            ),
+        ]
+    return found
+
+
 def _pair(values: tuple[Optional[float], Optional[float]]) -> str:
     return " -> ".join("n/a" if v is None else f"{v:.2f}" for v in values)
 
@@ -67,6 +114,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--from-runs", nargs="*", default=None, help="print these run directories instead")
     parser.add_argument("extra", nargs="*", help="further train.py options, after --")
+    add_json_argument(parser)
     args = parser.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     rows = []
@@ -95,6 +143,7 @@ def main() -> None:
             f"| {load} |"
         )
     print(f"load average now: {os.getloadavg()}")
+    write_results(args.json, framework_figures(rows))
 
 
 if __name__ == "__main__":

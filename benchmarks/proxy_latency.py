@@ -5,7 +5,9 @@ process sends the same requests directly to the upstream and through the proxy, 
 p50/p99 latencies.
 
 Usage:
-    python benchmarks/proxy_latency.py [--requests 2000] [--warmup 200]
+    python benchmarks/proxy_latency.py [--requests 2000] [--warmup 200] [--json out.json]
+
+`--json PATH` writes the p50 each mode adds (target: <= 2 ms) through benchmarks/_results.py.
 """
 
 import argparse
@@ -20,6 +22,9 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _results import Figure, add_json_argument, write_results
 
 RESPONSE = {
     "id": "chatcmpl-bench",
@@ -138,6 +143,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--serve-proxy", nargs=2, type=int, help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.serve_upstream:
         serve_upstream(args.serve_upstream)
@@ -164,6 +170,7 @@ def main() -> None:
             f"http://127.0.0.1:{proxy_port}/rollout/{ids['rollout_id']}/attempt/{ids['attempt_id']}/v1/chat/completions"
         )
         print(f"{'mode':<11}{'path':<8}{'p50 ms':>9}{'p99 ms':>9}{'mean ms':>9}")
+        figures: list[Figure] = []
         with httpx.Client(timeout=30) as client:
             for stream in (False, True):
                 label = "streaming" if stream else "plain"
@@ -181,6 +188,23 @@ def main() -> None:
                 added50 = (percentile(rows["proxy"], 0.5) - percentile(rows["direct"], 0.5)) * 1e3
                 added99 = (percentile(rows["proxy"], 0.99) - percentile(rows["direct"], 0.99)) * 1e3
                 print(f"{label:<11}{'added':<8}{added50:>9.2f}{added99:>9.2f}")
+                figures.append(
+                    Figure(
+                        key=f"proxy.{label}.added_p50_ms",
+                        label=f"LLM proxy: latency added per call, {label}, p50",
+                        value=round(added50, 2),
+                        unit="ms",
+                        target="<= 2 ms",
+                        met=added50 <= 2,
+                        higher_is_better=False,
+                        detail={
+                            "requests": args.requests,
+                            "added_p99_ms": round(added99, 2),
+                            "direct_p50_ms": round(percentile(rows["direct"], 0.5) * 1e3, 2),
+                        },
+                    )
+                )
+        write_results(args.json, figures)
     finally:
         proxy.terminate()
         upstream.terminate()

@@ -21,6 +21,9 @@ counters and the stored totals are judged on every run.
     .venv/bin/python benchmarks/soak.py --backend sqlite --rollouts 100000
     .venv/bin/python benchmarks/soak.py --backend postgres --rollouts 100000
     .venv/bin/python benchmarks/soak.py --backend all --rollouts 2000 --interval 0.5      (the short version, CI)
+
+`--json PATH` writes each backend's server RSS growth per rollout with its verdict (benchmarks/_results.py);
+`--print-json` prints each backend's whole result as one JSON line.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import _servers as servers  # benchmarks/_servers.py (the script's folder is on sys.path)
+from _results import Figure, add_json_argument, write_results
 
 POSTGRES_DSN = os.environ.get("AGL_SOAK_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -337,7 +341,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--max-rss-growth-mb", type=float, default=16.0)
     parser.add_argument("--memory-record-kb", type=float, default=8.0, help="memory backend: RSS bound per rollout")
     parser.add_argument("--memory-limit", type=int, default=64 * 1024 * 1024, help="memory backend: span eviction")
-    parser.add_argument("--json", action="store_true", help="print one JSON line per backend")
+    parser.add_argument("--print-json", action="store_true", help="print one JSON line per backend")
+    add_json_argument(parser)
     parser.add_argument(
         "--trace-memory",
         default=None,
@@ -359,10 +364,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     one, five, fifteen = os.getloadavg()
     print(f"load average before: {one:.2f} {five:.2f} {fifteen:.2f}", flush=True)
     ok = True
+    figures: list[Figure] = []
     for backend in backends:
         result = run(backend, args)
         ok = ok and result["flat"]
-        if args.json:
+        figures.append(soak_figure(result, args.memory_record_kb, args.max_rss_growth_mb))
+        if args.print_json:
             print(json.dumps(result), flush=True)
             continue
         print(
@@ -376,7 +383,30 @@ def main(argv: Optional[list[str]] = None) -> int:
             flush=True,
         )
         print(f"{backend}: {'FLAT' if result['flat'] else 'NOT FLAT: ' + '; '.join(result['problems'])}", flush=True)
+    write_results(args.json, figures)
     return 0 if ok else 1
+
+
+def soak_figure(result: dict[str, Any], memory_record_kb: float, max_growth_mb: float) -> Figure:
+    """The server's RSS growth per rollout after warm-up; met when everything is flat (None: too short to judge)."""
+    backend = result["backend"]
+    if backend == "memory":
+        target = f"<= {memory_record_kb:g} KB per rollout (records kept by design), descriptors flat"
+    else:
+        target = f"flat: RSS < {max_growth_mb:g} MB growth after warm-up, descriptors flat, nothing lost"
+    judged = result["rss_judged"]
+    return Figure(
+        key=f"soak.{backend}.server_rss_bytes_per_rollout",
+        label=f"soak, {backend}: {result['rollouts']:,} rollouts through an HTTP store, server RSS after warm-up"
+        + ("" if judged else " (too short to judge RSS)"),
+        value=result["server_rss_bytes_per_rollout_after_warmup"],
+        unit="bytes/rollout",
+        target=target,
+        met=result["flat"] if judged or not result["flat"] else None,
+        higher_is_better=False,
+        detail={key: result[key] for key in ("rollouts_per_s", "server_rss_mb", "server_fds", "problems")}
+        | {"client_rss_bytes_per_rollout": result["client_rss_bytes_per_rollout_after_warmup"]},
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ Multi-process: for each count in --processes, that many processes (fresh databas
 --duration seconds:
     spans   add_many_spans in batches of 100 on rollouts of their own (aggregate spans/s)
     pairs   enqueue_rollout then dequeue_rollout on the shared queue (aggregate pairs/s)
+
+`--json PATH` writes the summary's figures (benchmarks/_results.py): span inserts/s with `add_many_spans` against the
+target of 5,000/s, the multi-process span rates, and whether they grow from the fewest to the most processes.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from store_inprocess import make_span, run
+from _results import Figure, add_json_argument, write_results
+from store_inprocess import Result, make_span, run
 
 from agentlightning.store import LightningStore, store_from_url
 
@@ -47,6 +52,8 @@ class FreshDatabases:
             query = dict(parse_qsl(self.parts.query))
             self.schema_prefix = query.pop("schema", "bench") + "_" + uuid.uuid4().hex[:8]
             self.query = query
+        else:
+            os.makedirs(os.path.dirname(self.parts.path[1:]) or ".", exist_ok=True)
         self.created: list[str] = []
 
     def new_url(self) -> str:
@@ -145,12 +152,16 @@ def main() -> None:
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--name", help=argparse.SUPPRESS)
+    add_json_argument(parser)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(asyncio.run(worker(args.url, args.worker, args.start_at, args.duration, args.name))))
         return
 
     print(f"store: {args.store}  python: {sys.version.split()[0]}  cpus: {os.cpu_count()}")
+    results: list[Result] = []
+    rates: dict[str, list[float]] = {}
+    counts = [int(value) for value in args.processes.split(",") if value]
     with fresh_databases(args.store) as databases:
         if not args.skip_inprocess:
             results = asyncio.run(run(args.store, args.scale, open_store=databases.open))
@@ -160,13 +171,58 @@ def main() -> None:
                     f"{r.workload:<16}{r.operations:>9}{r.ops_per_second:>11,.0f}{r.items_per_second:>11,.0f}"
                     f"{r.p50_us:>9.1f}{r.p99_us:>9.1f}"
                 )
-        counts = [int(value) for value in args.processes.split(",") if value]
         if counts:
             print(f"\nmulti-process ({args.duration:g} s per run): aggregate items/s")
             print(f"{'workload':<10}" + "".join(f"{f'{n} proc':>12}" for n in counts))
             for workload in ("spans", "pairs"):
-                rates = [run_processes(databases.new_url(), workload, n, args.duration) for n in counts]
-                print(f"{workload:<10}" + "".join(f"{rate:>12,.0f}" for rate in rates))
+                rates[workload] = [run_processes(databases.new_url(), workload, n, args.duration) for n in counts]
+                print(f"{workload:<10}" + "".join(f"{rate:>12,.0f}" for rate in rates[workload]))
+    kind = "sqlite" if args.store.startswith("sqlite") else "postgres"
+    write_results(args.json, figures(kind, results, counts, rates), extra={"scale": args.scale})
+
+
+def figures(kind: str, results: list[Result], counts: list[int], rates: dict[str, list[float]]) -> list[Figure]:
+    """Span inserts/s with batching (target: 5,000/s), the multi-process span rates and their growth."""
+    name = "SQLite" if kind == "sqlite" else "PostgreSQL"
+    found: list[Figure] = []
+    batched = next((r for r in results if r.workload == "add_many_spans"), None)
+    if batched is not None:
+        found.append(
+            Figure(
+                key=f"store.{kind}.add_many_spans_per_s",
+                label=f"{name}: span inserts with `add_many_spans` (one process)",
+                value=round(batched.items_per_second),
+                unit="spans/s",
+                target=">= 5,000 spans/s",
+                met=batched.items_per_second >= 5_000,
+                detail={"workloads": {r.workload: asdict(r) for r in results}},
+            )
+        )
+    spans = rates.get("spans", [])
+    for count, rate in zip(counts, spans, strict=True):
+        found.append(
+            Figure(
+                key=f"store.{kind}.processes_{count}.spans_per_s",
+                label=f"{name}: span inserts, {count} writer process{'es' if count > 1 else ''}",
+                value=round(rate),
+                unit="spans/s",
+                detail={"pairs_per_s": round(rates["pairs"][counts.index(count)])} if "pairs" in rates else {},
+            )
+        )
+    if len(spans) > 1 and spans[0] > 0:
+        growth = spans[-1] / spans[0]
+        found.append(
+            Figure(
+                key=f"store.{kind}.processes_growth",
+                label=f"{name}: span throughput, {counts[-1]} writer processes over {counts[0]}",
+                value=round(growth, 2),
+                unit="x",
+                target="> 1 (grows with writer processes)" if kind == "postgres" else None,
+                met=growth > 1 if kind == "postgres" else None,
+                detail={"processes": counts, "spans_per_s": [round(rate) for rate in spans]},
+            )
+        )
+    return found
 
 
 if __name__ == "__main__":

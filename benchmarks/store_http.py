@@ -19,6 +19,10 @@ coalescing transport (`store/http/server/coalescing.py`): the libraries those tw
 
 `--client-per-task` runs the short-lived-client workloads of `benchmarks/store_http_per_task.py` instead (a fresh
 client and `asyncio.run` per task; see that module).
+
+`--json PATH` writes the figures (benchmarks/_results.py), keyed by the configuration: `store.http.<backend>.<spans>`
+(plus `.aiohttp`, `.plain`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
+`store.http.first_request_ms`.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ import time
 from typing import Any, Optional
 
 import _servers as servers  # benchmarks/_servers.py (the script's folder is on sys.path)
+from _results import Figure, add_json_argument, write_results
+
+# Rollouts/s targets of the 16-client workload, by (backend, spans).
+ROLLOUT_TARGETS = {("memory", "single"): 250, ("postgres", "single"): 200, ("postgres", "batch"): 200}
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -174,6 +182,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="fresh processes for --first-request")
     parser.add_argument("--client", choices=["lite", "aiohttp"], default="lite", help="the clients' HTTP library")
     parser.add_argument("--protocol", choices=["coalescing", "plain"], default="coalescing", help="the server's")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.client == "aiohttp":
         os.environ["_AGL_HTTP_CLIENT"] = "aiohttp"  # inherited by the client processes
@@ -224,7 +233,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
         f"server_workers={args.server_workers} client={args.client} protocol={args.protocol}"
     )
-    print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.0f} rollouts/s")
+    print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.1f} rollouts/s")
     print(
         f"requests: {len(client_ms)} ({requests_per_rollout} per rollout) = {len(client_ms) / elapsed:.0f} requests/s"
     )
@@ -241,7 +250,123 @@ def main(argv: Optional[list[str]] = None) -> int:
     total = sum(seconds for _, seconds in shown)
     print(f"CPU ms per rollout: {per_rollout}  total {1000 * total / max(rollouts, 1):.2f}")
     print(f"load average after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    measured = {
+        "rollouts_per_s": rollouts / elapsed,
+        "requests_per_s": len(client_ms) / elapsed,
+        "client_p50_ms": _percentile(client_ms, 0.5),
+        "client_p99_ms": _percentile(client_ms, 0.99),
+        "server_p50_ms": _percentile(server_ms, 0.5),
+        "server_p99_ms": _percentile(server_ms, 0.99),
+        "cpu_ms_per_rollout": {name: 1000 * seconds / max(rollouts, 1) for name, seconds in shown},
+        "cpu_ms_per_rollout_total": 1000 * total / max(rollouts, 1),
+    }
+    write_results(args.json, rollout_figures(args, measured), extra={"figures": measured})
     return 0
+
+
+def _backend_kind(url: str) -> str:
+    return "postgres" if url.startswith("postgres") else url.split(":", 1)[0]
+
+
+def _variant(args: argparse.Namespace) -> str:
+    """The key suffix of the alternatives (the project's own client and protocol have none)."""
+    parts = ["aiohttp"] if args.client == "aiohttp" else []
+    parts += ["plain"] if args.protocol == "plain" else []
+    parts += [f"workers{args.server_workers}"] if args.server_workers > 1 else []
+    return "".join(f".{part}" for part in parts)
+
+
+def rollout_figures(args: argparse.Namespace, measured: dict[str, Any]) -> list[Figure]:
+    """Rollouts/s (against its target where it has one), client p99, server p50 and CPU per rollout."""
+    backend = "url" if args.url else _backend_kind(args.backend)
+    prefix = f"store.http.{backend}.{args.spans}{_variant(args)}"
+    what = f"HTTP store, {args.clients} clients, {backend} backend, {args.spans} spans" + (
+        f" ({_variant(args)[1:].replace('.', ', ')})" if _variant(args) else ""
+    )
+    target = ROLLOUT_TARGETS.get((backend, args.spans)) if not _variant(args) else None
+    rate = measured["rollouts_per_s"]
+    server_p50 = measured["server_p50_ms"]
+    server_target = backend == "memory" and not _variant(args)
+    return [
+        Figure(
+            key=f"{prefix}.rollouts_per_s",
+            label=what,
+            value=round(rate, 1),
+            unit="rollouts/s",
+            target=f">= {target} rollouts/s" if target else None,
+            met=rate >= target if target else None,
+            detail={"seconds": args.seconds, "requests_per_s": round(measured["requests_per_s"])},
+        ),
+        Figure(
+            key=f"{prefix}.client_p99_ms",
+            label=f"{what}: client p99 per request",
+            value=round(measured["client_p99_ms"], 2),
+            unit="ms",
+            higher_is_better=False,
+            detail={"client_p50_ms": round(measured["client_p50_ms"], 2)},
+        ),
+        Figure(
+            key=f"{prefix}.server_p50_ms",
+            label=f"{what}: server p50 per request (Server-Timing)",
+            value=round(server_p50, 2),
+            unit="ms",
+            target="< 5 ms" if server_target else None,
+            met=server_p50 < 5 if server_target else None,
+            higher_is_better=False,
+            detail={"server_p99_ms": round(measured["server_p99_ms"], 2)},
+        ),
+        Figure(
+            key=f"{prefix}.cpu_ms_per_rollout",
+            label=f"{what}: CPU per rollout (server, database, clients)",
+            value=round(measured["cpu_ms_per_rollout_total"], 2),
+            unit="ms",
+            higher_is_better=False,
+            detail={name: round(value, 2) for name, value in measured["cpu_ms_per_rollout"].items()},
+        ),
+    ]
+
+
+def per_task_figures(args: argparse.Namespace, result: dict[str, Any]) -> list[Figure]:
+    """A fresh client per task (rate and request p99) or a fresh process's first request."""
+    variant = _variant(args)
+    alternative = f" ({variant[1:].replace('.', ', ')})" if variant else ""
+    if args.first_request:
+        first = result["first_ms"]
+        return [
+            Figure(
+                key=f"store.http.first_request_ms{variant}",
+                label=f"first request of a fresh process after `import agentlightning`{alternative}, median",
+                value=round(first, 1),
+                unit="ms",
+                target="< 50 ms" if not variant else None,
+                met=first < 50 if not variant else None,
+                higher_is_better=False,
+                detail={k: result[k] for k in ("runs", "import_ms", "first_max_ms", "second_ms")},
+            )
+        ]
+    full = args.task == "full" and not variant
+    what = f"short-lived clients ({args.processes} processes, a client per task), task {args.task}{alternative}"
+    return [
+        Figure(
+            key=f"store.http.per_task.{args.task}{variant}.tasks_per_s",
+            label=what,
+            value=round(result["tasks_per_s"], 1),
+            unit="tasks/s",
+            target=">= 120 tasks/s" if full else None,
+            met=result["tasks_per_s"] >= 120 if full else None,
+            detail={"tasks": result["tasks"], "seconds": args.seconds, "task_p50_ms": result["task_p50_ms"]},
+        ),
+        Figure(
+            key=f"store.http.per_task.{args.task}{variant}.request_p99_ms",
+            label=f"{what}: p99 per request",
+            value=round(result["p99_ms"], 1),
+            unit="ms",
+            target="< 300 ms" if full else None,
+            met=result["p99_ms"] < 300 if full else None,
+            higher_is_better=False,
+            detail={"p50_ms": result["p50_ms"], "max_ms": result["max_ms"], "over_1s": result["over_1s"]},
+        ),
+    ]
 
 
 def _proc_stat(pid: int) -> tuple[str, int, float]:
@@ -297,7 +422,7 @@ def _per_task(args: argparse.Namespace, url: str) -> int:
             f"client per task: task={args.task} processes={args.processes} seconds={args.seconds} "
             f"backend={args.backend}"
         )
-        print(f"tasks: {result['tasks']} in {result['elapsed']:.1f} s = {result['tasks_per_s']:.0f} tasks/s")
+        print(f"tasks: {result['tasks']} in {result['elapsed']:.1f} s = {result['tasks_per_s']:.1f} tasks/s")
         print(
             f"requests: {result['requests']}; latency ms p50 {result['p50_ms']:.1f}  p99 {result['p99_ms']:.1f}  "
             f"max {result['max_ms']:.0f}; over 1 s: {result['over_1s']}"
@@ -308,6 +433,7 @@ def _per_task(args: argparse.Namespace, url: str) -> int:
         )
         print(f"server port sockets afterwards: {result['sockets_after']}")
     print(f"load average after: {per_task.load_average()}")
+    write_results(args.json, per_task_figures(args, result))
     return 0
 
 

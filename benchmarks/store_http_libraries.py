@@ -15,7 +15,8 @@ another, `benchmarks/store_http.py` with:
 - a fresh process's first request (`--first-request`): ours and `--client aiohttp`.
 
 Prints each run's figures, then the median over rounds of each configuration and its ratio to ours, with the commit
-and the 1-minute load average before and after the whole comparison.
+and the 1-minute load average before and after the whole comparison. `--json PATH` writes the comparisons of the
+summary (ours with the library as the peer; target: ours better) through benchmarks/_results.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import Figure, Peer, add_json_argument, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = str(Path(__file__).resolve().parent / "store_http.py")
@@ -46,13 +51,13 @@ CONFIGURATIONS: list[tuple[str, str, list[str]]] = [
 # What each workload's figures are, read from store_http.py's output: (name, regex, higher is better).
 FIGURES: dict[str, list[tuple[str, str, bool]]] = {
     "16 clients": [
-        ("rollouts/s", r"= (\d+) rollouts/s", True),
+        ("rollouts/s", r"= ([\d.]+) rollouts/s", True),
         ("client p50 ms", r"client latency ms: p50 ([\d.]+)", False),
         ("client p99 ms", r"client latency ms: p50 [\d.]+\s+p99 ([\d.]+)", False),
         ("CPU ms/rollout", r"CPU ms per rollout: .*total ([\d.]+)", False),
     ],
     "client per task": [
-        ("tasks/s", r"= (\d+) tasks/s", True),
+        ("tasks/s", r"= ([\d.]+) tasks/s", True),
         ("request p99 ms", r"latency ms p50 [\d.]+\s+p99 ([\d.]+)", False),
         ("task p50 ms", r"whole task .* ms: p50 ([\d.]+)", False),
     ],
@@ -61,6 +66,44 @@ FIGURES: dict[str, list[tuple[str, str, bool]]] = {
         ("import ms", r"import agentlightning (\d+) ms", False),
     ],
 }
+
+
+# The summary's comparisons: (key, label, workload, figure, the alternative's configuration, unit).
+COMPARISONS: list[tuple[str, str, str, str, str, str]] = [
+    ("client.rollouts_per_s", "the store's HTTP client against aiohttp, 16 clients", "16 clients", "rollouts/s",
+     "aiohttp client", "rollouts/s"),
+    ("client.cpu_ms_per_rollout", "the store's HTTP client against aiohttp: CPU per rollout", "16 clients",
+     "CPU ms/rollout", "aiohttp client", "ms"),
+    ("per_task.tasks_per_s", "the store's HTTP client against aiohttp, a client per task", "client per task",
+     "tasks/s", "aiohttp client", "tasks/s"),
+    ("first_request_ms", "the store's HTTP client against aiohttp: a fresh process's first request",
+     "first request", "first request ms", "aiohttp client", "ms"),
+    ("protocol.rollouts_per_s", "coalescing transport against uvicorn's plain protocol, 16 clients", "16 clients",
+     "rollouts/s", "uvicorn's plain protocol", "rollouts/s"),
+    ("protocol.client_p99_ms", "coalescing transport against uvicorn's plain protocol: client p99", "16 clients",
+     "client p99 ms", "uvicorn's plain protocol", "ms"),
+]  # fmt: skip
+
+
+def comparison_figures(medians: dict[tuple[str, str, str], float], rounds: int) -> list[Figure]:
+    """Ours against the library it replaces, from the medians by (workload, configuration, figure)."""
+    found = []
+    for key, label, workload, name, alternative, unit in COMPARISONS:
+        ours_config = next(config for load, config, _ in CONFIGURATIONS if load == workload)
+        higher = next(better for figure, _, better in FIGURES[workload] if figure == name)
+        figure = Figure(
+            key=f"store.http.libraries.{key}",
+            label=label,
+            value=medians[(workload, ours_config, name)],
+            unit=unit,
+            target="ours better than the library",
+            higher_is_better=higher,
+            peer=Peer(alternative, medians[(workload, alternative, name)]),
+            detail={"rounds": rounds, "statistic": "median over rounds"},
+        )
+        figure.met = figure.ratio is not None and figure.ratio > 1
+        found.append(figure)
+    return found
 
 
 def run_once(options: list[str], seconds: float) -> str:
@@ -87,6 +130,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=20.0, help="length of each timed run")
+    add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.seconds <= 0:
         parser.error("--rounds must be >= 1 and --seconds > 0")
@@ -104,14 +148,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"commit {commit.stdout.strip()}; {args.rounds} rounds; load average {load_before:.2f} -> {load_after:.2f}")
     print("| workload | configuration | figure | median | ours / it |")
     print("|---|---|---|---:|---:|")
+    medians: dict[tuple[str, str, str], float] = {}
     for workload, configuration, _ in CONFIGURATIONS:
         ours = next(name for load, name, _ in CONFIGURATIONS if load == workload)
         for name, _, higher_is_better in FIGURES[workload]:
             median = statistics.median(run[name] for run in results[(workload, configuration)])
+            medians[(workload, configuration, name)] = median
             base = statistics.median(run[name] for run in results[(workload, ours)])
             # "ours / it" > 1 means ours is better, whichever way the figure points.
             ratio = (base / median if higher_is_better else median / base) if median and base else float("nan")
             print(f"| {workload} | {configuration} | {name} | {median:g} | {ratio:.2f} |")
+    write_results(args.json, comparison_figures(medians, args.rounds))
     return 0
 
 

@@ -3,6 +3,9 @@
 Usage:
     python benchmarks/store_inprocess.py [--store memory://] [--scale 1.0] [--json out.json]
 
+`--json` writes the figures behind the summary (memory backend: add_span/s, add_many_spans spans/s, pairs/s against
+their targets) with every workload's row in `detail`, through benchmarks/_results.py.
+
 Workloads (each on a fresh store):
     enqueue            enqueue_rollout, one call per rollout
     enqueue+dequeue    enqueue_rollout followed by dequeue_rollout (the target counts pairs)
@@ -17,14 +20,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from _results import Figure, add_json_argument, write_results
 
 from agentlightning.store import LightningStore, store_from_url
 from agentlightning.types import EnqueueRolloutRequest, Span
@@ -140,11 +145,39 @@ async def run(url: str, scale: float, open_store: Callable[[str], LightningStore
     return results
 
 
+# Targets of the in-process memory store: (workload, figure key suffix, label, unit, threshold).
+MEMORY_TARGETS = [
+    ("add_span", "add_span_per_s", "memory store: `add_span`", "spans/s", 25_000),
+    ("add_many_spans", "add_many_spans_per_s", "memory store: spans through `add_many_spans`", "spans/s", 50_000),
+    ("enqueue+dequeue", "enqueue_dequeue_pairs_per_s", "memory store: enqueue + dequeue pairs", "pairs/s", 10_000),
+]
+
+
+def figures(url: str, results: list[Result]) -> list[Figure]:
+    """The summary figures of a run: items/s of the target workloads, each with every workload's row as detail."""
+    scheme = url.split(":", 1)[0]
+    by_name = {r.workload: r for r in results}
+    chosen = MEMORY_TARGETS if scheme == "memory" else []
+    rows = {r.workload: asdict(r) for r in results}
+    return [
+        Figure(
+            key=f"store.{scheme}.{suffix}",
+            label=label,
+            value=round(by_name[workload].items_per_second),
+            unit=unit,
+            target=f">= {threshold:,} {unit}",
+            met=by_name[workload].items_per_second >= threshold,
+            detail={"p50_us": by_name[workload].p50_us, "p99_us": by_name[workload].p99_us, "workloads": rows},
+        )
+        for workload, suffix, label, unit, threshold in chosen
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", default="memory://", help="store URL")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the operation counts")
-    parser.add_argument("--json", help="also write the results to this JSON file")
+    add_json_argument(parser)
     args = parser.parse_args()
     results = asyncio.run(run(args.store, args.scale))
     print(f"store: {args.store}  python: {sys.version.split()[0]}  cpus: {os.cpu_count()}")
@@ -154,9 +187,7 @@ def main() -> None:
             f"{r.workload:<16}{r.operations:>9}{r.ops_per_second:>11,.0f}{r.items_per_second:>11,.0f}"
             f"{r.p50_us:>9.1f}{r.p99_us:>9.1f}"
         )
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump([asdict(r) for r in results], handle, indent=2)
+    write_results(args.json, figures(args.store, results), extra={"scale": args.scale})
 
 
 if __name__ == "__main__":

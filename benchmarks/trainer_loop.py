@@ -19,7 +19,9 @@ runners' CPU per rollout look as if it grew with their number. `--warmup 0` meas
 reward of 1.0, which the runner stores as a reward span.
 
 CPU per rollout is user + system time over the same window: the main process (algorithm, and in cs mode the store
-server) and the runner processes (cs), from psutil.
+server) and the runner processes (cs), from psutil. `--json PATH` writes the figures (rollouts/s per mode and
+runner count against the targets with 4 runners; with `--progress-pairs`, the poller's CPU share) through
+benchmarks/_results.py.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ import time
 from typing import Any, Optional
 
 import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _results import Figure, add_json_argument, write_results
 
 import agentlightning as agl
 from agentlightning.algorithm.base import Algorithm
@@ -222,8 +228,11 @@ def read_cost(sizes: list[int], reads: int) -> None:
             )
 
 
-def progress_pairs(modes: list[str], runner_counts: list[int], rollouts: int, warmup: int, pairs: int) -> None:
-    """Rates without and with the progress poller, alternating (see the module docstring)."""
+def progress_pairs(
+    modes: list[str], runner_counts: list[int], rollouts: int, warmup: int, pairs: int
+) -> list[dict[str, Any]]:
+    """Rates without and with the progress poller, alternating (see the module docstring); one entry per setting."""
+    found: list[dict[str, Any]] = []
     print(
         "| mode | runners | rollouts | off: rollouts/s | log: rollouts/s | rate difference (median of pairs) "
         "| off: CPU µs/rollout | log: CPU µs/rollout | CPU difference (median of pairs) | load average |"
@@ -253,6 +262,72 @@ def progress_pairs(modes: list[str], runner_counts: list[int], rollouts: int, wa
                 f"| {min(loads):.1f}-{max(loads):.1f} |",
                 flush=True,
             )
+            found.append(
+                {"mode": mode, "runners": runners, "rollouts": count, "pairs": pairs, "rate_change": rate_change,
+                 "cpu_change": cpu_change, "rates": rates, "cpu_us": cpu}
+            )  # fmt: skip
+    return found
+
+
+def loop_figures(results: list[dict[str, Any]]) -> list[Figure]:
+    """Rollouts/s per mode and runner count (targets with 4 runners), the cs growth from 1 to 4 runners."""
+    targets = {("shm", 4): 1500, ("cs", 4): 300}
+    found = []
+    for r in results:
+        target = targets.get((r["mode"], r["runners"]))
+        every = r["succeeded"] == r["rollouts"]
+        kind = ("runner thread" if r["mode"] == "shm" else "runner process") + ("s" if r["runners"] > 1 else "")
+        found.append(
+            Figure(
+                key=f"trainer.{r['mode']}.runners_{r['runners']}.rollouts_per_s",
+                label=f"Trainer.fit, no-op agent, {r['mode']}, {r['runners']} {kind}",
+                value=round(r["rate"]),
+                unit="rollouts/s",
+                target=f">= {target:,} rollouts/s, every rollout succeeding" if target else None,
+                met=(r["rate"] >= target and every) if target else None,
+                detail={
+                    "rollouts": r["rollouts"],
+                    "succeeded": r["succeeded"],
+                    "cpu_us_per_rollout_main": round(r["cpu_main_us"]),
+                    "cpu_us_per_rollout_runners": round(r["cpu_children_us"]),
+                },
+            )
+        )
+    cs = {r["runners"]: r["rate"] for r in results if r["mode"] == "cs"}
+    if 1 in cs and max(cs) > 1:
+        most = max(cs)
+        found.append(
+            Figure(
+                key="trainer.cs.growth",
+                label=f"Trainer.fit, cs: rollouts/s with {most} runner processes over 1",
+                value=round(cs[most] / cs[1], 2),
+                unit="x",
+                target="> 1 (grows from 1 to 4 runners)",
+                met=cs[most] > cs[1],
+            )
+        )
+    return found
+
+
+def progress_figures(results: list[dict[str, Any]]) -> list[Figure]:
+    """CPU per rollout with the progress poller over without it (median of the pairs' differences)."""
+    return [
+        Figure(
+            key=f"trainer.progress.{r['mode']}.cpu_change_pct",
+            label=f"Trainer progress poller: CPU per rollout added to a no-op loop ({r['mode']}, {r['runners']} runners)",
+            value=round(r["cpu_change"] * 100, 1),
+            unit="%",
+            target="< 2 %",
+            met=r["cpu_change"] * 100 < 2,
+            higher_is_better=False,
+            detail={
+                "pairs": r["pairs"],
+                "rollouts": r["rollouts"],
+                "rate_change_pct": round(r["rate_change"] * 100, 1),
+            },
+        )
+        for r in results
+    ]
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -272,6 +347,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument(
         "--progress-read-cost", default="", help="CPU per progress read on stores of these sizes (e.g. 1000,20000)"
     )
+    add_json_argument(parser)
     args = parser.parse_args(argv)
 
     print(f"# trainer_loop: Python {platform.python_version()}, {os.cpu_count()} CPUs, load average {_load():.2f}")
@@ -282,17 +358,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.progress_pairs:
         modes = args.modes.split(",")
         counts = [int(value) for value in args.runners.split(",")]
-        progress_pairs(modes, counts, args.rollouts, args.warmup, args.progress_pairs)
+        found = progress_pairs(modes, counts, args.rollouts, args.warmup, args.progress_pairs)
+        write_results(args.json, progress_figures(found))
         return 0
     print(
         "| mode | runners | rollouts | succeeded | rollouts/s | CPU µs/rollout: main process | runner processes "
         "| total | fit wall time (s) | load average |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    measured: list[dict[str, Any]] = []
     for mode in args.modes.split(","):
         for runners in (int(value) for value in args.runners.split(",")):
             count = args.rollouts or (3000 if mode == "shm" else 1500)
             result = run_fit(mode, runners, count, args.warmup)
+            measured.append({"mode": mode, "runners": runners, "rollouts": count, **result})
             main_us, children_us = result["cpu_main_us"], result["cpu_children_us"]
             print(
                 f"| {mode} | {runners} | {count} | {result['succeeded']} | {result['rate']:,.0f} | "
@@ -300,8 +379,19 @@ def main(argv: Optional[list[str]] = None) -> int:
                 f"{_load():.2f} |",
                 flush=True,
             )
+    found = loop_figures(measured)
     if not args.skip_overhead:
         figures = overhead(args.overhead_rollouts, args.repeats)
+        found.append(
+            Figure(
+                key="trainer.runner_overhead_us",
+                label="one rollout through LitAgentRunner with OtelTracer, beyond the store operations alone",
+                value=round((figures["runner_otel"] - figures["bare"]) * 1e6),
+                unit="µs",
+                higher_is_better=False,
+                detail={name: round(value * 1e6) for name, value in figures.items()},
+            )
+        )
         print()
         print("| one rollout, in-process store, one runner | µs |")
         print("|---|---:|")
@@ -311,6 +401,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(
             f"| overhead added by the runner (OtelTracer) | {(figures['runner_otel'] - figures['bare']) * 1e6:,.0f} |"
         )
+    write_results(args.json, found)
     return 0
 
 

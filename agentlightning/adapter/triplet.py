@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Optional, Union
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from agentlightning.types import Span, Triplet
 
@@ -30,6 +30,8 @@ logger = logging.getLogger(__name__)
 
 class Transition(BaseModel):
     """A token-level step: state (prompt ids), action (response ids), the agent that acted and its reward."""
+
+    model_config = ConfigDict(defer_build=True)
 
     state: list[int]
     action: list[int]

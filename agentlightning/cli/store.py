@@ -60,6 +60,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         from agentlightning.store.client_server import LightningStoreServer
         from agentlightning.store.http.server.handlers import ServerLimits
+        from agentlightning.store.http.server.heap import freeze_startup_heap
         from agentlightning.store.http.server.server import is_loopback
         from agentlightning.store.url import store_from_url
     except ImportError as exc:
@@ -104,6 +105,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         try:
             await _probe(store)
             await server.start()  # returns once it accepts connections; a taken port raises here
+            # This process only serves: full garbage collections may skip what start-up left (see heap.py).
+            freeze_startup_heap()
         except BaseException:  # also a Ctrl-C during the start
             await server.stop()  # nothing to stop if it did not start
             await store.close()

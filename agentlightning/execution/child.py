@@ -32,6 +32,7 @@ __all__ = [
     "EXIT_ORPHANED",
     "EXIT_STORE_UNREACHABLE",
     "ChildStore",
+    "name_process",
     "pickle_for_child",
     "runner_process_main",
 ]
@@ -111,6 +112,19 @@ def _watch_parent(parent_pid: int, stop: ExecutionEvent) -> None:
             os._exit(EXIT_ORPHANED)
 
 
+def name_process(name: str) -> None:
+    """Give this process a name `ps`, `top` and /proc/PID/comm show (Linux; at most 15 characters; best effort)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # 15: PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
 def runner_process_main(
     payload: bytes,
     worker_id: int,
@@ -128,6 +142,7 @@ def runner_process_main(
     """
     from agentlightning.logging import setup
 
+    name_process(f"agl-runner-{worker_id}")
     if not logging.getLogger("agentlightning").handlers:
         setup(log_level, color=False)
     threading.Thread(target=_watch_parent, args=(parent_pid, stop), name="agl-parent-watch", daemon=True).start()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -147,9 +147,10 @@ def _units(rollout: ExportedRollout, unit: Unit) -> list[tuple[StitchedSequence,
     return units
 
 
-def sft_records(rollout: ExportedRollout, unit: Unit = "conversation") -> list[Record]:
-    """One record per conversation (or call): `messages`, and the exact `input_ids` with `assistant_masks` (1 on the
-    tokens the model generated), the columns TRL's SFTTrainer trains on as they are."""
+def _records(
+    rollout: ExportedRollout, unit: Unit, columns: Callable[[StitchedSequence, list[Triplet]], Record]
+) -> list[Record]:
+    """One record per unit: the chat messages and tools of its last call, `columns(sequence, calls)`, the ids."""
     records: list[Record] = []
     for sequence, calls in _units(rollout, unit):
         last = calls[-1]
@@ -157,30 +158,37 @@ def sft_records(rollout: ExportedRollout, unit: Unit = "conversation") -> list[R
             {
                 "messages": chat_messages(last),
                 "tools": tools_json(last),
-                "input_ids": sequence.ids(),
-                "assistant_masks": [0] * len(sequence.prompt_ids) + list(sequence.loss_mask),
-                "prompt_length": len(sequence.prompt_ids),
+                **columns(sequence, calls),
                 **_common(rollout, last, len(calls)),
             }
         )
     return records
+
+
+def _sft_columns(sequence: StitchedSequence, calls: list[Triplet]) -> Record:
+    return {
+        "input_ids": sequence.ids(),
+        "assistant_masks": [0] * len(sequence.prompt_ids) + list(sequence.loss_mask),
+        "prompt_length": len(sequence.prompt_ids),
+    }
+
+
+def _rl_columns(sequence: StitchedSequence, calls: list[Triplet]) -> Record:
+    return {
+        "prompt_ids": list(sequence.prompt_ids),
+        "response_ids": list(sequence.response_ids),
+        "loss_mask": list(sequence.loss_mask),
+        "call_rewards": [call.reward for call in calls],
+    }
+
+
+def sft_records(rollout: ExportedRollout, unit: Unit = "conversation") -> list[Record]:
+    """One record per conversation (or call): `messages`, and the exact `input_ids` with `assistant_masks` (1 on the
+    tokens the model generated), the columns TRL's SFTTrainer trains on as they are."""
+    return _records(rollout, unit, _sft_columns)
 
 
 def rl_records(rollout: ExportedRollout, unit: Unit = "conversation") -> list[Record]:
     """One record per conversation (or call): `prompt_ids`, `response_ids` (everything after the first prompt) with
     `loss_mask`, the rollout's `reward` and `group`, and the reward the adapter attributed to each call."""
-    records: list[Record] = []
-    for sequence, calls in _units(rollout, unit):
-        last = calls[-1]
-        records.append(
-            {
-                "messages": chat_messages(last),
-                "tools": tools_json(last),
-                "prompt_ids": list(sequence.prompt_ids),
-                "response_ids": list(sequence.response_ids),
-                "loss_mask": list(sequence.loss_mask),
-                "call_rewards": [call.reward for call in calls],
-                **_common(rollout, last, len(calls)),
-            }
-        )
-    return records
+    return _records(rollout, unit, _rl_columns)

@@ -17,7 +17,7 @@ from typing import (
     overload,
 )
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from typing_extensions import TypedDict
 
 from .tracer import Span, SpanCoreFields
@@ -69,6 +69,8 @@ TaskInput = Any
 class Triplet(BaseModel):
     """One step of a trajectory: what the model saw, what it produced, and the reward for it."""
 
+    model_config = ConfigDict(defer_build=True)
+
     prompt: Any
     response: Any
     reward: Optional[float] = None
@@ -83,6 +85,8 @@ class RolloutConfig(BaseModel):
     `max_attempts` attempts (the first included) have been made.
     """
 
+    model_config = ConfigDict(defer_build=True)
+
     timeout_seconds: Optional[float] = Field(default=None, ge=0)
     unresponsive_seconds: Optional[float] = Field(default=None, ge=0)
     max_attempts: int = Field(default=1, ge=1)
@@ -91,6 +95,8 @@ class RolloutConfig(BaseModel):
 
 class Rollout(BaseModel):
     """A unit of work: one task input to run the agent on, with its lifecycle status."""
+
+    model_config = ConfigDict(defer_build=True)
 
     rollout_id: str
     input: TaskInput
@@ -105,6 +111,8 @@ class Rollout(BaseModel):
 
 class Attempt(BaseModel):
     """One try at running a rollout; `sequence_id` counts the tries of a rollout from 1."""
+
+    model_config = ConfigDict(defer_build=True)
 
     rollout_id: str
     attempt_id: str
@@ -132,6 +140,8 @@ class AttemptedRollout(Rollout):
 class EnqueueRolloutRequest(BaseModel):
     """One rollout to enqueue in a batch (`LightningStore.enqueue_many_rollouts`)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     input: TaskInput
     mode: Optional[RolloutMode] = None
     resources_id: Optional[str] = None
@@ -141,6 +151,8 @@ class EnqueueRolloutRequest(BaseModel):
 
 class Worker(BaseModel):
     """A runner process as seen by the store: its status, heartbeats and current assignment."""
+
+    model_config = ConfigDict(defer_build=True)
 
     worker_id: str
     status: WorkerStatus = "unknown"
@@ -172,6 +184,8 @@ class SortOptions(TypedDict):
 
 class PaginatedResult(BaseModel, Sequence[T], Generic[T]):
     """One page of a query. Behaves like a read-only list of `items`; `total` counts all matches."""
+
+    model_config = ConfigDict(defer_build=True)
 
     items: list[T]
     limit: int
@@ -226,6 +240,8 @@ class PaginatedResult(BaseModel, Sequence[T], Generic[T]):
 class RolloutLegacy(BaseModel):
     """Deprecated v0.1 rollout result."""
 
+    model_config = ConfigDict(defer_build=True)
+
     rollout_id: str
     task: Optional[Task] = None
     final_reward: Optional[float] = None
@@ -237,6 +253,8 @@ class RolloutLegacy(BaseModel):
 
 class Task(BaseModel):
     """Deprecated v0.1 task handed to a client agent."""
+
+    model_config = ConfigDict(defer_build=True)
 
     rollout_id: str
     input: TaskInput
@@ -251,6 +269,8 @@ class Task(BaseModel):
 class TaskIfAny(BaseModel):
     """Deprecated v0.1 polling answer."""
 
+    model_config = ConfigDict(defer_build=True)
+
     is_available: bool
     task: Optional[Task] = None
 
@@ -258,12 +278,11 @@ class TaskIfAny(BaseModel):
 class GenericResponse(BaseModel):
     """Deprecated v0.1 generic server response."""
 
+    model_config = ConfigDict(defer_build=True)
+
     status: str = "success"
     message: Optional[str] = None
     data: Optional[dict[str, Any]] = None
-
-
-RolloutLegacy.model_rebuild()
 
 
 class ParallelWorkerBase:

@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .core import AttemptedRollout
 
@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 class Resource(BaseModel):
     """Base class of every tunable resource; `resource_type` is the discriminator."""
+
+    model_config = ConfigDict(defer_build=True)
 
     resource_type: Any
 
@@ -122,6 +124,8 @@ class ResourcesUpdate(BaseModel):
     `version` starts at 1 and grows each time the same `resources_id` is updated; `create_time` and `update_time`
     default to now so that 0.2-style construction with only an id and resources keeps working.
     """
+
+    model_config = ConfigDict(defer_build=True)
 
     resources_id: str
     create_time: float = Field(default_factory=time.time)

@@ -106,7 +106,7 @@ def _format_span_id(value: int) -> str:
 class SpanContext(BaseModel):
     """The identity of a span: trace id (32 hex chars), span id (16 hex chars) and propagation state."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     trace_id: str
     span_id: str
@@ -128,7 +128,7 @@ class SpanContext(BaseModel):
 class TraceStatus(BaseModel):
     """Outcome of a span: "UNSET", "OK" or "ERROR" plus an optional description."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     status_code: StatusCode
     description: Optional[str] = None
@@ -145,7 +145,7 @@ class TraceStatus(BaseModel):
 class Event(BaseModel):
     """A timestamped annotation inside a span (for example a recorded exception)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     name: str
     attributes: Attributes
@@ -164,7 +164,7 @@ class Event(BaseModel):
 class Link(BaseModel):
     """A reference from one span to another span context."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     context: SpanContext
     attributes: Optional[Attributes] = None
@@ -181,6 +181,8 @@ class Link(BaseModel):
 class OtelResource(BaseModel):
     """The OpenTelemetry resource (process-level attributes) a span was produced under."""
 
+    model_config = ConfigDict(defer_build=True)
+
     attributes: Attributes
     schema_url: str
 
@@ -194,6 +196,8 @@ class OtelResource(BaseModel):
 
 class SpanCoreFields(BaseModel):
     """The part of a span an emitter decides: name, status, attributes and timing."""
+
+    model_config = ConfigDict(defer_build=True)
 
     name: str
     status: TraceStatus = Field(default_factory=lambda: TraceStatus(status_code="OK"))
@@ -237,7 +241,7 @@ def _random_span_id() -> str:
 class Span(BaseModel):
     """A span as persisted by a LightningStore, tied to one rollout attempt and ordered by `sequence_id`."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     rollout_id: str
     attempt_id: str

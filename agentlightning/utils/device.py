@@ -4,7 +4,8 @@ the reduced precision its matrix multiplications may use.
 The CPU path never touches CUDA: `torch.cuda` is asked only whether it is available, and only for `"auto"` or a
 `"cuda..."` device. Reduced precision is bfloat16 autocast on CUDA devices that support it (compute capability 8+):
 parameters, gradients and optimizer state stay float32 (master weights), only the forward passes' matrix
-multiplications run in bfloat16. On the CPU nothing changes: float32 throughout, no autocast.
+multiplications run in bfloat16. On the CPU nothing changes: float32 throughout, no autocast, unless bfloat16 is
+asked for explicitly (`precision="bfloat16"`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ from typing import TYPE_CHECKING, Any, Optional
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["DEVICE_PATTERN", "DeviceError", "autocast", "compute_dtype", "resolve_device", "validate_device_name"]
+__all__ = [
+    "DEVICE_PATTERN",
+    "PRECISIONS",
+    "DeviceError",
+    "autocast",
+    "compute_dtype",
+    "resolve_device",
+    "validate_device_name",
+    "validate_precision",
+]
 
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|mps|(cuda|xpu)(:\d+)?)$")
 
@@ -82,12 +92,30 @@ def _bf16_supported() -> bool:
     return bool(torch.cuda.is_bf16_supported())
 
 
-def compute_dtype(device: torch.device, *, bf16_supported: Callable[[], bool] = _bf16_supported) -> Optional[Any]:
-    """torch.bfloat16 when forward passes on `device` should autocast to it (CUDA with bfloat16 support); None
-    (float32, no autocast) otherwise."""
+PRECISIONS = ("auto", "float32", "bfloat16")
+
+
+def validate_precision(name: Any) -> str:
+    """`name` if it is one of PRECISIONS; ValueError naming the choices otherwise."""
+    if name not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(repr(p) for p in PRECISIONS)}, got {name!r}")
+    return str(name)
+
+
+def compute_dtype(
+    device: torch.device, precision: str = "auto", *, bf16_supported: Callable[[], bool] = _bf16_supported
+) -> Optional[Any]:
+    """The dtype forward passes on `device` autocast to, or None (float32, no autocast).
+
+    `precision` "auto": bfloat16 on CUDA devices that support it, else None; "float32": None; "bfloat16":
+    bfloat16 on any device, the CPU included (emulated, hence slow, on CPUs without AVX512-BF16 or AMX).
+    """
     import torch
 
-    if device.type == "cuda" and bf16_supported():
+    validate_precision(precision)
+    if precision == "bfloat16":
+        return torch.bfloat16
+    if precision == "auto" and device.type == "cuda" and bf16_supported():
         return torch.bfloat16
     return None
 

@@ -3,7 +3,6 @@ whole example script through the Trainer (agent model: the deterministic fake Op
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from agentlightning.algorithm.apo.candidates import template_fields
 from agentlightning.algorithm.apo.templates import DEFAULT_APPLY_EDIT_TEMPLATES, DEFAULT_GRADIENT_TEMPLATES
 from agentlightning.algorithm.apo.types import RolloutResultForAPO
+from tests._scripts import load_script
 
 SEED = "What is this text about?\n{text}"
 
@@ -22,12 +22,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "apo"
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"apo_example_{name}", EXAMPLE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE / f"{name}.py", f"apo_example_{name}")
 
 
 @pytest.fixture(scope="module")

@@ -7,32 +7,20 @@ tested on small verl-shaped source trees, so a missing name or a changed signatu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests._scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "verl_api.py"
 
 
-def _load() -> ModuleType:
-    name = "scripts_verl_api"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPT)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-api = _load()
+api = load_script(SCRIPT, "scripts_verl_api")
 
 
 def test_the_checked_in_list_is_what_our_verl_code_calls() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,15 +9,13 @@ from types import ModuleType
 
 import pytest
 
+from tests._scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_smoke.py"
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("benchmarks_gpu_smoke", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def gpu_smoke() -> ModuleType:
+    return load_script(SCRIPT, "benchmarks_gpu_smoke")
 
 
 def test_a_machine_without_cuda_is_refused_with_exit_code_2(tmp_path: Path) -> None:
@@ -31,7 +28,7 @@ def test_a_machine_without_cuda_is_refused_with_exit_code_2(tmp_path: Path) -> N
 
 
 def test_a_cpu_device_is_refused_before_anything_loads(tmp_path: Path) -> None:
-    script = load_script()
+    script = gpu_smoke()
     assert script.refusal(script.parse_args([str(tmp_path), "--device", "cpu"])) == (
         "--device 'cpu': this smoke test is for a CUDA GPU (use cuda or cuda:N)"
     )
@@ -42,6 +39,6 @@ def test_a_folder_without_a_model_is_refused_when_cuda_is_there(
 ) -> None:
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    script = load_script()
+    script = gpu_smoke()
     problem = script.refusal(script.parse_args([str(tmp_path)]))
     assert problem == f"{tmp_path} is not a Hugging Face model folder (no config.json)"

@@ -20,7 +20,7 @@ SOAK = Path(__file__).resolve().parents[2] / "benchmarks" / "soak.py"
 
 def soak(backend: str, env: dict[str, str]) -> dict[str, Any]:
     command = [sys.executable, str(SOAK), "--backend", backend, "--rollouts", "400", "--clients", "2"]
-    command += ["--tasks-per-loop", "20", "--interval", "0.2", "--json"]
+    command += ["--tasks-per-loop", "20", "--interval", "0.2", "--print-json"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
     assert lines, f"soak.py printed no result (exit {out.returncode}): {out.stderr[-3000:]}"

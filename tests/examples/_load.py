@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests._scripts import REPO, load_script
+
+EXAMPLES = REPO / "examples"
 
 
 def load(example: str, module: str) -> ModuleType:
@@ -15,15 +14,4 @@ def load(example: str, module: str) -> ModuleType:
 
     The example's folder goes on sys.path so its own imports (its agent module) work, in runner processes too.
     """
-    folder = EXAMPLES / example
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-    name = f"{example}_{module}"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, folder / f"{module}.py")
-    assert spec is not None and spec.loader is not None
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[name] = loaded
-    spec.loader.exec_module(loaded)
-    return loaded
+    return load_script(EXAMPLES / example / f"{module}.py", f"{example}_{module}", on_path=True)

@@ -59,16 +59,21 @@ async def _export(tmp_path: Path, kind: str, tokenizer: Any) -> Path:
     return path
 
 
-async def test_the_sft_export_trains_in_trl_sft_trainer_on_the_models_own_tokens(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> tuple[Any, Any, Any, Any]:
+    """TRL, the tiny model and tokenizer, and the `kind` export read back by `datasets.load_dataset("json")`."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     datasets = pytest.importorskip("datasets", reason=HINT)
     trl = pytest.importorskip("trl", reason=HINT)
     model, tokenizer = _tiny()
-    path = await _export(tmp_path, "sft", tokenizer)
-
+    path = await _export(tmp_path, kind, tokenizer)
     dataset = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
+    return trl, model, tokenizer, dataset
+
+
+async def test_the_sft_export_trains_in_trl_sft_trainer_on_the_models_own_tokens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trl, model, tokenizer, dataset = await _loaded(tmp_path, monkeypatch, "sft")
     args = trl.SFTConfig(
         output_dir=str(tmp_path / "out"),
         max_steps=1,
@@ -93,13 +98,7 @@ async def test_the_sft_export_trains_in_trl_sft_trainer_on_the_models_own_tokens
 async def test_the_preference_export_is_read_by_trl_dpo_trainer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    datasets = pytest.importorskip("datasets", reason=HINT)
-    trl = pytest.importorskip("trl", reason=HINT)
-    model, tokenizer = _tiny()
-    path = await _export(tmp_path, "preference", tokenizer)
-
-    dataset = datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache"))
+    trl, model, tokenizer, dataset = await _loaded(tmp_path, monkeypatch, "preference")
     args = trl.DPOConfig(
         output_dir=str(tmp_path / "out"),
         max_steps=1,

@@ -14,6 +14,7 @@ from agentlightning.utils.device import (  # noqa: E402
     compute_dtype,
     resolve_device,
     validate_device_name,
+    validate_precision,
 )
 
 
@@ -51,6 +52,20 @@ def test_bfloat16_is_used_only_on_cuda_devices_that_support_it() -> None:
     assert compute_dtype(torch.device("cuda", 0), bf16_supported=lambda: True) is torch.bfloat16
     assert compute_dtype(torch.device("cuda", 0), bf16_supported=lambda: False) is None
     assert compute_dtype(torch.device("cpu"), bf16_supported=_never) is None
+
+
+def test_bfloat16_asked_for_explicitly_autocasts_on_the_cpu_too() -> None:
+    assert compute_dtype(torch.device("cpu"), "bfloat16", bf16_supported=_never) is torch.bfloat16
+
+
+def test_float32_asked_for_explicitly_never_autocasts_even_on_a_bf16_gpu() -> None:
+    assert compute_dtype(torch.device("cuda", 0), "float32", bf16_supported=lambda: True) is None
+
+
+@pytest.mark.parametrize("name", ["bf16", "fp32", "float16", "", None])
+def test_precisions_other_than_auto_float32_and_bfloat16_are_refused(name: Any) -> None:
+    with pytest.raises(ValueError, match="precision must be one of 'auto', 'float32', 'bfloat16', got"):
+        validate_precision(name)
 
 
 def test_no_autocast_at_all_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Optional
 
-from agentlightning.utils.device import validate_device_name
+from agentlightning.utils.device import validate_device_name, validate_precision
 
 __all__ = ["GRPOConfig"]
 
@@ -65,6 +65,10 @@ class GRPOConfig:
         device: where the policy, its optimizer and (when GRPO loads it) the inference engine live: "auto" (CUDA
             when available, else the CPU), "cpu", "cuda", "cuda:N". On CUDA with bfloat16 support the forward passes
             autocast to bfloat16 (parameters and optimizer state stay float32).
+        precision: "auto" (bfloat16 autocast on CUDA with bfloat16 support, else float32), "float32" (never
+            autocast) or "bfloat16" (autocast on any device, the CPU included, and the inference engine GRPO builds
+            holds bfloat16 weights; parameters and optimizer state stay float32). On CPUs without native bfloat16
+            (AVX512-BF16/AMX) "bfloat16" is emulated and slower than float32.
     """
 
     group_size: int = 8
@@ -97,9 +101,11 @@ class GRPOConfig:
     rollout_timeout: float = 600.0
     seed: int = 0
     device: str = "auto"
+    precision: str = "auto"
 
     def __post_init__(self) -> None:
         validate_device_name(self.device)
+        validate_precision(self.precision)
         for name in ("group_size", "tasks_per_step", "epochs", "ppo_epochs", "micro_batch_size"):
             _positive_int(name, getattr(self, name))
         for name in ("checkpoint_every", "keep_checkpoints", "max_response_tokens", "micro_batch_tokens"):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.types import Dataset, Rollout, RolloutMode
+from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
 from ..errors import CAPTURE_HINT, NoLLMCallsError
@@ -204,18 +205,27 @@ class GRPO(Algorithm):
             self._serving = RemoteServing(self.server_url, self.output_dir / "published")
         else:
             engine = self.engine
+            default_model = engine is None and self.model_path is None
             if engine is None:
                 from agentlightning.inference.engine import InferenceEngine
 
                 device = self.config.device
+                dtype = "bfloat16" if self.config.precision == "bfloat16" else "float32"
                 engine = (
-                    InferenceEngine.from_pretrained(self.model_path, device=device)
+                    InferenceEngine.from_pretrained(self.model_path, device=device, dtype=dtype)
                     if self.model_path is not None
-                    else InferenceEngine.from_default(device=device)
+                    else InferenceEngine.from_default(device=device, dtype=dtype)
                 )
                 self.engine = engine
             if self.model_path is not None:
                 self.policy = Policy.from_pretrained(self.model_path, self.config)
+            elif default_model and self.config.precision == "bfloat16":
+                # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come
+                # from the file, so training starts from exactly the weights a float32 run starts from.
+                from agentlightning.inference.model_files import ensure_converted
+
+                self.policy = Policy.from_pretrained(ensure_converted(), self.config)
+                self._serves_policy_weights = True  # the engine serves the same weights, rounded
             else:
                 self.policy = Policy.from_engine(engine, self.config)
                 self._serves_policy_weights = True  # the policy is a copy of the served model
@@ -223,6 +233,7 @@ class GRPO(Algorithm):
             self._serving = LocalServing(engine, self.server)
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
+        release_free_memory()  # what loading and de-quantizing the model files used on the way
         self._serving.start()
 
     def _proxy_entry(self) -> Any:
@@ -442,6 +453,7 @@ class GRPO(Algorithm):
             await asyncio.to_thread(self._serving.publish, self.policy, self._version)
             self._route_to_newest()
             swap_seconds = time.monotonic() - swap_started
+            release_free_memory()  # the update's activations and gradients: freed, but kept by the allocator
         else:
             step_skips.steps_without_update += 1
             # Equal rewards in every group is a normal state (a task set the policy solves, or cannot yet): INFO.

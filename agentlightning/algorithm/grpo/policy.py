@@ -2,7 +2,8 @@
 
 The policy is a transformers causal LM with float32 parameters on the device `config.device` names ("auto": CUDA
 when available, else the CPU; see `agentlightning.utils.device`); its optimizer state and reference model live
-there too, and forward passes autocast to bfloat16 on CUDA devices that support it (`autocast()`).
+there too, and forward passes autocast to bfloat16 on CUDA devices that support it, or on any device with
+`precision="bfloat16"` (`autocast()`).
 `inference_state_dict()` gives the weights an inference engine serves (LoRA merged in, keys of the plain model), so
 the served model is always a standard one.
 """
@@ -63,7 +64,7 @@ class Policy:
         self.base_model_path = base_model_path
         self.lora = config.lora_rank is not None
         self.device = resolve_device(config.device)
-        self.compute_dtype = compute_dtype(self.device)
+        self.compute_dtype = compute_dtype(self.device, config.precision)
         model = model.to(device=self.device, dtype=torch.float32)
         if self.lora:
             peft = _require_peft()
@@ -94,8 +95,8 @@ class Policy:
         self.pad_token_id = int(pad)
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
-        """The context of the policy's forward passes: bfloat16 autocast on a CUDA device that supports it, else
-        nothing (float32)."""
+        """The context of the policy's forward passes: bfloat16 autocast when `precision` asks for it (or, under
+        "auto", on a CUDA device that supports it), else nothing (float32)."""
         return autocast(self.device, self.compute_dtype)
 
     # ------------------------------------------------------------------------------------------ construction
@@ -127,11 +128,23 @@ class Policy:
 
     def inference_state_dict(self) -> dict[str, Any]:
         """Full weights with the plain model's keys (LoRA merged in), detached copies safe to hand to a server."""
+        with self.merged_weights() as weights:
+            return {name: tensor.clone() for name, tensor in weights.items()}
+
+    @contextlib.contextmanager
+    def merged_weights(self) -> Iterator[dict[str, Any]]:
+        """The weights an inference engine serves (LoRA merged in, keys of the plain model), without copying them:
+        views of the policy's own tensors, valid only inside the block (LoRA is unmerged again when it ends).
+
+        Copying them into an engine here (`InferenceEngine.load_weights` copies in place) needs no second full copy
+        of the model, which `inference_state_dict` makes.
+        """
         import torch
 
         with torch.no_grad():
             if not self.lora:
-                return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
+                yield {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
+                return
             self.model.merge_adapter()
             try:
                 merged: dict[str, Any] = {}
@@ -139,8 +152,8 @@ class Policy:
                     if "lora_" in name:
                         continue
                     key = name[len(_LORA_PREFIX) :] if name.startswith(_LORA_PREFIX) else name
-                    merged[key.replace(".base_layer.", ".")] = tensor.detach().clone()
-                return merged
+                    merged[key.replace(".base_layer.", ".")] = tensor.detach()
+                yield merged
             finally:
                 self.model.unmerge_adapter()
 
@@ -180,9 +193,15 @@ class Policy:
         self.tokenizer.save_pretrained(str(folder))
 
     def save_merged(self, folder: Path) -> None:
-        """The full model with LoRA merged in (what an inference server loads), plus the tokenizer."""
+        """The full model with LoRA merged in (what an inference server loads), plus the tokenizer.
+
+        With LoRA the adapter is merged into the weights in place while they are written (no copy of the model)."""
         _quiet_saves()
-        self.plain_model().save_pretrained(str(folder), safe_serialization=True)
+        if not self.lora:
+            self.model.save_pretrained(str(folder), safe_serialization=True)
+        else:
+            with self.merged_weights() as weights:
+                self.model.get_base_model().save_pretrained(str(folder), state_dict=weights, safe_serialization=True)
         self.tokenizer.save_pretrained(str(folder))
 
     def load_model(self, folder: Path) -> None:

@@ -61,7 +61,8 @@ class LocalServing:
         self.endpoint = self._server.endpoint
 
     def publish(self, policy: Policy, version: str) -> None:
-        self.engine.load_weights(policy.inference_state_dict(), version)
+        with policy.merged_weights() as weights:  # copied into the engine in place: no third copy of the model
+            self.engine.load_weights(weights, version)
 
     def stop(self) -> None:
         if self._owned and self._server is not None:

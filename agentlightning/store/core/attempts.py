@@ -17,7 +17,7 @@ from agentlightning.store.core.query import (
     SPAN_FIELDS,
     build_query,
 )
-from agentlightning.store.core.records import page_of, span_floors
+from agentlightning.store.core.records import owned_copy, page_of, span_floors
 from agentlightning.store.core.storage import StorageTransaction
 from agentlightning.store.core.validation import (
     check_attempt_status,
@@ -65,14 +65,14 @@ class AttemptAndSpanOperations(GroupedWrites):
         await self._scan_health()
         async with self._storage.transaction(write=False) as tx:
             attempts, total = await tx.query_attempts(rollout_id, query)
-        return page_of([attempt.model_copy() for attempt in attempts], total, query)
+        return page_of([owned_copy(attempt) for attempt in attempts], total, query)
 
     async def get_latest_attempt(self, rollout_id: str) -> Optional[Attempt]:
         rollout_id = check_id(rollout_id, "rollout_id")
         await self._scan_health()
         async with self._storage.transaction(write=False) as tx:
             attempt = (await tx.get_latest_attempts([rollout_id])).get(rollout_id)
-        return attempt.model_copy() if attempt is not None else None
+        return owned_copy(attempt) if attempt is not None else None
 
     async def update_attempt(
         self,
@@ -137,7 +137,7 @@ class AttemptAndSpanOperations(GroupedWrites):
                     continue
                 stored_attempt = found
             attempt = _apply_update(changes, update, stored_rollout, stored_attempt, latest_attempt)
-            outcomes.append(attempt.model_copy())
+            outcomes.append(owned_copy(attempt))
         return outcomes
 
     # -------------------------------------------------------------------------------------------------------- spans

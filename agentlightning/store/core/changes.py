@@ -11,6 +11,7 @@ from agentlightning.store.core.lifecycle import (
     set_rollout_status,
     sync_worker_with_attempt,
 )
+from agentlightning.store.core.records import owned_copy
 from agentlightning.store.core.storage import StorageTransaction
 from agentlightning.types import Attempt, Rollout, RolloutStatus, Worker
 
@@ -43,7 +44,7 @@ class Changes:
         """The modifiable copy of a stored rollout (the same copy on repeated calls)."""
         copy = self.rollouts.get(rollout.rollout_id)
         if copy is None:
-            copy = rollout.model_copy()
+            copy = owned_copy(rollout)
             self.rollouts[rollout.rollout_id] = copy
         return copy
 
@@ -51,7 +52,7 @@ class Changes:
         key = (attempt.rollout_id, attempt.attempt_id)
         copy = self.attempts.get(key)
         if copy is None:
-            copy = attempt.model_copy()
+            copy = owned_copy(attempt)
             self.attempts[key] = copy
         return copy
 
@@ -125,7 +126,7 @@ class Changes:
         changed: list[Worker] = []
         for worker_id in sorted(ids):
             stored = existing.get(worker_id)
-            worker = stored.model_copy() if stored is not None else Worker(worker_id=worker_id)
+            worker = owned_copy(stored) if stored is not None else Worker(worker_id=worker_id)
             released_attempt = self.worker_releases.get(worker_id)
             if released_attempt is not None and worker.current_attempt_id == released_attempt:
                 release_worker(worker, self.now)

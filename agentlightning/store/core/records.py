@@ -6,13 +6,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Optional, TypeVar
 
+from pydantic import BaseModel
+
 from agentlightning.store.core.ids import generate_attempt_id
 from agentlightning.store.core.query import Query
 from agentlightning.types import Attempt, AttemptedRollout, PaginatedResult, Rollout, Span
 
-__all__ = ["attempted", "next_attempt", "page_of", "with_attempt"]
+__all__ = ["attempted", "next_attempt", "owned_copy", "page_of", "with_attempt"]
 
 M = TypeVar("M")
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_set_attribute = object.__setattr__
+
+
+def owned_copy(model: ModelT) -> ModelT:
+    """A shallow copy of `model`, the same as `model.model_copy()`, in about half the time.
+
+    Snapshot reads (query_rollouts over a thousand rollouts, query_workers) copy every record they return, and on a
+    store server that copying ran on the event loop that also answers heartbeats: it was half of the time the
+    server spent on a snapshot, and the heartbeats queued behind it. pydantic's copy goes through `copy.copy` for
+    each of the instance's four slots; the store's records only need their dicts and sets copied.
+    """
+    cls = type(model)
+    copy = cls.__new__(cls)
+    _set_attribute(copy, "__dict__", model.__dict__.copy())
+    extra = model.__pydantic_extra__
+    _set_attribute(copy, "__pydantic_extra__", None if extra is None else extra.copy())
+    _set_attribute(copy, "__pydantic_fields_set__", model.__pydantic_fields_set__.copy())
+    private = model.__pydantic_private__
+    _set_attribute(copy, "__pydantic_private__", None if private is None else private.copy())
+    return copy
 
 
 def page_of(items: list[M], total: int, query: Query) -> PaginatedResult[M]:
@@ -23,10 +47,18 @@ def page_of(items: list[M], total: int, query: Query) -> PaginatedResult[M]:
 def with_attempt(rollout: Rollout, attempt: Optional[Attempt]) -> Rollout:
     """A caller-owned copy of the rollout, carrying its attempt when there is one."""
     if attempt is None:
-        return rollout.model_copy()
-    fields = dict(rollout.__dict__)
-    fields["attempt"] = attempt.model_copy()
-    return AttemptedRollout.model_construct(**fields)
+        return owned_copy(rollout)
+    fields = rollout.__dict__.copy()
+    fields.pop("attempt", None)
+    fields["attempt"] = owned_copy(attempt)
+    # What `AttemptedRollout.model_construct(**fields)` builds (every field given, so every field set), without
+    # its per-call walk over the model's fields.
+    copy = AttemptedRollout.__new__(AttemptedRollout)
+    _set_attribute(copy, "__dict__", fields)
+    _set_attribute(copy, "__pydantic_extra__", None)
+    _set_attribute(copy, "__pydantic_fields_set__", set(fields))
+    _set_attribute(copy, "__pydantic_private__", None)
+    return copy
 
 
 def next_attempt(rollout_id: str, previous: Optional[Attempt], now: float, worker_id: Optional[str]) -> Attempt:

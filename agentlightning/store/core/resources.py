@@ -16,7 +16,7 @@ from agentlightning.store.core.query import (
     WORKER_FIELDS,
     build_query,
 )
-from agentlightning.store.core.records import page_of
+from agentlightning.store.core.records import owned_copy, page_of
 from agentlightning.store.core.shared import CoreStoreBase
 from agentlightning.store.core.validation import (
     check_id,
@@ -135,13 +135,13 @@ class ResourceAndWorkerOperations(CoreStoreBase):
         await self._scan_health()
         async with self._storage.transaction(write=False) as tx:
             workers, total = await tx.query_workers(query)
-        return page_of([worker.model_copy() for worker in workers], total, query)
+        return page_of([owned_copy(worker) for worker in workers], total, query)
 
     async def get_worker_by_id(self, worker_id: str) -> Optional[Worker]:
         worker_id = check_id(worker_id, "worker_id")
         async with self._storage.transaction(write=False) as tx:
             worker = (await tx.get_workers([worker_id])).get(worker_id)
-        return worker.model_copy() if worker is not None else None
+        return owned_copy(worker) if worker is not None else None
 
     async def update_worker(self, worker_id: str, heartbeat_stats: Union[dict[str, Any], Unset] = UNSET) -> Worker:
         worker_id = check_id(worker_id, "worker_id")
@@ -152,9 +152,9 @@ class ResourceAndWorkerOperations(CoreStoreBase):
         now = clock.now()
         async with self._storage.transaction() as tx:
             stored = (await tx.get_workers([worker_id])).get(worker_id)
-            worker = stored.model_copy() if stored is not None else Worker(worker_id=worker_id)
+            worker = owned_copy(stored) if stored is not None else Worker(worker_id=worker_id)
             worker.last_heartbeat_time = now
             if isinstance(heartbeat_stats, dict):
                 worker.heartbeat_stats = dict(heartbeat_stats)
             await tx.put_workers([worker])
-        return worker.model_copy()
+        return owned_copy(worker)

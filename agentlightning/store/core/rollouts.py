@@ -21,7 +21,7 @@ from agentlightning.store.core.query import (
     ROLLOUT_FIELDS,
     build_query,
 )
-from agentlightning.store.core.records import attempted, next_attempt, page_of, with_attempt
+from agentlightning.store.core.records import attempted, next_attempt, owned_copy, page_of, with_attempt
 from agentlightning.store.core.storage import StorageTransaction
 from agentlightning.store.core.validation import (
     ROLLOUT_MODES,
@@ -149,7 +149,7 @@ class RolloutOperations(GroupedWrites):
                 for input, mode, resources_id, config, metadata in checked
             ]
             created.extend(rollouts)
-            outcomes.append([rollout.model_copy() for rollout in rollouts])
+            outcomes.append([owned_copy(rollout) for rollout in rollouts])
         await tx.insert_rollouts(created, enqueue=True)
         return outcomes
 
@@ -333,7 +333,7 @@ class RolloutOperations(GroupedWrites):
                 changes.set_rollout_status(rollout, status)  # type: ignore[arg-type]
             await changes.flush(tx)
         self._notifier.notify(changes.finished)
-        return rollout.model_copy()
+        return owned_copy(rollout)
 
     async def wait_for_rollouts(self, *, rollout_ids: list[str], timeout: Optional[float] = None) -> list[Rollout]:
         ids = check_id_list(rollout_ids, "rollout_ids") or []
@@ -362,7 +362,7 @@ class RolloutOperations(GroupedWrites):
                         first_pass = False
                     for rollout_id, rollout in found.items():
                         if rollout.status in FINISHED_STATUSES and rollout_id in pending:
-                            finished[rollout_id] = rollout.model_copy()
+                            finished[rollout_id] = owned_copy(rollout)
                             pending.discard(rollout_id)
                 if not pending:
                     break

@@ -54,6 +54,26 @@ def test_training_on_the_cpu_never_touches_cuda_and_keeps_float32(
     assert state and {t.device.type for t in state} == {"cpu"}
 
 
+def test_bfloat16_precision_autocasts_the_cpu_policy_and_keeps_float32_master_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("is_available", "is_bf16_supported", "device_count", "current_device", "synchronize"):
+        monkeypatch.setattr(torch.cuda, name, _fail)
+    config = GRPOConfig(device="cpu", learning_rate=1e-2, lora_rank=4, precision="bfloat16")
+    policy = Policy.from_engine(build_tiny_engine(seed=0), config)
+    assert policy.compute_dtype is torch.bfloat16
+    with policy.autocast():
+        assert torch.get_autocast_dtype("cpu") is torch.bfloat16 and torch.is_autocast_enabled("cpu")
+    metrics = apply_update(policy, SAMPLES, policy.config)
+    assert metrics["grad_norm"] > 0
+    assert {p.dtype for p in policy.model.parameters()} == {torch.float32}
+
+
+def test_a_precision_grpo_does_not_know_is_refused_when_configured() -> None:
+    with pytest.raises(ValueError, match="precision must be one of"):
+        GRPOConfig(precision="fp16")
+
+
 def test_auto_trains_on_the_cpu_when_cuda_is_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     policy = Policy.from_engine(build_tiny_engine(seed=0), GRPOConfig(device="auto"))

@@ -256,7 +256,11 @@ def create_app_from_env() -> StoreApp:
         limits=limits,
         allowed_hosts=loopback_host_names(os.environ.get(BIND_HOST_ENV, "127.0.0.1"), api_key),
     )
-    return create_app(store_from_url(url), settings)
+    app = create_app(store_from_url(url), settings)
+    from agentlightning.store.http.server.heap import freeze_startup_heap
+
+    freeze_startup_heap()  # each worker process: full collections then skip the imported libraries
+    return app
 
 
 BIND_HOST_ENV = "AGL_STORE_BIND_HOST"

@@ -1,0 +1,460 @@
+"""Re-measure every figure of the summary in docs/benchmarks.md with one command.
+
+    .venv/bin/python benchmarks/run_all.py --quick              # every benchmark, short settings (~10 minutes)
+    .venv/bin/python benchmarks/run_all.py                      # full settings: for a quiet machine (hours)
+    .venv/bin/python benchmarks/run_all.py --only store_inprocess pg_wakeup
+    .venv/bin/python benchmarks/run_all.py --list
+    .venv/bin/python benchmarks/run_all.py --write-docs runs/benchmarks/20261126T070000Z
+
+Each benchmark of `REGISTRY` runs as its own process with `--json runs/benchmarks/<UTC timestamp>/<name>.json`
+(its output goes to `<name>.log` beside it); the figures, with the commit, date and load average of their run, are
+printed as a table at the end. A benchmark that fails (or whose script is missing) is reported with its exit code
+and the last lines of its error output, and the others go on; the exit code is 1 when anything failed.
+
+`--write-docs DIR...` runs nothing: it merges the result files of those folders into `benchmarks/results/` (per
+benchmark, the newest run wins) and regenerates the summary table of docs/benchmarks.md from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import summary_table  # benchmarks/summary_table.py
+
+REPO = Path(__file__).resolve().parent.parent
+BENCHMARKS = REPO / "benchmarks"
+RUNS = REPO / "runs" / "benchmarks"
+POSTGRES = os.environ.get("AGL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+SQLITE = "sqlite:////tmp/agl-bench/bench.db"
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark run: a script, its arguments in --quick and in full mode, and the summary keys it writes.
+
+    `quick` None means full mode only (too long for --quick even in a short configuration). `keys` are
+    fnmatch patterns of the `Figure.key`s the run writes; a run that writes none of a pattern is warned about.
+    """
+
+    name: str
+    script: str
+    quick: Optional[list[str]]
+    full: list[str]
+    keys: tuple[str, ...]
+    timeout_s: float = 3600.0
+    notes: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def arguments(self, quick: bool) -> Optional[list[str]]:
+        """The script's arguments in this mode (None: not run in this mode)."""
+        return self.quick if quick else self.full
+
+
+# The lead extends this list; names are the file names in benchmarks/results/ and the order of the summary table.
+REGISTRY: list[Benchmark] = [
+    Benchmark("import_time", "import_time.py", ["--runs", "5"], ["--runs", "15"], ("import.*",), 600),
+    Benchmark(
+        "store_inprocess",
+        "store_inprocess.py",
+        ["--store", "memory://", "--scale", "0.2"],
+        ["--store", "memory://"],
+        ("store.memory.*",),
+        900,
+    ),
+    Benchmark(
+        "store_durable_sqlite",
+        "store_durable.py",
+        ["--store", SQLITE, "--scale", "0.05", "--processes", "1,4", "--duration", "2"],
+        ["--store", SQLITE, "--scale", "0.1"],
+        ("store.sqlite.*",),
+        1800,
+    ),
+    Benchmark(
+        "store_durable_postgres",
+        "store_durable.py",
+        ["--store", POSTGRES, "--scale", "0.02", "--processes", "1,4", "--duration", "2"],
+        ["--store", POSTGRES, "--scale", "0.1"],
+        ("store.postgres.add_many_spans_per_s", "store.postgres.processes_*"),
+        1800,
+    ),
+    Benchmark(
+        "store_http_memory",
+        "store_http.py",
+        ["--clients", "16", "--seconds", "5"],
+        ["--clients", "16", "--seconds", "20"],
+        ("store.http.memory.single.*",),
+        900,
+    ),
+    Benchmark(
+        "store_http_postgres_batch",
+        "store_http.py",
+        ["--clients", "16", "--seconds", "5", "--spans", "batch", "--backend", POSTGRES],
+        ["--clients", "16", "--seconds", "20", "--spans", "batch", "--backend", POSTGRES],
+        ("store.http.postgres.batch.*",),
+        900,
+    ),
+    Benchmark(
+        "store_http_postgres_single",
+        "store_http.py",
+        ["--clients", "16", "--seconds", "5", "--backend", POSTGRES],
+        ["--clients", "16", "--seconds", "20", "--backend", POSTGRES],
+        ("store.http.postgres.single.*",),
+        900,
+    ),
+    Benchmark(
+        "store_http_per_task",
+        "store_http.py",
+        ["--client-per-task", "--task", "full", "--processes", "16", "--seconds", "5"],
+        ["--client-per-task", "--task", "full", "--processes", "16", "--seconds", "20"],
+        ("store.http.per_task.full.*",),
+        900,
+    ),
+    Benchmark(
+        "store_http_first_request",
+        "store_http.py",
+        ["--first-request", "--runs", "5"],
+        ["--first-request", "--runs", "10"],
+        ("store.http.first_request_ms",),
+        600,
+    ),
+    Benchmark(
+        "store_http_libraries",
+        "store_http_libraries.py",
+        ["--rounds", "1", "--seconds", "5"],
+        ["--rounds", "2", "--seconds", "20"],
+        ("store.http.libraries.*",),
+        3600,
+    ),
+    Benchmark(
+        "store_reference",
+        "store_reference.py",
+        ["--quick", "--rounds", "1"],
+        ["--rounds", "3"],
+        ("peer.store.*",),
+        3600,
+        notes="agentlightning 0.3.0 side by side (its own venv)",
+    ),
+    Benchmark(
+        "pg_wakeup",
+        "pg_wakeup.py",
+        ["--trials", "20", "--compare-poll"],
+        ["--trials", "100", "--compare-poll"],
+        ("store.postgres.wakeup_*",),
+        900,
+    ),
+    Benchmark(
+        "proxy_latency",
+        "proxy_latency.py",
+        ["--requests", "300", "--warmup", "50"],
+        ["--requests", "2000"],
+        ("proxy.*",),
+        900,
+    ),
+    Benchmark(
+        "dashboard_load",
+        "dashboard_load.py",
+        ["--rollouts", "10000", "--loads", "3"],
+        ["--rollouts", "100000", "--loads", "7"],
+        ("dashboard.*",),
+        1800,
+        notes="needs Chromium (Debian's, driven by Playwright)",
+    ),
+    Benchmark(
+        "capture_overhead",
+        "capture_overhead.py",
+        ["--calls", "300", "--rounds", "2", "--server-delay-ms", "20"],
+        ["--calls", "1000", "--rounds", "3", "--server-delay-ms", "20"],
+        ("capture.*",),
+        900,
+    ),
+    Benchmark(
+        "trainer_loop",
+        "trainer_loop.py",
+        ["--runners", "1,4", "--repeats", "1", "--overhead-rollouts", "500"],
+        [],
+        ("trainer.shm.*", "trainer.cs.*", "trainer.runner_overhead_us"),
+        1800,
+    ),
+    Benchmark(
+        "trainer_progress",
+        "trainer_loop.py",
+        ["--progress-pairs", "1", "--rollouts", "3000", "--modes", "shm", "--runners", "2"],
+        ["--progress-pairs", "8", "--rollouts", "20000", "--modes", "shm,cs", "--runners", "2"],
+        ("trainer.progress.*",),
+        3600,
+    ),
+    Benchmark(
+        "soak",
+        "soak.py",
+        ["--backend", "sqlite", "--rollouts", "2000", "--interval", "0.5"],
+        ["--backend", "all", "--rollouts", "100000", "--interval", "5"],
+        ("soak.*",),
+        4 * 3600,
+    ),
+    Benchmark(
+        "main_job_memory",
+        "main_job_memory.py",
+        None,
+        ["--minutes", "12", "--max-steps", "10"],
+        ("memory.main_job*",),
+        3600,
+        notes="peak PSS of the main job's processes",
+    ),
+    Benchmark(
+        "grpo_main_job",
+        "grpo_main_job.py",
+        None,
+        ["--seeds", "0", "1", "2", "--minutes", "12"],
+        ("grpo.main_job.*",),
+        3 * 3600,
+    ),
+    Benchmark(
+        "grpo_vs_trl",
+        "grpo_vs_trl.py",
+        None,
+        ["--minutes", "12"],
+        ("grpo_vs_trl.*",),
+        6 * 3600,
+        notes="needs the bench extra (TRL)",
+    ),
+    Benchmark(
+        "calc_frameworks",
+        "calc_frameworks.py",
+        None,
+        ["--minutes", "15"],
+        ("calc.*",),
+        3 * 3600,
+    ),
+    Benchmark(
+        "multi_turn_samples",
+        "multi_turn_samples.py",
+        ["--synthetic", "--tiny", "--rollouts", "16", "--repeats", "1"],
+        ["--store", "sqlite:///runs/bench-calc-langgraph/store.db", "--rollouts", "32"],
+        ("grpo.multi_turn.*",),
+        1800,
+        notes="full mode reads the store of calc_frameworks' LangGraph run",
+    ),
+    Benchmark(
+        "inference_throughput",
+        "inference_throughput.py",
+        ["--rounds", "1", "--concurrency", "8"],
+        ["--rounds", "2"],
+        ("inference.float32.*",),
+        1800,
+    ),
+    Benchmark(
+        "inference_throughput_bf16",
+        "inference_throughput.py",
+        None,
+        ["--rounds", "2", "--dtype", "bfloat16"],
+        ("inference.bfloat16.*",),
+        1800,
+        notes="bfloat16 is emulated (slow) on CPUs without AVX512-BF16/AMX",
+    ),
+    Benchmark(
+        "vllm_serving",
+        "vllm_serving.py",
+        ["--rounds", "1"],
+        ["--rounds", "2"],
+        ("inference.vllm.*",),
+        3600,
+        notes="vLLM for CPU side by side with agl serve, where it installs",
+    ),
+    Benchmark(
+        "export_large_store",
+        "export_large_store.py",
+        ["--spans", "20000", "--dir", "/tmp/agl-export-bench-quick"],
+        ["--spans", "100000"],
+        ("export.*",),
+        1800,
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    """What one benchmark run gave: its status, its result record (when written) and its error output's tail."""
+
+    benchmark: Benchmark
+    status: str  # "ok", "failed", "script missing", "timed out"
+    seconds: float = 0.0
+    exit_code: Optional[int] = None
+    record: Optional[dict[str, Any]] = None
+    error_tail: list[str] = field(default_factory=list)
+    missing_keys: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "ok"
+
+
+def select(registry: Sequence[Benchmark], only: Sequence[str], quick: bool) -> tuple[list[Benchmark], list[str]]:
+    """The benchmarks to run, and the names skipped because they run in full mode only. Unknown names are refused."""
+    known = {benchmark.name for benchmark in registry}
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    chosen = [benchmark for benchmark in registry if not only or benchmark.name in only]
+    skipped = [benchmark.name for benchmark in chosen if benchmark.arguments(quick) is None]
+    return [benchmark for benchmark in chosen if benchmark.arguments(quick) is not None], skipped
+
+
+def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_dir: Path = BENCHMARKS) -> Outcome:
+    """Run one benchmark as a subprocess writing `<out_dir>/<name>.json`; never raises for the benchmark's failure."""
+    script = benchmarks_dir / benchmark.script
+    if not script.is_file():
+        return Outcome(benchmark, "script missing", error_tail=[f"{script} does not exist"])
+    arguments = benchmark.arguments(quick) or []
+    result_path = out_dir / f"{benchmark.name}.json"
+    log_path = out_dir / f"{benchmark.name}.log"
+    shown = result_path.resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # the record's command reads better
+    command = [sys.executable, str(script), *arguments, "--json", str(shown)]
+    env = {**os.environ, **benchmark.env}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(command) + "\n")
+        log.flush()
+        try:
+            completed = subprocess.run(
+                command, cwd=REPO, env=env, stdout=log, stderr=subprocess.PIPE, text=True, timeout=benchmark.timeout_s
+            )
+            exit_code: Optional[int] = completed.returncode
+            stderr = completed.stderr or ""
+            status = "ok" if completed.returncode == 0 else "failed"
+        except subprocess.TimeoutExpired as exc:
+            exit_code = None
+            stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            status = "timed out"
+        log.write(stderr)
+    outcome = Outcome(benchmark, status, seconds=time.monotonic() - started, exit_code=exit_code)
+    if result_path.is_file():
+        try:
+            outcome.record = json.loads(result_path.read_text())
+        except json.JSONDecodeError as exc:
+            stderr += f"\n{result_path}: unreadable ({exc})"
+    if outcome.record is not None:  # which registry entry and mode wrote it: the table marks quick runs
+        outcome.record["run_all"] = {"benchmark": benchmark.name, "mode": "quick" if quick else "full"}
+        result_path.write_text(json.dumps(outcome.record, indent=2) + "\n")
+    if outcome.status == "ok" and outcome.record is None:
+        outcome.status = "failed"
+        stderr += f"\nexit code 0 but no result file {result_path}"
+    if outcome.record is not None:
+        written = [figure["key"] for figure in outcome.record.get("figures", [])]
+        outcome.missing_keys = [p for p in benchmark.keys if not any(fnmatch.fnmatch(k, p) for k in written)]
+    outcome.error_tail = stderr.strip().splitlines()[-15:] if outcome.failed else []
+    return outcome
+
+
+def run_all(
+    benchmarks: Sequence[Benchmark], quick: bool, out_dir: Path, benchmarks_dir: Path = BENCHMARKS
+) -> list[Outcome]:
+    """Run the benchmarks one after another with a progress display; a failure does not stop the others."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outcomes: list[Outcome] = []
+    console = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
+    with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("benchmarks", total=len(benchmarks))
+        for benchmark in benchmarks:
+            progress.update(task, description=f"running {benchmark.name}")
+            outcome = run_benchmark(benchmark, quick, out_dir, benchmarks_dir)
+            outcomes.append(outcome)
+            mark = "[green]ok[/]" if not outcome.failed else f"[red]{outcome.status}[/]"
+            progress.console.print(f"{benchmark.name}: {mark} ({outcome.seconds:.0f} s)")
+            progress.advance(task)
+        progress.update(task, description="done")
+    return outcomes
+
+
+def report(outcomes: Sequence[Outcome], skipped: Sequence[str], out_dir: Path) -> str:
+    """The summary of a run as text: the table of every figure measured, then what failed and why."""
+    records = {outcome.benchmark.name: outcome.record for outcome in outcomes if outcome.record is not None}
+    parts = [summary_table.render_table(records, [outcome.benchmark.name for outcome in outcomes])]
+    for outcome in outcomes:
+        if outcome.missing_keys:
+            parts.append(f"{outcome.benchmark.name}: wrote no figure matching {', '.join(outcome.missing_keys)}")
+    if skipped:
+        parts.append(f"full mode only, not run: {', '.join(skipped)}")
+    for outcome in outcomes:
+        if outcome.failed:
+            code = "" if outcome.exit_code is None else f" (exit code {outcome.exit_code})"
+            lines = "\n".join(f"    {line}" for line in outcome.error_tail)
+            parts.append(f"FAILED {outcome.benchmark.name}: {outcome.status}{code}\n{lines}")
+    failed = sum(outcome.failed for outcome in outcomes)
+    parts.append(
+        f"{len(outcomes) - failed} of {len(outcomes)} benchmarks ran; results and logs in {out_dir}\n"
+        f"publish them: python benchmarks/run_all.py --write-docs {out_dir}"
+    )
+    return "\n".join(parts)
+
+
+def write_docs(
+    sources: Sequence[Path], results: Path = summary_table.RESULTS_DIR, doc: Path = summary_table.DOC
+) -> None:
+    """Merge result folders into `results` and regenerate the summary of `doc` from all of `results`."""
+    changed = summary_table.merge_results(sources, results)
+    print(f"{results}: {', '.join(changed) if changed else 'nothing newer'}")
+    current = doc.read_text()
+    section = summary_table.summary_section(summary_table.load_results(results), [b.name for b in REGISTRY])
+    regenerated = summary_table.replace_summary(current, section)
+    if regenerated != current:
+        doc.write_text(regenerated)
+        print(f"{doc}: summary regenerated")
+
+
+def _timestamp() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short settings (about 10 minutes in all)")
+    parser.add_argument("--only", nargs="+", default=[], metavar="NAME", help="run only these benchmarks")
+    parser.add_argument("--out", type=Path, default=None, help="result folder (default runs/benchmarks/<UTC time>)")
+    parser.add_argument("--list", action="store_true", help="print the registry and exit")
+    parser.add_argument(
+        "--write-docs", nargs="+", type=Path, default=None, metavar="RESULTS_DIR", help="merge and regenerate the docs"
+    )
+    args = parser.parse_args(argv)
+    if args.list:
+        for benchmark in REGISTRY:
+            quick = "full only" if benchmark.quick is None else " ".join(benchmark.quick)
+            print(f"{benchmark.name}: {benchmark.script}" + (f" ({benchmark.notes})" if benchmark.notes else ""))
+            print(
+                f"    quick: {quick}\n    full:  {' '.join(benchmark.full) or '(the script defaults)'}\n    keys:  {', '.join(benchmark.keys)}"
+            )
+        return 0
+    if args.write_docs is not None:
+        try:
+            write_docs(args.write_docs)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    chosen, skipped = select(REGISTRY, args.only, args.quick)
+    out_dir = args.out or RUNS / _timestamp()
+    outcomes = run_all(chosen, args.quick, out_dir, BENCHMARKS)
+    print(report(outcomes, skipped, out_dir))
+    return 1 if any(outcome.failed for outcome in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

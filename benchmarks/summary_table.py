@@ -1,0 +1,206 @@
+"""The summary table of docs/benchmarks.md, generated from benchmark result files (never typed by hand).
+
+    .venv/bin/python benchmarks/summary_table.py             # rewrite the table from benchmarks/results/*.json
+    .venv/bin/python benchmarks/summary_table.py --check     # exit 1 when docs/benchmarks.md disagrees
+
+A result file is what `benchmarks/_results.py` writes for one run of one benchmark (`<name>.json`, named after the
+benchmark's entry in `benchmarks/run_all.py`). `merge_results` copies result files into `benchmarks/results/`, the
+newest run of each benchmark winning; `render_table` turns them into markdown, one row per figure, each row with the
+commit, date and load average of the run that measured it (rows from different runs say so);
+`replace_summary` puts the table between the markers `<!-- summary:begin -->` and `<!-- summary:end -->`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO / "benchmarks" / "results"
+DOC = REPO / "docs" / "benchmarks.md"
+BEGIN = "<!-- summary:begin -->"
+END = "<!-- summary:end -->"
+
+__all__ = [
+    "BEGIN",
+    "END",
+    "format_value",
+    "load_results",
+    "merge_results",
+    "render_table",
+    "replace_summary",
+    "summary_section",
+]
+
+
+def load_results(directory: Path) -> dict[str, dict[str, Any]]:
+    """The result records of a folder, by benchmark name (the file's stem); files that are not records are refused."""
+    records: dict[str, dict[str, Any]] = {}
+    for path in sorted(Path(directory).glob("*.json")):
+        records[path.stem] = _read_record(path)
+    return records
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable benchmark result ({exc})") from exc
+    missing = [field for field in ("date", "commit", "figures") if not isinstance(record, dict) or field not in record]
+    if missing:
+        raise ValueError(f"{path}: not a benchmark result (no {', '.join(missing)})")
+    return record
+
+
+def merge_results(sources: Iterable[Path], target: Path = RESULTS_DIR) -> list[str]:
+    """Copy the result files of `sources` (folders or files) into `target`; per benchmark the newest run wins.
+
+    Returns the names of the benchmarks whose file in `target` changed.
+    """
+    newest: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        source = Path(source)
+        if source.is_dir():
+            found = load_results(source)
+        elif source.is_file():
+            found = {source.stem: _read_record(source)}
+        else:
+            raise ValueError(f"{source}: no such result file or folder")
+        for name, record in found.items():
+            if name not in newest or record["date"] > newest[name]["date"]:
+                newest[name] = record
+    target.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for name, record in sorted(newest.items()):
+        path = target / f"{name}.json"
+        if path.exists() and _read_record(path)["date"] >= record["date"]:
+            continue
+        path.write_text(json.dumps(record, indent=2) + "\n")
+        changed.append(name)
+    return changed
+
+
+def format_value(value: Optional[float]) -> str:
+    """A figure as the table shows it: thousands separated, about three significant digits."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    magnitude = abs(value)
+    if magnitude >= 100 or float(value).is_integer():
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 0.01:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
+
+
+def _met(figure: Mapping[str, Any]) -> str:
+    met = figure.get("met")
+    if figure.get("target") is None:
+        return ""
+    return "n/a" if met is None else ("met" if met else "**not met**")
+
+
+def _peer(figure: Mapping[str, Any]) -> str:
+    peer = figure.get("peer")
+    if not peer:
+        return ""
+    text = f"{peer['name']}: {format_value(peer['value'])}"
+    ratio = figure.get("ratio")
+    return f"{text} (ours {ratio:.2f}x)" if ratio is not None else text
+
+
+def _load(record: Mapping[str, Any]) -> str:
+    before, after = record.get("load_before"), record.get("load_after")
+    return " -> ".join("n/a" if value is None else f"{value:.1f}" for value in (before, after))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_table(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] = ()) -> str:
+    """Markdown: one row per figure, benchmarks in `order` first (then by name), figures in the order measured."""
+    rank = {name: index for index, name in enumerate(order)}
+    names = sorted(records, key=lambda name: (rank.get(name, len(rank)), name))
+    lines = [
+        "| figure | measured | target | | peer, same run (ratio) | benchmark | commit | date (UTC) | load (1 min) |",
+        "|---|---:|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        record = records[name]
+        date = str(record["date"])[:16].replace("T", " ")
+        for figure in record["figures"]:
+            cells = [
+                figure["label"],
+                f"{format_value(figure['value'])} {figure['unit']}".strip(),
+                figure.get("target") or "",
+                _met(figure),
+                _peer(figure),
+                f"`{name}`" + (" (quick)" if record.get("run_all", {}).get("mode") == "quick" else ""),
+                str(record["commit"]),
+                date,
+                _load(record),
+            ]
+            lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_section(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] = ()) -> str:
+    """What goes between the markers: a line on where it comes from, then the table."""
+    note = (
+        "Generated by `benchmarks/summary_table.py` from `benchmarks/results/*.json` (do not edit by hand). "
+        "Each row carries the commit, date and 1-minute load average before and after the run that measured it. "
+        "On this 2-core machine a load above 2 before a run means other jobs shared the cores: such rows are "
+        "preliminary (the load after includes the benchmark's own processes). *(quick)*: the short settings of "
+        "`run_all.py --quick`, not the full ones."
+    )
+    return f"{BEGIN}\n{note}\n\n{render_table(records, order)}{END}"
+
+
+def replace_summary(document: str, section: str) -> str:
+    """`document` with the text from BEGIN to END (both included) replaced by `section`."""
+    start, end = document.find(BEGIN), document.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the document has no {BEGIN} ... {END} section")
+    return document[:start] + section + document[end + len(END) :]
+
+
+def _registry_order() -> list[str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from run_all import REGISTRY
+
+    return [benchmark.name for benchmark in REGISTRY]
+
+
+def regenerate(results: Path = RESULTS_DIR, doc: Path = DOC) -> tuple[str, str]:
+    """(the document as it is, the document with its summary regenerated from `results`)."""
+    current = doc.read_text()
+    return current, replace_summary(current, summary_section(load_results(results), _registry_order()))
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="folder of result files")
+    parser.add_argument("--doc", type=Path, default=DOC, help="the markdown file whose summary to write")
+    parser.add_argument("--check", action="store_true", help="only check: exit 1 when the document disagrees")
+    args = parser.parse_args(argv)
+    current, regenerated = regenerate(args.results, args.doc)
+    if args.check:
+        if current != regenerated:
+            print(f"{args.doc}: the summary differs from {args.results}; run benchmarks/summary_table.py")
+            return 1
+        return 0
+    if current != regenerated:
+        args.doc.write_text(regenerated)
+        print(f"{args.doc}: summary rewritten from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The summary table of docs/benchmarks.md is generated from benchmarks/results/, and run_all.py survives failures.
+
+The first test is the guard: the table in the document must be exactly what `benchmarks/summary_table.py` writes
+from the committed result files, so the document cannot hold a figure that no benchmark run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import run_all  # noqa: E402  # pyright: ignore[reportMissingImports]
+import summary_table  # noqa: E402  # pyright: ignore[reportMissingImports]
+
+
+def record(
+    date: str, figures: list[dict[str, Any]], commit: str = "abc1234", load: tuple[float, float] = (0.5, 1.5)
+) -> dict[str, Any]:
+    return {"date": date, "commit": commit, "load_before": load[0], "load_after": load[1], "figures": figures}
+
+
+def figure(key: str, value: float, **fields: Any) -> dict[str, Any]:
+    return {"key": key, "label": fields.pop("label", key), "value": value, "unit": fields.pop("unit", "ops/s")} | fields
+
+
+def test_the_document_summary_is_what_the_results_generate() -> None:
+    current, regenerated = summary_table.regenerate()
+    assert current == regenerated, "docs/benchmarks.md's summary differs: run python benchmarks/summary_table.py"
+
+
+def test_every_committed_result_names_a_registered_benchmark() -> None:
+    names = {benchmark.name for benchmark in run_all.REGISTRY}
+    assert set(summary_table.load_results(summary_table.RESULTS_DIR)) <= names
+
+
+def test_a_row_shows_figure_target_verdict_peer_and_provenance() -> None:
+    peer_figure = figure(
+        "store.x", 384.0, unit="rollouts/s", target=">= 250 rollouts/s", met=True,
+        peer={"name": "aiohttp", "value": 243.0}, ratio=384 / 243,
+    )  # fmt: skip
+    table = summary_table.render_table({"bench": record("2026-11-26T07:00:00+00:00", [peer_figure], load=(0.4, 7.8))})
+    row = table.splitlines()[2]
+    for text in ("384 rollouts/s", ">= 250 rollouts/s", "| met |", "aiohttp: 243 (ours 1.58x)", "`bench`",
+                 "abc1234", "2026-11-26 07:00", "0.4 -> 7.8"):  # fmt: skip
+        assert text in row
+
+
+def test_a_missed_target_is_marked_not_met_and_a_figure_without_target_has_no_verdict() -> None:
+    figures = [figure("a", 10.5, target="< 5 ms", met=False), figure("b", 3.0)]
+    rows = summary_table.render_table({"bench": record("2026-11-26T07:00:00+00:00", figures)}).splitlines()[2:]
+    missed, plain = ([cell.strip() for cell in row.split("|")[1:-1]] for row in rows)
+    assert missed[1:4] == ["10.5 ops/s", "< 5 ms", "**not met**"]
+    assert plain[1:4] == ["3 ops/s", "", ""]
+
+
+def test_rows_from_different_runs_carry_their_own_commit_date_and_load() -> None:
+    records = {
+        "one": record("2026-11-26T07:00:00+00:00", [figure("a", 1.0)], commit="1111111", load=(0.3, 0.9)),
+        "two": record("2026-11-27T08:30:00+00:00", [figure("b", 2.0)], commit="2222222", load=(5.0, 9.0)),
+    }
+    rows = summary_table.render_table(records, order=["two", "one"]).splitlines()[2:]
+    assert "2222222" in rows[0] and "2026-11-27 08:30" in rows[0] and "5.0 -> 9.0" in rows[0]
+    assert "1111111" in rows[1] and "2026-11-26 07:00" in rows[1] and "0.3 -> 0.9" in rows[1]
+
+
+def test_values_are_shown_with_about_three_significant_digits() -> None:
+    assert [summary_table.format_value(v) for v in (55770.4, 436.2, 12.34, 0.643, 3.7e-8, None)] == [
+        "55,770", "436", "12.3", "0.64", "3.7e-08", "n/a",
+    ]  # fmt: skip
+
+
+def test_merging_keeps_the_newest_run_of_each_benchmark(tmp_path: Path) -> None:
+    older, newer, results = tmp_path / "older", tmp_path / "newer", tmp_path / "results"
+    for folder, date, value in ((older, "2026-11-25T10:00:00+00:00", 1.0), (newer, "2026-11-26T10:00:00+00:00", 2.0)):
+        folder.mkdir()
+        (folder / "bench.json").write_text(json.dumps(record(date, [figure("k", value)])))
+    (older / "only_old.json").write_text(json.dumps(record("2026-11-25T10:00:00+00:00", [figure("o", 3.0)])))
+    assert summary_table.merge_results([newer, older], results) == ["bench", "only_old"]
+    merged = summary_table.load_results(results)
+    assert merged["bench"]["figures"][0]["value"] == 2.0
+    assert summary_table.merge_results([older], results) == []  # older than what is there: nothing changes
+
+
+def test_a_file_that_is_not_a_result_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "notes.json").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ValueError, match=r"notes\.json: not a benchmark result"):
+        summary_table.load_results(tmp_path)
+
+
+def test_the_summary_replaces_only_the_text_between_the_markers() -> None:
+    document = f"# Title\n\nintro\n\n{summary_table.BEGIN}\nold table\n{summary_table.END}\n\n## Below\n"
+    updated = summary_table.replace_summary(document, f"{summary_table.BEGIN}\nnew\n{summary_table.END}")
+    assert updated == f"# Title\n\nintro\n\n{summary_table.BEGIN}\nnew\n{summary_table.END}\n\n## Below\n"
+
+
+def test_a_document_without_markers_is_refused() -> None:
+    with pytest.raises(ValueError, match="summary:begin"):
+        summary_table.replace_summary("# no markers\n", "x")
+
+
+# ----------------------------------------------------------------------------------------------------- run_all.py
+OK_SCRIPT = f"""
+import argparse, sys
+sys.path.insert(0, {str(BENCHMARKS)!r})
+from _results import Figure, add_json_argument, write_results
+parser = argparse.ArgumentParser()
+parser.add_argument("--size", type=int, required=True)
+add_json_argument(parser)
+args = parser.parse_args()
+write_results(args.json, [Figure(key="fake.size", label="fake size", value=args.size, unit="items")])
+"""
+FAILING_SCRIPT = """
+import sys
+print("working...")
+print("the fake benchmark broke: no database", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+@pytest.fixture
+def fake_benchmarks(tmp_path: Path) -> Path:
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    (folder / "ok.py").write_text(textwrap.dedent(OK_SCRIPT))
+    (folder / "failing.py").write_text(textwrap.dedent(FAILING_SCRIPT))
+    return folder
+
+
+def test_a_failing_benchmark_is_reported_and_the_others_still_run(fake_benchmarks: Path, tmp_path: Path) -> None:
+    registry = [
+        run_all.Benchmark("failing", "failing.py", [], [], ("fake.*",), 60),
+        run_all.Benchmark("ok", "ok.py", ["--size", "2"], ["--size", "200"], ("fake.size",), 60),
+    ]
+    outcomes = run_all.run_all(registry, quick=True, out_dir=tmp_path / "out", benchmarks_dir=fake_benchmarks)
+    failing, ok = outcomes
+    assert (failing.status, failing.exit_code) == ("failed", 3)
+    assert "the fake benchmark broke: no database" in failing.error_tail
+    assert ok.status == "ok" and ok.record is not None and ok.record["figures"][0]["value"] == 2
+    assert json.loads((tmp_path / "out" / "ok.json").read_text())["run_all"] == {"benchmark": "ok", "mode": "quick"}
+    text = run_all.report(outcomes, [], tmp_path / "out")
+    assert "FAILED failing: failed (exit code 3)" in text and "the fake benchmark broke" in text
+    assert "fake size" in text and "`ok` (quick)" in text and "1 of 2 benchmarks ran" in text
+
+
+def test_run_all_exits_1_when_a_benchmark_fails(
+    fake_benchmarks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = [
+        run_all.Benchmark("failing", "failing.py", [], [], (), 60),
+        run_all.Benchmark("ok", "ok.py", ["--size", "1"], ["--size", "1"], (), 60),
+    ]
+    monkeypatch.setattr(run_all, "REGISTRY", registry)
+    monkeypatch.setattr(run_all, "BENCHMARKS", fake_benchmarks)
+    assert run_all.main(["--quick", "--out", str(tmp_path / "all")]) == 1
+    assert run_all.main(["--quick", "--only", "ok", "--out", str(tmp_path / "only")]) == 0
+    assert (tmp_path / "only" / "ok.json").is_file() and not (tmp_path / "only" / "failing.json").exists()
+
+
+def test_a_missing_script_is_reported_as_missing(fake_benchmarks: Path, tmp_path: Path) -> None:
+    benchmark = run_all.Benchmark("absent", "absent.py", [], [], (), 60)
+    outcome = run_all.run_benchmark(benchmark, True, tmp_path, benchmarks_dir=fake_benchmarks)
+    assert outcome.status == "script missing" and outcome.failed
+    assert "absent.py does not exist" in outcome.error_tail[0]
+
+
+def test_the_full_arguments_are_used_outside_quick_mode(fake_benchmarks: Path, tmp_path: Path) -> None:
+    benchmark = run_all.Benchmark("ok", "ok.py", ["--size", "2"], ["--size", "200"], ("fake.size",), 60)
+    outcome = run_all.run_benchmark(benchmark, False, tmp_path, benchmarks_dir=fake_benchmarks)
+    assert outcome.record is not None and outcome.record["figures"][0]["value"] == 200
+
+
+def test_a_run_that_writes_none_of_its_keys_says_so(fake_benchmarks: Path, tmp_path: Path) -> None:
+    benchmark = run_all.Benchmark("ok", "ok.py", ["--size", "2"], [], ("other.*",), 60)
+    outcome = run_all.run_benchmark(benchmark, True, tmp_path, benchmarks_dir=fake_benchmarks)
+    assert outcome.missing_keys == ["other.*"]
+    assert "ok: wrote no figure matching other.*" in run_all.report([outcome], [], tmp_path)
+
+
+def test_quick_mode_skips_full_only_benchmarks_and_unknown_names_are_refused() -> None:
+    registry = [run_all.Benchmark("short", "s.py", [], [], ()), run_all.Benchmark("long", "l.py", None, [], ())]
+    chosen, skipped = run_all.select(registry, [], quick=True)
+    assert [b.name for b in chosen] == ["short"] and skipped == ["long"]
+    assert [b.name for b in run_all.select(registry, [], quick=False)[0]] == ["short", "long"]
+    with pytest.raises(SystemExit, match="unknown benchmark"):
+        run_all.select(registry, ["nope"], quick=True)
+
+
+def test_every_registered_script_in_the_repository_writes_json_through_results() -> None:
+    for benchmark in run_all.REGISTRY:
+        script = BENCHMARKS / benchmark.script
+        if script.is_file():  # some scripts come from other branches; run_all reports a missing one
+            assert "add_json_argument" in script.read_text(), f"{benchmark.script} takes no --json"
+
+
+def test_write_docs_merges_a_run_and_regenerates_the_summary(tmp_path: Path) -> None:
+    run, results, doc = tmp_path / "run", tmp_path / "results", tmp_path / "benchmarks.md"
+    run.mkdir()
+    (run / "proxy_latency.json").write_text(json.dumps(record("2026-11-26T07:00:00+00:00", [figure("p", 0.64)])))
+    doc.write_text(f"# B\n\n{summary_table.BEGIN}\n{summary_table.END}\n\n## History\n")
+    run_all.write_docs([run], results, doc)
+    assert (results / "proxy_latency.json").is_file()
+    text = doc.read_text()
+    assert "| p | 0.64 ops/s |" in text and "`proxy_latency`" in text and text.endswith("\n\n## History\n")
