@@ -267,9 +267,9 @@ REGISTRY: list[Benchmark] = [
     Benchmark(
         "vllm_serving",
         "vllm_serving.py",
-        ["--rounds", "1"],
-        ["--rounds", "2"],
-        ("inference.vllm.*",),
+        ["--rounds", "1", "--vllm-dtype", "float32", "--ours-dtypes", "float32"],
+        ["--rounds", "2", "--vllm-dtype", "float32", "--ours-dtypes", "float32", "bfloat16", "--train-minutes", "12"],
+        ("peer.inference.*", "grpo.vllm.*"),
         3600,
         notes="vLLM for CPU side by side with agl serve, where it installs",
     ),

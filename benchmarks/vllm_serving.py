@@ -14,7 +14,7 @@ reports its held-out strict gain (target >= +0.30 in 12 minutes).
 vLLM is found by `--vllm-command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH (docs/vllm.md).
 
 Usage:
-    AGL_VLLM_COMMAND=/work/vllm-venv/bin/vllm python benchmarks/vllm_serving.py [--json out.json]
+    AGL_VLLM_COMMAND=/work/vllm-venv/bin/python python benchmarks/vllm_serving.py [--json out.json]
         [--vllm-dtype bfloat16] [--ours-dtypes float32 bfloat16] [--rounds 1] [--train-minutes 12]
 """
 
