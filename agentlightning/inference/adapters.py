@@ -154,11 +154,12 @@ class LoraAdapters:
     def _clear_slot(self, adapter: _Adapter) -> None:
         for layer_name in adapter.layers:
             stack = self._stacks.get(layer_name)
-            if stack is not None and stack.a is not None and stack.b is not None and stack.scale is not None:
-                if adapter.slot < stack.a.shape[0]:
-                    stack.a[adapter.slot].zero_()
-                    stack.b[adapter.slot].zero_()
-                    stack.scale[adapter.slot] = 0.0
+            if stack is None or stack.a is None or stack.b is None or stack.scale is None:
+                continue
+            if adapter.slot < stack.a.shape[0]:
+                stack.a[adapter.slot].zero_()
+                stack.b[adapter.slot].zero_()
+                stack.scale[adapter.slot] = 0.0
 
     def _write(self, layer_name: str, slot: int, a: Any, b: Any, scale: float) -> None:
         torch = self._torch
@@ -198,7 +199,7 @@ class LoraAdapters:
         finally:
             self._local.slots = previous
 
-    def _slot_tensor(self, slots: Optional[list[int]]) -> Union[None, int, torch.Tensor]:
+    def _slot_tensor(self, slots: Optional[list[int]]) -> Union[int, torch.Tensor, None]:
         if not slots or not self._adapters or not any(slots):
             return None
         if all(slot == slots[0] for slot in slots):

@@ -452,7 +452,9 @@ class InferenceEngine:
         weights and waiting requests start on the new ones; a bad adapter is rejected and the old one stays.
         """
         if not name or name == self.model_name:
-            raise AdapterError(f"An adapter needs a name other than the base model's ({self.model_name!r}), got {name!r}")
+            raise AdapterError(
+                f"An adapter needs a name other than the base model's ({self.model_name!r}), got {name!r}"
+            )
         if isinstance(source, (str, Path)):
             weights, read_scale = read_peft_adapter(source)
             scale = read_scale if scale is None else scale

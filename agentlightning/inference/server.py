@@ -90,7 +90,9 @@ def create_inference_app(
     def check_model(model: str) -> Optional[JSONResponse]:
         if model not in names and model not in engine.adapters:
             served = names + engine.adapters.names
-            return error(404, f"The model {model!r} does not exist; this server serves {served}", code="model_not_found")
+            return error(
+                404, f"The model {model!r} does not exist; this server serves {served}", code="model_not_found"
+            )
         return None
 
     def adapter_of(model: str) -> Optional[str]:
@@ -109,8 +111,14 @@ def create_inference_app(
                 {"id": name, "object": "model", "created": created, "owned_by": "agentlightning"} for name in names
             ]
             + [
-                {"id": name, "object": "model", "created": created, "owned_by": "agentlightning", "root": names[0],
-                 "parent": names[0]}  # fmt: skip
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "agentlightning",
+                    "root": names[0],
+                    "parent": names[0],
+                }
                 for name in engine.adapters.names
             ],
         }

@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")  # peft reads it
 
-from agentlightning.inference.adapters import AdapterError, read_peft_adapter
-from agentlightning.inference.engine import InferenceEngine
-from agentlightning.inference.sampling import SamplingParams
-from agentlightning.inference.tiny import build_tiny_engine
+from agentlightning.inference.adapters import AdapterError, read_peft_adapter  # noqa: E402
+from agentlightning.inference.engine import InferenceEngine  # noqa: E402
+from agentlightning.inference.sampling import SamplingParams  # noqa: E402
+from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402
 
 PROMPT = "hello there"
 

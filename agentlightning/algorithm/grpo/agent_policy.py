@@ -128,16 +128,18 @@ class AgentPolicies:
 
     # ----------------------------------------------------------------------------------------------- serving
     def adapter_weights(self, agent: str) -> dict[str, tuple[Any, Any]]:
-        """`{layer name in the base model: (A, B)}` of `agent`'s adapter: detached copies (see `adapter_scale`)."""
+        """`{layer name in the base model: (A, B)}` of `agent`'s adapter: detached copies (their scale: `scale`)."""
         from peft.tuners.lora import LoraLayer
 
         weights: dict[str, tuple[Any, Any]] = {}
         for name, module in self.model.named_modules():
-            if isinstance(module, LoraLayer) and agent in module.lora_A:
+            if not isinstance(module, LoraLayer):
+                continue
+            lora_a: Any = module.lora_A  # ModuleDicts keyed by adapter name
+            lora_b: Any = module.lora_B
+            if agent in lora_a:
                 layer = name[len(_PEFT_PREFIX) :] if name.startswith(_PEFT_PREFIX) else name
-                a = module.lora_A[agent].weight.detach().clone()
-                b = module.lora_B[agent].weight.detach().clone()
-                weights[layer] = (a, b)
+                weights[layer] = (lora_a[agent].weight.detach().clone(), lora_b[agent].weight.detach().clone())
         if not weights:
             raise KeyError(f"No adapter for agent {agent!r} (agents: {self.agents})")
         return weights

@@ -159,7 +159,9 @@ class AgentRollouts:
 
     def reward_mean(self, agent: str) -> Optional[float]:
         values = [
-            item.reward for item in self.by_agent.get(agent, []) if item.reward is not None and math.isfinite(item.reward)
+            item.reward
+            for item in self.by_agent.get(agent, [])
+            if item.reward is not None and math.isfinite(item.reward)
         ]
         return statistics.fmean(values) if values else None
 
@@ -251,7 +253,9 @@ def merge_step_samples(parts: Sequence[StepSamples]) -> StepSamples:
     return merged
 
 
-def agent_history(read: AgentRollouts, built: Mapping[str, StepSamples], metrics: Mapping[str, float]) -> dict[str, Any]:
+def agent_history(
+    read: AgentRollouts, built: Mapping[str, StepSamples], metrics: Mapping[str, float]
+) -> dict[str, Any]:
     """The per-agent part of a step's history entry: `{"agents": {name: {reward_mean, calls, samples, ...}}}`."""
     agents: dict[str, Any] = {}
     for name, part in built.items():

@@ -698,7 +698,11 @@ class GRPO(Algorithm):
             "task_cursor": self.task_cursor,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,
-            **({"agents": describe_agents(self.agents), "agent_evaluations": self.agent_evaluations} if self.agents else {}),
+            **(
+                {"agents": describe_agents(self.agents), "agent_evaluations": self.agent_evaluations}
+                if self.agents
+                else {}
+            ),
         }
 
     def _checkpoint(self, *, final: bool = False) -> None:

@@ -149,7 +149,10 @@ def test_a_pattern_matching_no_call_stops_the_step_naming_the_agents_seen() -> N
 
 def test_each_agents_groups_are_built_from_its_own_rewards() -> None:
     """One group of two rollouts: the solver's rewards differ (it learns), the reviewer's are equal (it does not)."""
-    reads = [_split(rollout(0), team_spans(1.0, 1.0, 0.0), AGENTS), _split(rollout(1), team_spans(0.0, 1.0, 0.0), AGENTS)]
+    reads = [
+        _split(rollout(0), team_spans(1.0, 1.0, 0.0), AGENTS),
+        _split(rollout(1), team_spans(0.0, 1.0, 0.0), AGENTS),
+    ]
     reads[0].extend(reads[1])
     config = GRPOConfig(group_size=2)
     solver = build_samples(reads[0].by_agent["solver"], [0, 0], [0], SkipCounts(), config)
