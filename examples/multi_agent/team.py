@@ -1,6 +1,6 @@
 """Two agents in one rollout, each with a reward of its own: a solver and a reviewer, both plain OpenAI SDK code.
 
-The solver answers "What is a + b?"; its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the
+The solver answers "What is a + b?" (after two worked examples); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the
 first integer of its answer. The reviewer is shown the solver's answer and must say whether it is right; its reward
 is 1 when its verdict ("yes" / "no") is correct, else 0. Each agent's work runs inside an `agl.operation` span with
 `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that agent. The rollout returns
@@ -19,6 +19,8 @@ import agentlightning as agl
 from agentlightning.types import LLM, AttemptedRollout, NamedResources, ProxyLLM, Rollout
 
 QUESTION = "What is {a} + {b}? Answer with just the number."
+# Two worked examples show the solver the answer format (the main job's prompt, examples/arithmetic_rl/agent.py).
+EXAMPLES = [("2", "3", "5"), ("4", "4", "8")]
 REVIEW = (
     "Question: what is {a} + {b}?\nProposed answer: {answer}\n"
     "Is the proposed answer exactly the right number? Reply with just yes or no."
@@ -26,13 +28,23 @@ REVIEW = (
 SHARED_RESOURCE = "main_llm"
 
 
-def _chat(llm: LLM, content: str, max_tokens: int) -> str:
+def solver_messages(task: dict[str, Any]) -> list[dict[str, str]]:
+    """The solver's chat: the worked examples, then the task's question."""
+    messages: list[dict[str, str]] = []
+    for a, b, answer in EXAMPLES:
+        messages.append({"role": "user", "content": QUESTION.format(a=a, b=b)})
+        messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": QUESTION.format(a=int(task["a"]), b=int(task["b"]))})
+    return messages
+
+
+def _chat(llm: LLM, messages: list[dict[str, str]], max_tokens: int) -> str:
     from openai import OpenAI
 
     client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=2)
     reply = client.chat.completions.create(
         model=llm.model,
-        messages=[{"role": "user", "content": content}],
+        messages=messages,  # type: ignore[arg-type]
         max_tokens=max_tokens,
         temperature=llm.sampling_parameters.get("temperature", 0.0),
     )
@@ -77,12 +89,14 @@ class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
     def rollout(self, task: dict[str, Any], resources: NamedResources, rollout: Rollout) -> float:
         expected = int(task["a"]) + int(task["b"])
         with agl.operation("solve", **{"agent.name": "solver"}):
-            answer = _chat(agent_llm(resources, rollout, "solver"), QUESTION.format(**task), max_tokens=8)
+            answer = _chat(agent_llm(resources, rollout, "solver"), solver_messages(task), max_tokens=8)
             solved = closeness(answer, expected)
             agl.emit_reward(solved)
         with agl.operation("review", **{"agent.name": "reviewer"}):
             prompt = REVIEW.format(a=task["a"], b=task["b"], answer=answer.strip() or "(no answer)")
-            review = _chat(agent_llm(resources, rollout, "reviewer"), prompt, max_tokens=4)
+            review = _chat(
+                agent_llm(resources, rollout, "reviewer"), [{"role": "user", "content": prompt}], max_tokens=4
+            )
             agl.emit_reward(review_reward(review, answer, expected))
         return solved
 
