@@ -9,7 +9,8 @@ instead of the gathered one.
 
 Memory: an adapter of rank r adds `r * (in + out)` parameters per adapted layer (for SmolLM2-135M with every
 attention and MLP projection adapted: 305,280 x r, i.e. 9.8 MB at rank 8 in float32); `LoraAdapters.nbytes()`
-reports the total. Stacks are padded to the largest rank loaded (zeros contribute nothing).
+reports the total, which includes slot 0 (zeros, as large as one adapter). Stacks are padded to the largest rank
+loaded (zeros contribute nothing).
 """
 
 from __future__ import annotations
