@@ -2,8 +2,10 @@
 
 Which calls are an agent's: every LLM call belongs to the innermost agent span around it (`agent.name` and the other
 attributes `TraceTree.agent_name` reads); agent `name` trains the calls whose agent name `re.search`es its pattern.
-A call two patterns select is an error (`AgentMatchError`), and so is a pattern that selected no call in a whole
-step whose rollouts made calls (the error lists the agent names seen): nothing is trained silently on nothing.
+A call two patterns select is an error (`AgentMatchError`), and so is a pattern that selected no call in the run's
+first step although its rollouts made calls (the error lists the agent names seen): nothing is trained silently on
+nothing. Later steps count each agent's calls in the step's history (`agents.<name>.calls`), an agent that is only
+called now and then being normal.
 
 Which reward is an agent's: the last reward emitted inside that agent's span (`agl.emit_reward` within
 `agl.operation(..., **{"agent.name": ...})`); a rollout where the agent emitted none gives it the rollout's final

@@ -543,7 +543,8 @@ class GRPO(Algorithm):
             await self._flush_proxy()
             if self.agents is not None:
                 read = await read_agent_rollouts(self.get_store(), finished, self.agents)
-                read.require_calls(self.agents, self.step + 1)
+                if self.step == self.start_step:  # a pattern that selects nothing at first is a configuration error
+                    read.require_calls(self.agents, self.step + 1)
                 sampled.agents.extend(read)
                 data = read.merged
             else:

@@ -100,6 +100,14 @@ def test_several_agents_need_lora() -> None:
         GRPO(agent_match=["solver", "reviewer"])
 
 
+def test_several_agents_are_served_by_the_in_process_engine_only(tmp_path: Path) -> None:
+    from agentlightning.algorithm.grpo import GRPO
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="leave server_url out"):
+        GRPO(tmp_path, server_url="http://127.0.0.1:1/v1", output_dir=tmp_path, agent_match=["solver"], lora_rank=4)
+
+
 def test_the_single_pattern_form_is_unchanged() -> None:
     from agentlightning.algorithm.grpo import GRPO
 
