@@ -8,6 +8,10 @@ longer needed). Sampling, log-probs, stop tokens and stop strings are decided pe
 seeded generator, so a request's results do not depend on the requests it shares the batch with (up to the
 floating-point rounding of batched arithmetic).
 
+Rows may use different LoRA adapters (`SamplingParams.adapter`, see `adapters.py`): a prefill batch holds the
+requests of one adapter (prompt prefixes are kept and reused for base-model requests only), the decoding batch mixes
+them, each row applying its own adapter.
+
 `exclusive()` gives a caller the model alone: new requests wait, rows already running finish first (on the
 weights they started with), and nothing runs until the caller leaves. Weight swaps use it.
 """
@@ -61,6 +65,7 @@ class BatchRequest:
     stop_ids: frozenset[int]
     cancelled: bool = False
     weights_version: str = ""
+    slot: int = 0  # the LoRA adapter slot its rows use (0: the base model), resolved when it is prefilled
     generator: Any = None
     choices: list[Any] = field(default_factory=list)  # scheduler-owned SequenceState objects
 
@@ -75,6 +80,10 @@ class _Row:
     choice: Any  # SequenceState
     last_token: int
     position: int  # position id of `last_token`, i.e. the number of real tokens already in the cache
+
+    @property
+    def slot(self) -> int:
+        return self.request.slot
 
 
 class BatchScheduler:
@@ -201,7 +210,8 @@ class BatchScheduler:
 
     # ------------------------------------------------------------------------------------------------- prefill
     def _prefill_groups(self, requests: list[BatchRequest]) -> list[list[BatchRequest]]:
-        """Split admitted requests into prefill batches of at most `max_prefill_tokens` (padded) tokens."""
+        """Split admitted requests into prefill batches of at most `max_prefill_tokens` (padded) tokens, each batch
+        holding the requests of one adapter."""
         groups: list[list[BatchRequest]] = []
         current: list[BatchRequest] = []
         longest = 0
@@ -209,7 +219,8 @@ class BatchScheduler:
             if request.cancelled:
                 continue
             length = len(request.prompt_ids)
-            if current and (len(current) + 1) * max(longest, length) > self.max_prefill_tokens:
+            other_adapter = bool(current) and current[0].params.adapter != request.params.adapter
+            if current and (other_adapter or (len(current) + 1) * max(longest, length) > self.max_prefill_tokens):
                 groups.append(current)
                 current, longest = [], 0
             current.append(request)
@@ -237,23 +248,20 @@ class BatchScheduler:
                 owner.append(seen[key])
             self.prefill_stats["prompts"] += len(requests)
             self.prefill_stats["computed"] += len(prompts)
-            self.prefixes.check_version(engine.weights_version)
-            kept = self.prefixes.find(prompts)
-            output, mask = self._run_prompts(prompts, kept) if kept is not None else (None, None)
-            if output is None or mask is None:
-                kept = None
-                output, mask = self._run_prompts(prompts, None)
-            self._learn_prefixes(prompts, output, mask, kept)
+            adapter = requests[0].params.adapter
+            slot = engine.adapters.slot(adapter)
+            with engine.adapters.rows([slot] * len(prompts)):
+                output, mask, _kept = self._prefill_prompts(prompts, with_prefixes=adapter is None)
             logits = output.logits[:, -1, :].float()
             rows: list[_Row] = []
             sources: list[int] = []
+            version = engine.adapters.version(adapter) if adapter is not None else engine.weights_version
             for index, request in enumerate(requests):
-                request.weights_version = engine.weights_version
+                request.weights_version = version
+                request.slot = slot
                 seed = request.params.seed if request.params.seed is not None else engine.draw_seed()
                 request.generator = make_generator(seed)
-                request.choices = [
-                    SequenceState(index=i, weights_version=engine.weights_version) for i in range(request.params.n)
-                ]
+                request.choices = [SequenceState(index=i, weights_version=version) for i in range(request.params.n)]
                 for choice in request.choices:
                     rows.append(_Row(request, choice, last_token=-1, position=len(request.prompt_ids)))
                     sources.append(owner[index])
@@ -266,6 +274,21 @@ class BatchScheduler:
         alive = [i for i, row in enumerate(rows) if row.choice.finish_reason is None and not row.request.cancelled]
         if alive:
             self._merge(_output_cache(output), mask, [sources[i] for i in alive], [rows[i] for i in alive])
+
+    def _prefill_prompts(self, prompts: list[list[int]], *, with_prefixes: bool) -> tuple[Any, Any, Any]:
+        """The prefill output and mask of `prompts`, and the kept prefix it started from (None: none); prefixes are
+        looked up and learned only `with_prefixes` (base-model requests: kept keys and values are the base's)."""
+        if not with_prefixes:
+            output, mask = self._run_prompts(prompts, None)
+            return output, mask, None
+        self.prefixes.check_version(self.engine.weights_version)
+        kept = self.prefixes.find(prompts)
+        output, mask = self._run_prompts(prompts, kept) if kept is not None else (None, None)
+        if output is None or mask is None:
+            kept = None
+            output, mask = self._run_prompts(prompts, None)
+        self._learn_prefixes(prompts, output, mask, kept)
+        return output, mask, kept
 
     def _run_prompts(self, prompts: list[list[int]], kept: Any) -> tuple[Any, Any]:
         """Prefill `prompts` as one left-padded batch; after a kept prefix, only the rest of each prompt is run (its
@@ -399,13 +422,14 @@ class BatchScheduler:
             input_ids = torch.tensor([[row.last_token] for row in rows], dtype=torch.long, device=device)
             positions = torch.tensor([[row.position] for row in rows], dtype=torch.long, device=device)
             mask = torch.cat([self._mask, torch.ones((len(rows), 1), dtype=torch.long, device=device)], dim=1)
-            output = self._forward(
-                input_ids=input_ids,
-                attention_mask=mask,
-                position_ids=positions,
-                use_cache=True,
-                **{self._cache_argument(): self._cache},
-            )
+            with self.engine.adapters.rows([row.slot for row in rows]):
+                output = self._forward(
+                    input_ids=input_ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    use_cache=True,
+                    **{self._cache_argument(): self._cache},
+                )
             self._cache, self._mask = _output_cache(output), mask
             self.steps += 1
             for row in rows:

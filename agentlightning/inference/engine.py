@@ -6,7 +6,8 @@ model, e.g. on CUDA), and builds every input tensor there.
 Concurrent requests (and the `n` choices of each) are generated together by continuous batching (see
 `batching.py`): one batched forward per decoding step, requests joining and leaving between steps. New weights are
 swapped in without a restart: running sequences finish on the weights they started with, then the swap happens,
-then waiting requests start on the new weights.
+then waiting requests start on the new weights. LoRA adapters (`load_adapter`, see `adapters.py`) are served beside
+the base weights, each request naming its own (`SamplingParams.adapter`), and swapped the same way.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from .adapters import AdapterError, AdapterWeights, LoraAdapters, read_peft_adapter
 from .batching import BatchRequest, BatchScheduler, ChoiceStep, StepUpdate
 from .history import GeneratedTurns
 from .sampling import SamplingParams
@@ -95,6 +97,7 @@ class InferenceEngine:
         self.model_name = model_name
         self.weights_version = weights_version
         self._torch = torch
+        self.adapters = LoraAdapters(self.model)
         self._scheduler = BatchScheduler(self, max_batch_size=max_batch_size)
         self._renders_tools: Optional[bool] = None
         self.turns = GeneratedTurns()
@@ -305,6 +308,8 @@ class InferenceEngine:
         vocab = int(self.model.config.vocab_size)
         if any(not 0 <= token < vocab for token in prompt_ids):
             raise ValueError(f"The prompt contains token ids outside the vocabulary (size {vocab})")
+        if params.adapter is not None and params.adapter not in self.adapters:
+            raise ValueError(f"No LoRA adapter {params.adapter!r} is loaded (loaded: {self.adapters.names})")
         stop_ids = frozenset(params.stop_token_ids) | (frozenset() if params.ignore_eos else self.eos_token_ids)
         return self._scheduler.submit(prompt_ids, params, sink, stop_ids)
 
@@ -431,6 +436,40 @@ class InferenceEngine:
             self.weights_version = version
             self._scheduler.prefixes.clear()  # kept prefixes hold keys and values of the old weights
         logger.info("Loaded weights version %s into %s", version, self.model_name)
+
+    def load_adapter(
+        self,
+        name: str,
+        source: Union[str, Path, AdapterWeights],
+        *,
+        version: str,
+        scale: Optional[float] = None,
+    ) -> None:
+        """Serve LoRA adapter `name` (requests name it as their model), or swap in its new weights in place.
+
+        `source` is a PEFT adapter folder (its scale read from adapter_config.json) or `{layer: (A, B)}` with
+        `scale` (see `adapters.AdapterWeights`). As with `load_weights`, running sequences finish on the old
+        weights and waiting requests start on the new ones; a bad adapter is rejected and the old one stays.
+        """
+        if not name or name == self.model_name:
+            raise AdapterError(
+                f"An adapter needs a name other than the base model's ({self.model_name!r}), got {name!r}"
+            )
+        if isinstance(source, (str, Path)):
+            weights, read_scale = read_peft_adapter(source)
+            scale = read_scale if scale is None else scale
+        else:
+            weights = source
+            if scale is None:
+                raise AdapterError(f"Adapter {name!r}: pass scale= with in-memory weights (lora_alpha / rank)")
+        with self.paused():
+            self.adapters.load(name, weights, scale=scale, version=version)
+        logger.info("Loaded LoRA adapter %s version %s on %s", name, version, self.model_name)
+
+    def unload_adapter(self, name: str) -> None:
+        """Stop serving adapter `name` (after running sequences finish); KeyError if it is not loaded."""
+        with self.paused():
+            self.adapters.unload(name)
 
     @staticmethod
     def _read_state(source: Union[str, Path, Mapping[str, Any]]) -> Mapping[str, Any]:

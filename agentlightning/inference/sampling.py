@@ -27,6 +27,8 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int = 0
     ignore_eos: bool = False
+    adapter: Optional[str] = None
+    """The LoRA adapter to generate with (None: the base weights); the server sets it from the request's model."""
 
     def validate(self, max_context: int, prompt_length: int) -> None:
         if not isinstance(self.max_tokens, int) or self.max_tokens < 1:

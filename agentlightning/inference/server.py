@@ -2,7 +2,10 @@
 
 Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`
 (all streaming or not),
-`GET /v1/weights` and `POST /v1/weights` (swap in new weights without a restart: `{"path": ..., "version": ...}`).
+`GET /v1/weights` and `POST /v1/weights` (swap in new weights without a restart: `{"path": ..., "version": ...}`),
+`POST /v1/load_lora_adapter` and `POST /v1/unload_lora_adapter` (vLLM's runtime LoRA API: `{"lora_name": ...,
+"lora_path": <PEFT folder>}`, plus an optional `"version"`): a loaded adapter is served as a model of its own name,
+beside the base model, and loading it again swaps its weights in place.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 
+from .adapters import AdapterError
 from .engine import InferenceEngine, SequenceState, StreamDelta, WeightsError
 from .protocol import (
     ChatCompletionRequest,
@@ -48,6 +52,18 @@ class WeightsRequest(BaseModel):
     version: str
 
 
+class LoadAdapterRequest(BaseModel):
+    """Serve (or replace) a LoRA adapter from a PEFT folder under the model name `lora_name`."""
+
+    lora_name: str
+    lora_path: str
+    version: Optional[str] = None
+
+
+class UnloadAdapterRequest(BaseModel):
+    lora_name: str
+
+
 def create_inference_app(
     engine: InferenceEngine, *, served_model_names: Optional[list[str]] = None, api_key: Optional[str] = None
 ) -> Any:
@@ -72,9 +88,15 @@ def create_inference_app(
         return await call_next(request)
 
     def check_model(model: str) -> Optional[JSONResponse]:
-        if model not in names:
-            return error(404, f"The model {model!r} does not exist; this server serves {names}", code="model_not_found")
+        if model not in names and model not in engine.adapters:
+            served = names + engine.adapters.names
+            return error(
+                404, f"The model {model!r} does not exist; this server serves {served}", code="model_not_found"
+            )
         return None
+
+    def adapter_of(model: str) -> Optional[str]:
+        return model if model not in names and model in engine.adapters else None
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -87,6 +109,17 @@ def create_inference_app(
             "object": "list",
             "data": [
                 {"id": name, "object": "model", "created": created, "owned_by": "agentlightning"} for name in names
+            ]
+            + [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": "agentlightning",
+                    "root": names[0],
+                    "parent": names[0],
+                }
+                for name in engine.adapters.names
             ],
         }
 
@@ -102,6 +135,25 @@ def create_inference_app(
             return error(400, str(exc))
         return {"model": engine.model_name, "version": engine.weights_version}
 
+    @app.post("/v1/load_lora_adapter")
+    async def load_adapter(request: LoadAdapterRequest) -> Any:
+        if request.lora_name in names:
+            return error(400, f"The adapter name {request.lora_name!r} is the base model's")
+        version = request.version or request.lora_path
+        try:
+            await asyncio.to_thread(engine.load_adapter, request.lora_name, request.lora_path, version=version)
+        except AdapterError as exc:
+            return error(400, str(exc))
+        return {"model": request.lora_name, "version": version}
+
+    @app.post("/v1/unload_lora_adapter")
+    async def unload_adapter(request: UnloadAdapterRequest) -> Any:
+        try:
+            await asyncio.to_thread(engine.unload_adapter, request.lora_name)
+        except KeyError:
+            return error(404, f"No LoRA adapter {request.lora_name!r} is loaded", code="model_not_found")
+        return {"model": request.lora_name, "unloaded": True}
+
     @app.post("/v1/chat/completions")
     async def chat_completions(request: ChatCompletionRequest) -> Any:
         problem = check_model(request.model)
@@ -114,6 +166,7 @@ def create_inference_app(
                 top_logprobs=request.top_logprobs or 0,
                 default_max_tokens=request.max_completion_tokens or DEFAULT_MAX_TOKENS,
             )
+            params.adapter = adapter_of(request.model)
             params.validate(engine.max_context, len(prompt_ids))
         except (SamplingError, ValueError) as exc:
             return error(400, str(exc))
@@ -137,6 +190,7 @@ def create_inference_app(
             tools = request.chat_tools()
             prompt_ids = engine.chat_prompt(request.chat_messages(), tools)
             params = request.sampling(DEFAULT_MAX_TOKENS)
+            params.adapter = adapter_of(request.model)
             params.validate(engine.max_context, len(prompt_ids))
         except (SamplingError, ValueError) as exc:
             return error(400, str(exc))
@@ -162,6 +216,7 @@ def create_inference_app(
                 top_logprobs=request.logprobs or 0,
                 default_max_tokens=16,
             )
+            params.adapter = adapter_of(request.model)
             params.validate(engine.max_context, len(prompt_ids))
             prompt_text = request.prompt if isinstance(request.prompt, str) else engine.decode(prompt_ids)
         except (SamplingError, ValueError) as exc:

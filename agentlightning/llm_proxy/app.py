@@ -1,7 +1,8 @@
 """The proxy's HTTP surface: OpenAI-compatible routes that forward upstream and record each call.
 
 Rollout and attempt ids come from the path (`/rollout/{rid}/attempt/{aid}/v1/chat/completions`, with or without
-`/v1`) or from the `x-rollout-id` / `x-attempt-id` headers on plain `/v1/...` routes.
+`/v1`) or from the `x-rollout-id` / `x-attempt-id` headers on plain `/v1/...` routes. A call carrying the header
+`x-agl-agent` goes to that agent's entry of the model (see `models.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundErr
 from agentlightning.tracer.scope import untraced_asgi
 
 from .auth import ProxyKeyMiddleware
-from .models import ModelRouter, Upstream, token_id_server
+from .models import AGENT_HEADER, ModelRouter, Upstream, token_id_server
 from .record import CallRecord, StreamAssembler
 from .token_id_support import FIELD, rejects_return_token_ids
 from .upstream import UpstreamClient, UpstreamResponse
@@ -143,7 +144,18 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     model = body.get("model")
     if not isinstance(model, str):
         return _error(400, "The request needs a 'model' string")
-    upstream = state.router.route(model)
+    agent = request.headers.get(AGENT_HEADER)
+    upstream = state.router.route(model, agent or None)
+    if upstream is None and agent:
+        return _error(
+            404, f"No model entry serves agent {agent!r} (header {AGENT_HEADER}) for the model {model!r}; agents "
+            f"served for it: {state.router.agents_of(model)}", code="agent_not_found",
+        )  # fmt: skip
+    if upstream is None and state.router.agents_of(model):
+        return _error(
+            404, f"The model {model!r} is served per agent here: send the header {AGENT_HEADER} with one of "
+            f"{state.router.agents_of(model)}", code="agent_not_found",
+        )  # fmt: skip
     if upstream is None:
         return _error(
             404, f"The model {model!r} is not served by this proxy; known models: {state.router.model_names}",

@@ -1,4 +1,10 @@
-"""The proxy's model list: which upstream serves each model name (LiteLLM-style `model_list` entries)."""
+"""The proxy's model list: which upstream serves each model name (LiteLLM-style `model_list` entries).
+
+An entry with an `"agent"` serves that agent only: a request for its model name that carries the header
+`x-agl-agent: <agent>` goes there (e.g. to the agent's own LoRA adapter), requests without the header go to the
+entries without an agent, and a header naming an agent no entry of that model serves is refused (never routed to the
+shared model silently).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,9 @@ from typing_extensions import TypedDict
 from .token_id_support import TokenIdSupport
 
 # Provider prefixes of LiteLLM model strings that mean "an OpenAI-compatible server"; they are stripped.
+AGENT_HEADER = "x-agl-agent"
+"""The request header naming the agent a call is made for (routes it to that agent's model entry)."""
+
 OPENAI_COMPATIBLE_PREFIXES = ("hosted_vllm/", "openai/", "vllm/", "text-completion-openai/", "openai_like/")
 
 
@@ -20,6 +29,7 @@ class ModelConfig(TypedDict, total=False):
 
     model_name: str
     litellm_params: dict[str, Any]
+    agent: str
 
 
 class ModelListError(ValueError):
@@ -36,6 +46,7 @@ class Upstream:
     api_key: Optional[str]
     return_token_ids: bool
     extra_body: dict[str, Any]
+    agent: Optional[str] = None
 
     @property
     def key(self) -> str:
@@ -62,6 +73,9 @@ def parse_model_config(entry: Any, position: int) -> Upstream:
             model = model[len(prefix) :]
             break
     api_key = params.get("api_key")
+    agent = entry.get("agent")
+    if agent is not None and (not isinstance(agent, str) or not agent):
+        raise ModelListError(f"Model {name!r}: 'agent' must be a non-empty string, got {agent!r}")
     known = {"model", "api_base", "api_key", "return_token_ids"}
     return Upstream(
         model_name=name,
@@ -70,6 +84,7 @@ def parse_model_config(entry: Any, position: int) -> Upstream:
         api_key=api_key if isinstance(api_key, str) else None,
         return_token_ids=bool(params.get("return_token_ids", True)),
         extra_body={key: value for key, value in params.items() if key not in known},
+        agent=agent,
     )
 
 
@@ -91,20 +106,25 @@ class ModelRouter:
     ) -> None:
         upstreams = [parse_model_config(entry, position) for position, entry in enumerate(model_list)]
         self.model_names: list[str] = list(dict.fromkeys(upstream.model_name for upstream in upstreams))
-        self._by_name: dict[str, list[Upstream]] = {}
+        self._by_name: dict[tuple[str, Optional[str]], list[Upstream]] = {}
         for upstream in upstreams:
-            self._by_name.setdefault(upstream.model_name, []).append(upstream)
-        self._cycles = {name: itertools.cycle(entries) for name, entries in self._by_name.items()}
+            self._by_name.setdefault((upstream.model_name, upstream.agent), []).append(upstream)
+        self._cycles = {key: itertools.cycle(entries) for key, entries in self._by_name.items()}
         self._lock = threading.Lock()
         self.request_token_ids = request_token_ids
         self.token_ids = token_ids if token_ids is not None else TokenIdSupport()
 
-    def route(self, model_name: str) -> Optional[Upstream]:
-        cycle = self._cycles.get(model_name)
+    def route(self, model_name: str, agent: Optional[str] = None) -> Optional[Upstream]:
+        """The next upstream for `model_name` (for `agent`'s requests: an entry of that agent); None if none."""
+        cycle = self._cycles.get((model_name, agent))
         if cycle is None:
             return None
         with self._lock:
             return next(cycle)
+
+    def agents_of(self, model_name: str) -> list[str]:
+        """The agents with entries of their own for `model_name`."""
+        return sorted(agent for name, agent in self._by_name if name == model_name and agent is not None)
 
     def wants_token_ids(self, upstream: Upstream, kind: str = "chat") -> bool:
         """Whether this call to `upstream` should ask for token ids (remembered per server and API: a server may

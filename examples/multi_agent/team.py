@@ -1,42 +1,54 @@
-"""Two agents in one rollout: a solver (trained) and a reviewer (left untouched), both plain OpenAI SDK code.
+"""Two agents in one rollout, each with a reward of its own: a solver and a reviewer, both plain OpenAI SDK code.
 
-Each agent's work runs inside an `agl.operation` span carrying `agent.name`; the OpenAI SDK calls are captured
-client-side with their token ids (`OtelTracer(instrument=["openai"])`), so `GRPO(agent_match="solver")` trains on
-the solver's calls only. The reviewer calls the same served model here (it could call any other model); its calls
-never enter a training batch and its view of the answer does not change the reward.
+The solver answers "What is a + b?" (after two worked examples); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the
+first integer of its answer. The reviewer is shown the solver's answer and must say whether it is right; its reward
+is 1 when its verdict ("yes" / "no") is correct, else 0. Each agent's work runs inside an `agl.operation` span with
+`agent.name`, and each emits its reward inside that span, so GRPO attributes it to that agent. The rollout returns
+the solver's reward (what a single-policy run, `agent_match="solver"`, trains on).
+
+Each agent calls the LLM resource it was handed: `solver_llm` / `reviewer_llm` when GRPO trains that agent's own
+LoRA adapter (`agent_match=["solver", "reviewer"]`), else the shared `main_llm` (the base model).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Optional
 
 import agentlightning as agl
+from agentlightning.types import LLM, AttemptedRollout, NamedResources, ProxyLLM, Rollout
 
 QUESTION = "What is {a} + {b}? Answer with just the number."
-REVIEW = "Review: is {answer!r} the right answer to {a} + {b}? Reply yes or no."
+# Two worked examples show the solver the answer format (the main job's prompt, examples/arithmetic_rl/agent.py).
+EXAMPLES = [("2", "3", "5"), ("4", "4", "8")]
+REVIEW = (
+    "Question: what is {a} + {b}?\nProposed answer: {answer}\n"
+    "Is the proposed answer exactly the right number? Reply with just yes or no."
+)
+SHARED_RESOURCE = "main_llm"
 
 
-def _chat(llm: agl.LLM, content: str, max_tokens: int) -> str:
+def solver_messages(task: dict[str, Any]) -> list[dict[str, str]]:
+    """The solver's chat: the worked examples, then the task's question."""
+    messages: list[dict[str, str]] = []
+    for a, b, answer in EXAMPLES:
+        messages.append({"role": "user", "content": QUESTION.format(a=a, b=b)})
+        messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": QUESTION.format(a=int(task["a"]), b=int(task["b"]))})
+    return messages
+
+
+def _chat(llm: LLM, messages: list[dict[str, str]], max_tokens: int) -> str:
     from openai import OpenAI
 
     client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=2)
     reply = client.chat.completions.create(
         model=llm.model,
-        messages=[{"role": "user", "content": content}],
+        messages=messages,  # type: ignore[arg-type]
         max_tokens=max_tokens,
         temperature=llm.sampling_parameters.get("temperature", 0.0),
     )
     return reply.choices[0].message.content or ""
-
-
-@agl.rollout
-def solver_and_reviewer(task: dict[str, Any], llm: agl.LLM) -> float:
-    with agl.operation("solve", **{"agent.name": "solver"}):
-        answer = _chat(llm, QUESTION.format(a=task["a"], b=task["b"]), max_tokens=8)
-    with agl.operation("review", **{"agent.name": "reviewer"}):
-        _chat(llm, REVIEW.format(answer=answer.strip(), a=task["a"], b=task["b"]), max_tokens=4)
-    return closeness(answer, task["a"] + task["b"])
 
 
 def closeness(answer: str, expected: int) -> float:
@@ -45,3 +57,48 @@ def closeness(answer: str, expected: int) -> float:
         return 1.0
     match = re.search(r"-?\d+", answer)
     return 0.5 / (1 + abs(int(match.group()) - expected)) if match else 0.0
+
+
+def verdict(review: str) -> Optional[bool]:
+    """The reviewer's verdict: True for "yes", False for "no" (its first word), None for anything else."""
+    match = re.match(r"\W*(yes|no)\b", review.strip().lower())
+    return None if match is None else match.group(1) == "yes"
+
+
+def review_reward(review: str, answer: str, expected: int) -> float:
+    """1 when the verdict says correctly whether `answer` is exactly `expected`; 0 otherwise (no verdict: 0)."""
+    said = verdict(review)
+    return 1.0 if said is not None and said == (answer.strip() == str(expected)) else 0.0
+
+
+def agent_llm(resources: NamedResources, rollout: Rollout, agent: str) -> LLM:
+    """The LLM agent `agent` calls: its own resource (`<agent>_llm`) when it has one, else the shared one."""
+    llm = resources.get(f"{agent}_llm") or resources.get(SHARED_RESOURCE)
+    if not isinstance(llm, LLM):
+        raise ValueError(f"No LLM resource for agent {agent!r}: expected {agent}_llm or {SHARED_RESOURCE}")
+    if isinstance(llm, ProxyLLM):
+        if not isinstance(rollout, AttemptedRollout):
+            raise ValueError(f"Rollout {rollout.rollout_id} has no attempt to address the proxy with")
+        llm = llm.with_attempted_rollout(rollout)
+    return llm
+
+
+class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
+    """The team: the solver answers, the reviewer judges the answer; each rewarded inside its own span."""
+
+    def rollout(self, task: dict[str, Any], resources: NamedResources, rollout: Rollout) -> float:
+        expected = int(task["a"]) + int(task["b"])
+        with agl.operation("solve", **{"agent.name": "solver"}):
+            answer = _chat(agent_llm(resources, rollout, "solver"), solver_messages(task), max_tokens=8)
+            solved = closeness(answer, expected)
+            agl.emit_reward(solved)
+        with agl.operation("review", **{"agent.name": "reviewer"}):
+            prompt = REVIEW.format(a=task["a"], b=task["b"], answer=answer.strip() or "(no answer)")
+            review = _chat(
+                agent_llm(resources, rollout, "reviewer"), [{"role": "user", "content": prompt}], max_tokens=4
+            )
+            agl.emit_reward(review_reward(review, answer, expected))
+        return solved
+
+
+solver_and_reviewer = SolverAndReviewer()

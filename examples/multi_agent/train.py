@@ -1,15 +1,25 @@
-"""Train only the solver of a two-agent system with GRPO (`agent_match="solver"`).
+"""Train a solver and a reviewer at once with GRPO, each its own LoRA adapter on one base model.
 
-python examples/multi_agent/train.py --minutes 5      # SmolLM2-135M-Instruct
-python examples/multi_agent/train.py --tiny           # a tiny random model (seconds; the smoke test)
+python examples/multi_agent/train.py                                # both agents, SmolLM2-135M-Instruct, 15 minutes
+python examples/multi_agent/train.py --agents solver                # the solver's adapter only (reviewer: base)
+python examples/multi_agent/train.py --agents solver --single       # the solver, one policy (agent_match="solver")
+python examples/multi_agent/train.py --tiny --max-steps 2           # a tiny random model (seconds; the smoke test)
+
+`--agents solver,reviewer` is `GRPO(agent_match=["solver", "reviewer"])`: each agent's calls go to its own adapter
+(the resources `solver_llm` / `reviewer_llm`), its groups are built from its own calls and its own reward (emitted
+inside its span, see team.py), and each adapter takes its own optimizer step. The held-out tasks are run greedily
+before and after; `summary.json` in the run directory holds each agent's held-out reward before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import sys
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -19,43 +29,120 @@ import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
 from agentlightning.tracer.otel import OtelTracer
 
+Task = dict[str, int]
 
-def main(argv: Optional[list[str]] = None) -> GRPO:
+
+def split_tasks(seed: int = 0) -> tuple[list[Task], list[Task]]:
+    """The 100 pairs a, b in 0..9: 50 for training, 50 held out, split by the unordered pair (no held-out question
+    is a training question with its operands swapped)."""
+    unordered = [(a, b) for a in range(10) for b in range(a, 10)]
+    random.Random(seed).shuffle(unordered)
+    held: set[tuple[int, int]] = set()
+    size = 0
+    for a, b in unordered:
+        if size + (1 if a == b else 2) <= 50:
+            held.add((a, b))
+            size += 1 if a == b else 2
+    pairs = [{"a": a, "b": b} for a in range(10) for b in range(10)]
+    random.Random(seed).shuffle(pairs)
+    held_out = [t for t in pairs if (min(t["a"], t["b"]), max(t["a"], t["b"])) in held]
+    return [t for t in pairs if t not in held_out], held_out
+
+
+def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=None)
+    parser.add_argument("--agents", default="solver,reviewer", help="agents to train, one adapter each")
+    parser.add_argument("--single", action="store_true", help="one agent as one policy (agent_match=<pattern>)")
+    parser.add_argument("--minutes", type=float, default=None, help="training time (default 15 unless --max-steps)")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--run-dir", default="runs/multi_agent")
-    parser.add_argument("--runners", type=int, default=4)
+    parser.add_argument("--runners", type=int, default=8)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--tasks-per-step", type=int, default=2)
+    parser.add_argument("--learning-rate", type=float, default=3e-4)
+    parser.add_argument("--lora-rank", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--held-out", type=int, default=None, help="held-out tasks evaluated (default 50; --tiny 4)")
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2")
     args = parser.parse_args(argv)
+    args.agent_list = [name.strip() for name in args.agents.split(",") if name.strip()]
+    if args.single and len(args.agent_list) != 1:
+        parser.error("--single trains one agent: pass --agents with one name")
+    if args.held_out is None:
+        args.held_out = 4 if args.tiny else 50
+    if args.minutes is None and args.max_steps is None:
+        args.minutes = 15.0
+    return args
+
+
+def main(argv: Optional[list[str]] = None) -> GRPO:
+    args = parse_args(argv)
     agl.setup_logging("INFO")
-    Path(args.run_dir).mkdir(parents=True, exist_ok=True)
+    run_dir = Path(args.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
     engine = None
     if args.tiny:
         from agentlightning.inference.tiny import build_tiny_engine
 
-        engine = build_tiny_engine(seed=0)
-    tasks = [{"a": a, "b": b} for a in range(10) for b in range(10)]
+        engine = build_tiny_engine(seed=args.seed)
+    train, held_out = split_tasks(args.seed)
+    held_out = held_out[: args.held_out]
     algorithm = GRPO(
         engine=engine,
-        output_dir=args.run_dir,
-        agent_match="solver",  # train the solver's calls; the reviewer's stay out of every batch
-        group_size=4,
-        tasks_per_step=2,
-        learning_rate=3e-4,
-        lora_rank=8,
+        output_dir=run_dir,
+        agent_match=args.agent_list[0] if args.single else args.agent_list,
+        group_size=args.group_size,
+        tasks_per_step=args.tasks_per_step,
+        learning_rate=args.learning_rate,
+        lora_rank=args.lora_rank,
         max_minutes=args.minutes,
-        max_steps=args.max_steps if args.max_steps is not None or args.minutes is not None else 20,
+        max_steps=args.max_steps,
+        temperature=1.0,
+        seed=args.seed,
     )
     trainer = agl.Trainer(
         algorithm=algorithm,
         n_runners=args.runners,
         tracer=OtelTracer(instrument=["openai"]),  # client-side capture: agent spans and the calls' token ids
-        store=f"sqlite:///{Path(args.run_dir) / 'store.db'}",
+        store=f"sqlite:///{run_dir / 'store.db'}",
         progress="off",
     )
-    trainer.fit(solver_and_reviewer, tasks)
+    started = time.monotonic()
+    trainer.fit(solver_and_reviewer, train, val_dataset=held_out)
+    write_summary(run_dir / "summary.json", args, algorithm, time.monotonic() - started)
     return algorithm
+
+
+def write_summary(path: Path, args: argparse.Namespace, algorithm: GRPO, seconds: float) -> dict[str, Any]:
+    """Each agent's held-out reward before and after (and its gain), the strict accuracy of the solver's answers
+    (what an always-"yes" reviewer would score), and the run's settings."""
+    reports = {report.label: report for report in algorithm.evaluations}
+    per_agent: dict[str, Any] = {}
+    for agent in args.agent_list if not args.single else []:
+        before = algorithm.agent_evaluations.get("before", {}).get(agent)
+        after = algorithm.agent_evaluations.get("after", {}).get(agent)
+        gain = round(after - before, 4) if before is not None and after is not None else None
+        per_agent[agent] = {"held_out_before": before, "held_out_after": after, "gain": gain}
+    summary = {
+        "agents": per_agent,
+        "final_reward": {label: reports[label].mean_reward for label in ("before", "after") if label in reports},
+        "solver_strict_accuracy": {label: _strict(reports[label].items) for label in reports},
+        "steps": algorithm.step,
+        "seconds": round(seconds, 1),
+        "settings": {k: v for k, v in vars(args).items() if k != "agent_list"},
+        "history": [
+            {"step": entry["step"], "reward_mean": entry.get("reward_mean"), "agents": entry.get("agents")}
+            for entry in algorithm.history
+        ],
+    }
+    path.write_text(json.dumps(summary, indent=2))
+    print(json.dumps({"agents": per_agent, "solver_strict_accuracy": summary["solver_strict_accuracy"]}, indent=2))
+    return summary
+
+
+def _strict(items: list[dict[str, Any]]) -> Optional[float]:
+    """The share of tasks whose final reward (the solver's) is exactly 1."""
+    return sum(1 for item in items if item.get("reward") == 1.0) / len(items) if items else None
 
 
 if __name__ == "__main__":

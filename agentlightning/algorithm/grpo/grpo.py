@@ -10,6 +10,8 @@ Ctrl-C; a run started again with the same `output_dir` continues from the last o
 This module drives the run; its parts: `schedule` (the tasks of each step, when to stop), `dispatch` (rollouts
 through the store), `rollouts` (reading them), `samples` (advantages to samples), `update` (the policy step on its
 own thread), `serving` (weights to the inference server), `evaluation` (greedy evaluation reports) and `checkpoint`.
+With several agents (`agent_match` a list or dict), each agent trains its own LoRA adapter: `agents` and
+`agent_policy`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.types import Dataset, Rollout, RolloutMode
@@ -30,6 +32,16 @@ from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
 from ..errors import CAPTURE_HINT, NoLLMCallsError
+from .agents import (
+    AgentMatch,
+    AgentRollouts,
+    agent_history,
+    agent_resource_name,
+    describe_agents,
+    merge_step_samples,
+    parse_agent_match,
+    read_agent_rollouts,
+)
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
@@ -46,6 +58,7 @@ if TYPE_CHECKING:
     from agentlightning.inference.server import InferenceServer
     from agentlightning.llm_proxy import LLMProxy
 
+    from .agent_policy import AgentPolicies
     from .policy import Policy
     from .serving import Serving
 
@@ -68,6 +81,7 @@ class SampledGroups:
     rounds: int = 0
     rollout_seconds: float = 0.0
     adapter_seconds: float = 0.0
+    agents: AgentRollouts = field(default_factory=AgentRollouts)  # each adapter's view (several agents only)
 
 
 _PROXY_OPTIONS = frozenset({"bind_host", "host", "port", "api_key", "insecure", "num_retries", "request_timeout"})
@@ -92,7 +106,11 @@ class GRPO(Algorithm):
         output_dir: where checkpoints, the final model and the summary go (None: no checkpoints).
         resume: continue from the last checkpoint in `output_dir`, if any.
         agent_match: regex on agent names: only LLM calls made inside matching agents are trained on (needs
-            client-side spans of the calls, e.g. `OtelTracer(instrument=["openai"])`).
+            client-side spans of the calls, e.g. `OtelTracer(instrument=["openai"])`). Several agents, each with
+            its own LoRA adapter on the shared base model (needs `lora_rank`): a list of agent names or a dict
+            `{adapter name: pattern}`; agent X then reads its own LLM resource `X_llm` (model name X; or sends the
+            header `x-agl-agent: X` with the base model's name), is trained on its own calls and rewards (see
+            `agents.py`), and agents not selected keep the base model (`resource_name`).
         resource_name: the name of the LLM resource the agent reads.
         proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
             runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
@@ -114,7 +132,7 @@ class GRPO(Algorithm):
         vllm: Optional[dict[str, Any]] = None,
         output_dir: Union[str, Path, None] = None,
         resume: bool = True,
-        agent_match: Optional[str] = None,
+        agent_match: AgentMatch = None,
         resource_name: str = "main_llm",
         on_event: Optional[EventCallback] = None,
         proxy: Optional[dict[str, Any]] = None,
@@ -147,7 +165,20 @@ class GRPO(Algorithm):
         self.server_url = server_url
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.resume = resume
-        self.agent_match = agent_match
+        self.agents = parse_agent_match(agent_match)  # {adapter name: pattern} when several agents train
+        self.agent_match = agent_match if isinstance(agent_match, str) else None
+        if self.agents is not None and self.config.lora_rank is None:
+            raise ValueError("agent_match with several agents trains one LoRA adapter per agent: set lora_rank")
+        if self.agents is not None and server_url is not None:
+            raise ValueError("One adapter per agent is served by the in-process engine: leave server_url out")
+        if self.agents is not None and serving == "vllm":
+            raise ValueError(
+                "One adapter per agent is served by the in-process engine only (not yet through vLLM): "
+                "leave serving='vllm' out, or train one agent with agent_match=<pattern>"
+            )
+        self.agent_policies: Optional[AgentPolicies] = None
+        self.agent_evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
+        self.last_agent_samples: dict[str, list[Sample]] = {}
         self.resource_name = resource_name
         self.proxy_options = dict(proxy or {})
         unknown = sorted(set(self.proxy_options) - _PROXY_OPTIONS)
@@ -217,7 +248,18 @@ class GRPO(Algorithm):
                     else InferenceEngine.from_default(device=device, dtype=dtype)
                 )
                 self.engine = engine
-            if self.model_path is not None:
+            if self.agents is not None:
+                from .agent_policy import AgentPolicies
+
+                agents = list(self.agents)
+                self.agent_policies = (
+                    AgentPolicies.from_pretrained(self.model_path, self.config, agents)
+                    if self.model_path is not None
+                    else AgentPolicies.from_engine(engine, self.config, agents)
+                )
+                # Checkpoints and evaluations use what both kinds have (save_model, optimizer_state, tokenizer).
+                self.policy = cast("Policy", self.agent_policies)
+            elif self.model_path is not None:
                 self.policy = Policy.from_pretrained(self.model_path, self.config)
             elif default_model and self.config.precision == "bfloat16":
                 # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come
@@ -245,26 +287,50 @@ class GRPO(Algorithm):
             "litellm_params": {"model": f"hosted_vllm/{upstream}", "api_base": self._serving.endpoint},
         }
 
+    def _model_entries(self) -> list[Any]:
+        """The proxy's model list entries: the served model (or its newest adapter), and each agent's adapter by
+        its own name and by the served model's name with the header `x-agl-agent`."""
+        assert self._serving is not None
+        base = self._serving.model_name
+        entries: list[Any] = [self._proxy_entry()]
+        for agent in self.agents or {}:
+            params = {"model": f"hosted_vllm/{agent}", "api_base": self._serving.endpoint}
+            entries.append({"model_name": agent, "litellm_params": dict(params)})
+            entries.append({"model_name": base, "agent": agent, "litellm_params": dict(params)})
+        return entries
+
     def _route_to_newest(self) -> None:
         """After a publish that loaded new weights under a new upstream name (a vLLM adapter), route the agent's
         model name to it; requests already relayed finish where they were routed."""
         proxy = self._proxy
         if proxy is None:
             return
-        entry = self._proxy_entry()
-        if any(m == entry for m in proxy.model_list):
+        entries = self._model_entries()
+        if all(entry in proxy.model_list for entry in entries):
             return
-        existing = [m for m in proxy.model_list if m.get("model_name") != entry["model_name"]]
-        proxy.update_model_list([*existing, entry], restart=False)
+        names = {entry["model_name"] for entry in entries}
+        existing = [m for m in proxy.model_list if m.get("model_name") not in names]
+        proxy.update_model_list([*existing, *entries], restart=False)
+
+    def _publish_weights(self) -> None:
+        """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
+        assert self._serving is not None and self.policy is not None
+        if self.agent_policies is not None:
+            from .agent_policy import publish_adapters
+
+            publish_adapters(self._serving, self.agent_policies, self._version)
+        else:
+            self._serving.publish(self.policy, self._version)
 
     def _start_proxy(self) -> LLMProxy:
         from agentlightning.llm_proxy import LLMProxy
 
         assert self._serving is not None
-        entry = self._proxy_entry()
+        entries = self._model_entries()
+        names = {entry["model_name"] for entry in entries}
         proxy = self.get_llm_proxy()
         if proxy is None:
-            proxy = LLMProxy(model_list=[entry], store=self.get_store(), **self.proxy_options)
+            proxy = LLMProxy(model_list=entries, store=self.get_store(), **self.proxy_options)
             self._own_proxy = True
         elif self.proxy_options:
             raise ValueError(
@@ -272,8 +338,8 @@ class GRPO(Algorithm):
                 "as it is)"
             )
         else:
-            existing = [m for m in proxy.model_list if m.get("model_name") != entry["model_name"]]
-            proxy.update_model_list([*existing, entry])
+            existing = [m for m in proxy.model_list if m.get("model_name") not in names]
+            proxy.update_model_list([*existing, *entries])
         if proxy.get_store() is None:
             proxy.set_store(self.get_store())
         if not proxy.is_running():
@@ -299,6 +365,10 @@ class GRPO(Algorithm):
         resources_id = f"grpo-{self._version}{suffix}"
         # The trainer's initial resources (a prompt template, another model) stay available to the agent.
         resources = {**(self.get_initial_resources() or {}), self.resource_name: resource}
+        for agent in self.agents or {}:
+            resources[agent_resource_name(agent)] = self._proxy.as_resource(
+                model=agent, sampling_parameters={"temperature": temperature}
+            )
         await self.get_store().update_resources(resources_id, resources)
         return resources_id
 
@@ -329,8 +399,9 @@ class GRPO(Algorithm):
         self.evaluations = [
             EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
         ]
+        self.agent_evaluations = dict(loaded.state.get("agent_evaluations", {}))
         self._version = f"step-{self.step}"
-        self._serving.publish(self.policy, self._version)
+        self._publish_weights()
         self._serves_policy_weights = True
         if self.engine is not None and self.server_url is None:
             self.engine.seed_sampling(f"{self.config.seed}:{self.step}")
@@ -352,7 +423,7 @@ class GRPO(Algorithm):
             if not self._serves_policy_weights:
                 # A server given by URL (or an engine next to model=) serves weights of its own: the "before"
                 # evaluation and the first step must sample from the policy being trained.
-                await asyncio.to_thread(self._serving.publish, self.policy, self._version)  # type: ignore[union-attr]
+                await asyncio.to_thread(self._publish_weights)
                 self._serves_policy_weights = True
             await cancel_stale_rollouts(self.get_store())
             self._start_proxy()
@@ -436,7 +507,16 @@ class GRPO(Algorithm):
         sampled = await self._sample_groups(dataset, resources_id, meta)
         step_skips = count_skips(sampled.data)
         mismatches = self._check_sampling(sampled.data)
-        built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
+        per_agent: dict[str, StepSamples] = {}
+        if self.agents is not None:
+            per_agent = {
+                agent: self._samples(sampled.agents.by_agent[agent], sampled.groups, sampled.indices, step_skips)
+                for agent in self.agents
+            }
+            built = merge_step_samples(list(per_agent.values()))
+            self.last_agent_samples = {agent: part.samples for agent, part in per_agent.items()}
+        else:
+            built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
         samples = built.samples
         self.last_samples = samples
 
@@ -444,13 +524,18 @@ class GRPO(Algorithm):
         metrics: dict[str, float] = {}
         if samples:
             update_started = time.monotonic()
-            self._update_future = self._executor.submit(_run_update, self.policy, samples, config)
+            if self.agent_policies is not None:
+                self._update_future = self._executor.submit(
+                    _run_agent_updates, self.agent_policies, self.last_agent_samples, config
+                )
+            else:
+                self._update_future = self._executor.submit(_run_update, self.policy, samples, config)
             self._emit("update", step=self.step + 1, samples=len(samples))  # after submit: Ctrl-C now waits for it
             metrics = await asyncio.wrap_future(self._update_future)  # kept until the step is counted below
             update_seconds = time.monotonic() - update_started
             swap_started = time.monotonic()
             self._version = f"step-{self.step + 1}"
-            await asyncio.to_thread(self._serving.publish, self.policy, self._version)
+            await asyncio.to_thread(self._publish_weights)
             self._route_to_newest()
             swap_seconds = time.monotonic() - swap_started
             release_free_memory()  # the update's activations and gradients: freed, but kept by the allocator
@@ -466,6 +551,9 @@ class GRPO(Algorithm):
         self.step += 1
         self._update_future = None
         entry = self._history_entry(sampled, built, step_skips, metrics)
+        if self.agents is not None:
+            entry = {**entry, **agent_history(sampled.agents, per_agent, metrics)}
+            entry = {k: v for k, v in entry.items() if not any(k.startswith(f"{a}.") for a in self.agents)}
         entry["sampling_mismatches"] = mismatches.to_dict()
         entry["seconds"] = {
             "rollout": round(sampled.rollout_seconds, 3),
@@ -510,14 +598,20 @@ class GRPO(Algorithm):
             adapter_started = time.monotonic()
             sampled.rollout_seconds += adapter_started - round_started
             await self._flush_proxy()
-            data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+            if self.agents is not None:
+                read = await read_agent_rollouts(self.get_store(), finished, self.agents)
+                if self.step == self.start_step:  # a pattern that selects nothing at first is a configuration error
+                    read.require_calls(self.agents, self.step + 1)
+                sampled.agents.extend(read)
+                data = read.merged
+            else:
+                data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
             self._require_llm_calls(data)
             sampled.adapter_seconds += time.monotonic() - adapter_started
             sampled.data.extend(data)
             sampled.groups.extend(group + offset for group in groups)
             sampled.rounds += 1
-            informative = build_samples(sampled.data, sampled.groups, sampled.indices, SkipCounts(), config)
-            missing = target - informative.informative_groups
+            missing = target - self._informative_groups(sampled)
             if missing <= 0 or len(sampled.indices) >= budget:
                 break
             count = min(missing, budget - len(sampled.indices))
@@ -527,6 +621,16 @@ class GRPO(Algorithm):
         if target and missing > 0:
             self.group_sampling.steps_short += 1
         return sampled
+
+    def _informative_groups(self, sampled: SampledGroups) -> int:
+        """Groups with varying rewards so far (with several agents: summed over the agents' own groups)."""
+        config, args = self.config, (sampled.groups, sampled.indices)
+        if self.agents is None:
+            return build_samples(sampled.data, *args, SkipCounts(), config).informative_groups
+        return sum(
+            build_samples(sampled.agents.by_agent[agent], *args, SkipCounts(), config).informative_groups
+            for agent in self.agents
+        )
 
     def _count_drift(self, built: StepSamples) -> None:
         self.drift.add(built.drift)
@@ -616,7 +720,13 @@ class GRPO(Algorithm):
             tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
         )
         await self._flush_proxy()
-        data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
+        if self.agents is not None:
+            read = await read_agent_rollouts(self.get_store(), finished, self.agents)
+            data = read.merged
+            self.agent_evaluations[label] = {agent: read.reward_mean(agent) for agent in self.agents}
+            logger.info("GRPO evaluation %r per agent: %s", label, self.agent_evaluations[label])
+        else:
+            data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
@@ -646,6 +756,11 @@ class GRPO(Algorithm):
             "task_cursor": self.task_cursor,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,
+            **(
+                {"agents": describe_agents(self.agents), "agent_evaluations": self.agent_evaluations}
+                if self.agents
+                else {}
+            ),
         }
 
     def _checkpoint(self, *, final: bool = False) -> None:
@@ -660,6 +775,14 @@ def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig) -> di
     from .update import apply_update
 
     return apply_update(policy, samples, config)
+
+
+def _run_agent_updates(
+    policies: AgentPolicies, samples: dict[str, list[Sample]], config: GRPOConfig
+) -> dict[str, float]:
+    from .agent_policy import run_agent_updates
+
+    return run_agent_updates(policies, samples, config)
 
 
 def _describe(skips: SkipCounts) -> str:
