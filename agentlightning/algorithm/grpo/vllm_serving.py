@@ -7,10 +7,12 @@ New weights reach vLLM without a restart:
   adapter, and GRPO points the proxy's route for the agent's model name at it. The previous adapter stays loaded one
   more version, so a request that was routed to it before the swap finishes on it (its span's request records the
   adapter name, hence the version); older adapters are unloaded and their folders deleted.
-- Full fine-tune: the merged weights are saved to `publish_dir/<version>` and vLLM re-reads them in place
+- Full fine-tune, or LoRA with `publish="merged"`: the merged weights are saved to `publish_dir/<version>` and vLLM re-reads them in place
   (`POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": ...}}`), after pausing generation
   until the requests in flight have finished (`POST /pause?mode=wait`, then `/resume`), so no request mixes two
   versions. Both routes exist only in vLLM's dev mode (`VLLM_SERVER_DEV_MODE=1`, which a server started here gets).
+  A LoRA policy published merged costs a save of the whole model per step instead of the adapter's, and spares vLLM
+  the LoRA computation on every token: on vLLM-CPU (whose LoRA kernels are slow) that is the faster choice.
 
 vLLM is started as `<cli> serve <folder> ...` when the command is vLLM's CLI, or as `<python> -m
 vllm.entrypoints.openai.api_server --model <folder> ...` when it is a Python interpreter (a venv's `bin/python`: the
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from .policy import Policy
 
 __all__ = [
+    "PUBLISH_MODES",
     "VLLM_COMMAND_ENV",
     "VllmServing",
     "adapter_name",
@@ -111,7 +114,9 @@ class VllmServing:
         model_path: the Hugging Face model folder the policy is trained from; a server started here serves it. A
             server given by `url` must serve the same weights.
         publish_dir: where adapters (or a full fine-tune's weights) are written; vLLM must see this path.
-        lora: publish LoRA adapters (True) or full weights (False).
+        lora: the policy trains LoRA adapters (True) or all weights (False).
+        publish: how a LoRA policy's weights reach vLLM: "adapter" (loaded at runtime as a LoRA adapter, the
+            default) or "merged" (merged into the base weights and reloaded in place, as a full fine-tune's are).
         url: an already running vLLM server (`http://host:port` or `.../v1`); None starts one here.
         command: vLLM's CLI, or the Python interpreter of its venv (default: `$AGL_VLLM_COMMAND`, else `vllm` on
             the PATH).
@@ -131,6 +136,7 @@ class VllmServing:
         publish_dir: Path,
         *,
         lora: bool,
+        publish: str = "adapter",
         url: Optional[str] = None,
         command: Union[str, Sequence[str], None] = None,
         args: Sequence[str] = (),
@@ -143,7 +149,10 @@ class VllmServing:
     ) -> None:
         self.model_path = Path(model_path)
         self.publish_dir = Path(publish_dir)
-        self.lora = lora
+        if publish not in PUBLISH_MODES:
+            raise ValueError(f"vllm publish must be one of {list(PUBLISH_MODES)}, got {publish!r}")
+        self.lora = lora and publish == "adapter"  # True: adapters are loaded at runtime; False: weights reloaded
+        self.publish_mode = publish if lora else "merged"
         self.url = url
         self.command = command
         self.args = list(args)
@@ -400,7 +409,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-_OPTIONS = frozenset({"url", "command", "args", "model_name", "api_key", "startup_timeout", "log_path", "env"})
+PUBLISH_MODES = ("adapter", "merged")
+_OPTIONS = frozenset(
+    {"url", "command", "args", "model_name", "api_key", "startup_timeout", "log_path", "env", "publish"}
+)
 
 
 def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -414,6 +426,9 @@ def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
     args = options.get("args", ())
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise ValueError(f"vllm args must be a list of strings, got {args!r}")
+    publish = options.get("publish", "adapter")
+    if publish not in PUBLISH_MODES:
+        raise ValueError(f"vllm publish must be one of {list(PUBLISH_MODES)}, got {publish!r}")
     timeout = options.get("startup_timeout", 900.0)
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError(f"vllm startup_timeout must be a positive number of seconds, got {timeout!r}")

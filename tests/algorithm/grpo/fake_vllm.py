@@ -6,7 +6,9 @@ name is taken or the folder has no adapter_config.json; `POST /v1/unload_lora_ad
 loaded), and `POST /v1/chat/completions` for the base model or a loaded adapter (404 for any other name), answered
 by a real backend (our inference server around the tiny model: real token ids of a real chat template) with the
 model renamed to the one requested. `hold_requests()` keeps chat answers back until released, to put a request in
-flight across a weight swap. Run as a script (`fake_vllm.py serve <folder> --port N --served-model-name M`) it
+flight across a weight swap. With `dev_mode` set it also answers the dev-mode routes of an in-place weight reload
+(`POST /pause?mode=wait`, `POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path"}}`,
+`POST /resume`), recording each reload's folder and the order of the calls. Run as a script (`fake_vllm.py serve <folder> --port N --served-model-name M`) it
 stands in for the `vllm` CLI, serving the tiny model saved in `<folder>` (and exits 1 when that is no model folder).
 """
 
@@ -34,6 +36,9 @@ class FakeVllm:
         self.unloads: list[str] = []
         self.chat_models: list[str] = []  # the model named by each chat request, in arrival order
         self.refuse_loads: Optional[str] = None  # a message: every adapter load is answered 400 with it
+        self.dev_mode = False  # True: /pause, /collective_rpc and /resume answer (VLLM_SERVER_DEV_MODE=1)
+        self.reloads: list[str] = []  # the weights_path of each reload_weights call
+        self.dev_calls: list[str] = []  # "pause", "reload", "resume" in the order they came
         self._release = threading.Event()
         self._release.set()
         self.in_flight = threading.Semaphore(0)  # released once per chat request that reached the server
@@ -118,6 +123,21 @@ class FakeVllm:
         answer["model"] = model
         return 200, answer
 
+    def dev(self, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if not self.dev_mode:
+            return 404, _error(f"no route {path}", 404)
+        if path.startswith("/pause"):
+            self.dev_calls.append("pause")
+        elif path == "/resume":
+            self.dev_calls.append("resume")
+        else:
+            kwargs = body.get("kwargs") or {}
+            if body.get("method") != "reload_weights" or not Path(str(kwargs.get("weights_path"))).is_dir():
+                return 400, _error(f"cannot reload weights from {kwargs.get('weights_path')!r}", 400)
+            self.dev_calls.append("reload")
+            self.reloads.append(str(kwargs["weights_path"]))
+        return 200, {}
+
 
 def _error(message: str, code: int) -> dict[str, Any]:
     return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "NotFoundError", "code": code}}
@@ -153,6 +173,9 @@ def _handler(fake: FakeVllm) -> type[BaseHTTPRequestHandler]:
                 "/v1/unload_lora_adapter": fake.unload,
                 "/v1/chat/completions": fake.chat,
             }
+            if self.path in ("/pause?mode=wait", "/resume", "/collective_rpc"):
+                self._send(*fake.dev(self.path, body))
+                return
             route = routes.get(self.path)
             if route is None:
                 self._send(404, _error(f"no route {self.path}", 404))

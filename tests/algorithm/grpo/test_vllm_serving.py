@@ -64,8 +64,10 @@ def lora_policy(folder: Path) -> Policy:
     return Policy.from_pretrained(folder, GRPOConfig(lora_rank=4))
 
 
-def serving_for(fake: FakeVllm, folder: Path, tmp_path: Path, *, lora: bool = True) -> VllmServing:
-    serving = VllmServing(folder, tmp_path / "published", lora=lora, url=fake.url)
+def serving_for(
+    fake: FakeVllm, folder: Path, tmp_path: Path, *, lora: bool = True, publish: str = "adapter"
+) -> VllmServing:
+    serving = VllmServing(folder, tmp_path / "published", lora=lora, publish=publish, url=fake.url)
     serving.start()
     return serving
 
@@ -190,6 +192,49 @@ def test_a_full_fine_tune_on_a_server_without_dev_mode_says_what_it_needs(
     policy = Policy.from_pretrained(tiny_folder, GRPOConfig())
     with pytest.raises(ServingError, match=r"cannot pause for a weight reload.*VLLM_SERVER_DEV_MODE=1"):
         serving.publish(policy, "step-1")
+
+
+def test_lora_published_merged_is_reloaded_in_place_and_loads_no_adapter(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    fake.dev_mode = True
+    serving = serving_for(fake, tiny_folder, tmp_path, publish="merged")
+    policy = lora_policy(tiny_folder)
+    for step in (1, 2):
+        serving.publish(policy, f"step-{step}")
+    assert fake.loads == [] and serving.upstream_model == "policy"  # the agent keeps calling the base name
+    assert fake.dev_calls == ["pause", "reload", "resume"] * 2  # no request runs while the weights change
+    newest = tmp_path / "published" / "step-2"
+    assert fake.reloads[-1] == str(newest.resolve())
+    assert (newest / "model.safetensors").is_file() and not (newest / "adapter_config.json").exists()
+    assert sorted(p.name for p in (tmp_path / "published").iterdir()) == ["step-2"]  # the older folder is gone
+
+
+def test_merged_weights_published_to_vllm_are_the_policys_merged_weights(
+    fake: FakeVllm, tiny_folder: Path, tmp_path: Path
+) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    fake.dev_mode = True
+    serving = serving_for(fake, tiny_folder, tmp_path, publish="merged")
+    policy = lora_policy(tiny_folder)
+    with torch.no_grad():
+        for name, parameter in policy.model.named_parameters():
+            if "lora_B" in name:
+                parameter.fill_(0.01)  # a non-zero adapter: merging changes the base weights
+    serving.publish(policy, "step-1")
+    published = load_file(str(tmp_path / "published" / "step-1" / "model.safetensors"))
+    with policy.merged_weights() as merged:
+        changed = [key for key in published if not torch.equal(published[key], merged[key].to(published[key].dtype))]
+        assert not changed
+    base = load_file(str(tiny_folder / "model.safetensors"))
+    assert any(not torch.equal(published[key], base[key]) for key in base if key in published)
+
+
+def test_an_unknown_publish_mode_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"vllm publish must be one of \['adapter', 'merged'\], got 'lora'"):
+        GRPO(serving="vllm", vllm={"publish": "lora"})
 
 
 def test_a_python_interpreter_serves_through_the_api_server_module_and_a_cli_through_serve() -> None:
