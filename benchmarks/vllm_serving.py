@@ -74,12 +74,14 @@ def vllm_version(command: list[str]) -> str:
 
 
 def vllm(args: argparse.Namespace, folder: Path) -> dict[int, float]:
-    print(f"vLLM ({args.vllm_dtype}, --enable-lora, as GRPO starts it)", flush=True)
+    lora = "--enable-lora" if args.vllm_publish == "adapter" else "no LoRA: weights published merged"
+    print(f"vLLM ({args.vllm_dtype}, {lora}, as GRPO starts it)", flush=True)
     with tempfile.TemporaryDirectory(prefix="agl-vllm-bench-") as scratch:
         serving = VllmServing(
             folder,
             Path(scratch) / "published",
             lora=True,
+            publish=args.vllm_publish,
             command=args.vllm_command,
             args=["--dtype", args.vllm_dtype, *args.vllm_arg],
             log_path=Path(scratch) / "vllm.log",
@@ -145,7 +147,9 @@ def main() -> None:
     if args.skip_throughput and not args.train_minutes:
         parser.error("--skip-throughput leaves nothing to measure without --train-minutes")
     peer_rates = {} if args.skip_throughput else vllm(args, folder)
-    setting = ", ".join([args.vllm_dtype, *args.vllm_env])
+    setting = ", ".join(
+        [args.vllm_dtype, *(["started without --enable-lora"] if args.vllm_publish == "merged" else []), *args.vllm_env]
+    )
     peer_name = f"vLLM-CPU {version} ({setting})"
     figures: list[Figure] = []
     for dtype in [] if args.skip_throughput else args.ours_dtypes:
