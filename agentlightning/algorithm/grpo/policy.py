@@ -208,8 +208,8 @@ class Policy:
     @contextlib.contextmanager
     def reference(self) -> Iterator[Any]:
         """The frozen initial policy to compute KL against (LoRA: the base model with the adapter disabled)."""
-        self.claim_weights()  # LoRA disabled must see the base weights, not the served ones merged
         if self.lora:
+            self.claim_weights()  # the adapter disabled must leave the base weights, not the served ones merged
             with self.model.disable_adapter():
                 yield self.model
             return
