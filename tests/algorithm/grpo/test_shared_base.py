@@ -131,9 +131,7 @@ def test_an_update_waits_for_running_sequences_to_finish_on_the_old_weights() ->
     updated = threading.Event()
     thread = threading.Thread(target=lambda: (apply_update(policy, SAMPLES, policy.config), updated.set()))
     thread.start()
-    last: list[Any] = []
-    for last in stream:
-        pass
+    last = list(stream)[-1]
     thread.join(timeout=60)
     assert updated.is_set() and last[0].weights_version == "base"
     assert logprobs(last[0]) == pytest.approx(expected, abs=1e-5)  # every token from the old weights
