@@ -437,6 +437,16 @@ class InferenceEngine:
             self._scheduler.prefixes.clear()  # kept prefixes hold keys and values of the old weights
         logger.info("Loaded weights version %s into %s", version, self.model_name)
 
+    def weights_updated(self, version: str) -> None:
+        """Record that the model's tensors were changed in place to `version`, by a trainer that shares them.
+
+        Call it inside `paused()`, after the change: requests admitted afterwards run on, and are labelled with, the
+        new version, and prompt prefixes kept from the old weights are dropped (see `load_weights` for a copy).
+        """
+        self.weights_version = version
+        self._scheduler.prefixes.clear()
+        logger.info("Weights version %s of %s were updated in place", version, self.model_name)
+
     def load_adapter(
         self,
         name: str,

@@ -74,6 +74,19 @@ def test_new_weights_drop_the_kept_prefixes() -> None:
     assert [a.token_ids for a in _answers(engine, QUESTIONS)] == [a.token_ids for a in _answers(fresh, QUESTIONS)]
 
 
+def test_weights_updated_in_place_drop_the_kept_prefixes_and_name_the_version() -> None:
+    engine = build_tiny_engine(seed=0)
+    _answers(engine, QUESTIONS[:2])
+    with engine.paused(), torch.no_grad():
+        for parameter in engine.model.parameters():
+            parameter.mul_(1.01)
+        engine.weights_updated("v2")
+    assert len(engine._scheduler.prefixes) == 0 and engine.weights_version == "v2"
+    fresh = _without_prefix_cache(build_tiny_engine(seed=0))
+    fresh.load_weights({name: tensor * 1.01 for name, tensor in fresh.model.state_dict().items()}, "v2")
+    assert [a.token_ids for a in _answers(engine, QUESTIONS)] == [a.token_ids for a in _answers(fresh, QUESTIONS)]
+
+
 def test_a_prefix_is_kept_only_when_long_enough_and_not_already_covered() -> None:
     cache = PrefixCache(min_length=4)
     assert cache.candidate([1, 2, 3, 4, 5, 6]) == 0  # nothing to compare with yet

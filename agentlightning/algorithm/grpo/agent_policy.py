@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -24,6 +25,8 @@ from .policy import PolicyError, _quiet_saves, _require_peft
 __all__ = ["AgentPolicies", "AgentView"]
 
 _PEFT_PREFIX = "base_model.model."
+
+logger = logging.getLogger(__name__)
 
 
 class AgentPolicies:
@@ -86,8 +89,15 @@ class AgentPolicies:
 
     @classmethod
     def from_engine(cls, engine: Any, config: GRPOConfig, agents: list[str]) -> AgentPolicies:
-        """Adapters on a copy of the model an `InferenceEngine` serves (the engine keeps its own copy)."""
-        model = copy.deepcopy(engine.model)
+        """Adapters on the model an `InferenceEngine` serves: on its very tensors when it holds them in float32 on
+        the policies' device (the base is frozen and never merged: the engine serves the adapters beside it), else
+        on a copy of them (a bfloat16 engine, or one on another device)."""
+        from .shared_base import model_on_same_tensors, why_not_shared
+
+        reason = why_not_shared(engine, config)
+        if reason is not None:
+            logger.info("The agents' adapters are trained on a copy of the engine's model: %s", reason)
+        model = copy.deepcopy(engine.model) if reason is not None else model_on_same_tensors(engine.model)
         path = getattr(getattr(engine.model, "config", None), "_name_or_path", None) or None
         return cls(model, engine.tokenizer, config, agents, base_model_path=path)
 
@@ -188,6 +198,9 @@ class AgentView:
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
         return self.owner.autocast()
+
+    def claim_weights(self) -> None:
+        """Nothing to hold off: an update trains the adapter only, the base the engine serves never changes."""
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[Any]:

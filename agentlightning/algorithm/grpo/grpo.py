@@ -269,10 +269,10 @@ class GRPO(Algorithm):
                 self.policy = Policy.from_pretrained(ensure_converted(), self.config)
                 self._serves_policy_weights = True  # the engine serves the same weights, rounded
             else:
-                self.policy = Policy.from_engine(engine, self.config)
-                self._serves_policy_weights = True  # the policy is a copy of the served model
+                self.policy = Policy.from_engine(engine, self.config, share_base=True)
+                self._serves_policy_weights = True  # the policy trains the served tensors (or a copy of them)
             engine.seed_sampling(f"{self.config.seed}:{self.step}")
-            self._serving = LocalServing(engine, self.server)
+            self._serving = LocalServing(engine, self.server, shared=getattr(self.policy, "shared", None))
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
         release_free_memory()  # what loading and de-quantizing the model files used on the way

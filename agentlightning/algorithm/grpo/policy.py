@@ -5,7 +5,8 @@ when available, else the CPU; see `agentlightning.utils.device`); its optimizer 
 there too, and forward passes autocast to bfloat16 on CUDA devices that support it, or on any device with
 `precision="bfloat16"` (`autocast()`).
 `inference_state_dict()` gives the weights an inference engine serves (LoRA merged in, keys of the plain model), so
-the served model is always a standard one.
+the served model is always a standard one. `from_engine(..., share_base=True)` trains the engine's own tensors
+instead of a copy (one copy of the model in the process; see `shared_base.py`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ import logging
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.utils.device import autocast, compute_dtype, resolve_device
 
 from .config import GRPOConfig
+
+if TYPE_CHECKING:
+    from .shared_base import SharedBase
 
 __all__ = ["Policy", "PolicyError"]
 
@@ -89,6 +93,8 @@ class Policy:
             trainable, lr=config.learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
         )
         self._reference: Optional[Any] = None
+        self.shared: Optional[SharedBase] = None
+        """The link to the engine that serves this policy's own tensors (None: the engine has a copy, or none)."""
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if pad is None:
             raise PolicyError("The tokenizer has neither a pad token nor an end-of-sequence token")
@@ -114,17 +120,45 @@ class Policy:
         return cls(model, tokenizer, config, base_model_path=str(folder))
 
     @classmethod
-    def from_engine(cls, engine: Any, config: GRPOConfig) -> Policy:
-        """A trainable copy of the model an `InferenceEngine` serves (the engine keeps its own copy)."""
-        model = copy.deepcopy(engine.model)
+    def from_engine(cls, engine: Any, config: GRPOConfig, *, share_base: bool = False) -> Policy:
+        """A trainable policy on the model an `InferenceEngine` serves: a copy of it (the engine keeps its own), or,
+        with `share_base` and an engine whose model is float32 on the policy's device, the engine's own tensors.
+
+        A policy that shares them must be published through `LocalServing` (or `shared.serve`) after every update:
+        an update holds the engine's generation off until then (see `shared_base.py`).
+        """
+        from .shared_base import SharedBase, model_on_same_tensors, why_not_shared
+
+        reason = why_not_shared(engine, config) if share_base else "not asked for"
+        if share_base and reason is not None:
+            logger.info("The policy keeps its own copy of the engine's model: %s", reason)
+        model = model_on_same_tensors(engine.model) if reason is None else copy.deepcopy(engine.model)
         for parameter in model.parameters():
             parameter.requires_grad_(True)
         path = getattr(getattr(engine.model, "config", None), "_name_or_path", None) or None
-        return cls(model, engine.tokenizer, config, base_model_path=path)
+        policy = cls(model, engine.tokenizer, config, base_model_path=path)
+        if reason is None:
+            policy.shared = SharedBase(engine, policy)
+        return policy
 
     # ----------------------------------------------------------------------------------------------- weights
     def trainable_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    @property
+    def lora_merged(self) -> bool:
+        """Whether the LoRA delta is merged into the base weights now (False for a full fine-tune)."""
+        if not self.lora:
+            return False
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        return any(module.merged for module in self.model.modules() if isinstance(module, BaseTunerLayer))
+
+    def claim_weights(self) -> None:
+        """Make the weights the policy's to train or replace: when an engine serves the policy's own tensors, its
+        generation is held off (and LoRA unmerged) until the next publish; otherwise nothing to do."""
+        if self.shared is not None:
+            self.shared.claim()
 
     def inference_state_dict(self) -> dict[str, Any]:
         """Full weights with the plain model's keys (LoRA merged in), detached copies safe to hand to a server."""
@@ -137,7 +171,8 @@ class Policy:
         views of the policy's own tensors, valid only inside the block (LoRA is unmerged again when it ends).
 
         Copying them into an engine here (`InferenceEngine.load_weights` copies in place) needs no second full copy
-        of the model, which `inference_state_dict` makes.
+        of the model, which `inference_state_dict` makes. LoRA already merged (weights shared with an engine, between
+        updates) stays merged.
         """
         import torch
 
@@ -145,7 +180,9 @@ class Policy:
             if not self.lora:
                 yield {name: tensor.detach() for name, tensor in self.model.state_dict().items()}
                 return
-            self.model.merge_adapter()
+            merge = not self.lora_merged
+            if merge:
+                self.model.merge_adapter()
             try:
                 merged: dict[str, Any] = {}
                 for name, tensor in self.model.state_dict().items():
@@ -155,13 +192,16 @@ class Policy:
                     merged[key.replace(".base_layer.", ".")] = tensor.detach()
                 yield merged
             finally:
-                self.model.unmerge_adapter()
+                if merge:
+                    self.model.unmerge_adapter()
 
     def plain_model(self) -> Any:
         """A standalone transformers model with the current weights (LoRA merged), e.g. for `save_pretrained`."""
         if not self.lora:
             return self.model
         base_copy = copy.deepcopy(self.model)
+        if self.lora_merged:  # shared with an engine between updates: the copy's weights are merged already
+            return base_copy.unload()
         return base_copy.merge_and_unload()
 
     # --------------------------------------------------------------------------------------------- reference
@@ -169,6 +209,7 @@ class Policy:
     def reference(self) -> Iterator[Any]:
         """The frozen initial policy to compute KL against (LoRA: the base model with the adapter disabled)."""
         if self.lora:
+            self.claim_weights()  # the adapter disabled must leave the base weights, not the served ones merged
             with self.model.disable_adapter():
                 yield self.model
             return
@@ -205,7 +246,9 @@ class Policy:
         self.tokenizer.save_pretrained(str(folder))
 
     def load_model(self, folder: Path) -> None:
-        """Load weights saved by `save_model` into this policy (same architecture and LoRA rank)."""
+        """Load weights saved by `save_model` into this policy (same architecture and LoRA rank).
+
+        Weights shared with an engine are claimed first: generation waits for the next publish."""
         from safetensors.torch import load_file
 
         name = "adapter_model.safetensors" if self.lora else "model.safetensors"
@@ -213,6 +256,7 @@ class Policy:
         if not path.exists():
             raise PolicyError(f"The checkpoint {folder} has no {name} (was it written with another LoRA setting?)")
         state = load_file(str(path))
+        self.claim_weights()
         if self.lora:
             peft = _require_peft()
             peft.set_peft_model_state_dict(self.model, state)

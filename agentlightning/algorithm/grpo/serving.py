@@ -1,7 +1,9 @@
 """How the policy being trained is served: the local inference engine in this process, or a separate server.
 
 In-process (`LocalServing`): the GRPO algorithm starts an `InferenceServer` around an `InferenceEngine` and swaps
-new weights into it in place with `load_weights(state_dict, version)`, between steps, without a restart.
+new weights into it in place with `load_weights(state_dict, version)`, between steps, without a restart; when the
+policy trains the engine's own tensors (`Policy.shared`, see `shared_base.py`) there is nothing to copy: the LoRA
+delta is merged into them and the engine told the new version.
 Separate process (`RemoteServing`): new weights are saved as a standard Hugging Face folder and the server is told
 to load them with `POST /v1/weights {"path": ..., "version": ...}` (it must see the same file system).
 """
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from agentlightning.inference.server import InferenceServer
 
     from .policy import Policy
+    from .shared_base import SharedBase
 
 __all__ = ["LocalServing", "RemoteServing", "Serving", "ServingError"]
 
@@ -46,10 +49,15 @@ class Serving(Protocol):
 class LocalServing:
     """An `InferenceServer` on loopback in this process; weights are swapped into its engine in place."""
 
-    def __init__(self, engine: InferenceEngine, server: Optional[InferenceServer] = None) -> None:
+    def __init__(
+        self, engine: InferenceEngine, server: Optional[InferenceServer] = None, *, shared: Optional[SharedBase] = None
+    ) -> None:
+        if shared is not None and shared.engine is not engine:
+            raise ValueError("LocalServing: the shared policy weights belong to another engine")
         self.engine = engine
         self._server = server
         self._owned = server is None
+        self._shared = shared
         self.endpoint = server.endpoint if server is not None else ""
         self.model_name = engine.model_name
 
@@ -61,10 +69,16 @@ class LocalServing:
         self.endpoint = self._server.endpoint
 
     def publish(self, policy: Policy, version: str) -> None:
+        shared = getattr(policy, "shared", None)
+        if shared is not None and shared.engine is self.engine:
+            shared.serve(version)  # the engine serves the policy's own tensors: merge LoRA in, nothing to copy
+            return
         with policy.merged_weights() as weights:  # copied into the engine in place: no third copy of the model
             self.engine.load_weights(weights, version)
 
     def stop(self) -> None:
+        if self._shared is not None:
+            self._shared.resume()  # a run stopped between an update and its publish leaves no engine paused
         if self._owned and self._server is not None:
             self._server.stop()
             self._server = None

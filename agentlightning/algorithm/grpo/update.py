@@ -35,10 +35,12 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     """`ppo_epochs` optimisation passes over `samples` in micro-batches; returns loss, KL, clip fraction, grad norm.
 
     A pass accumulates the gradients of every micro-batch (normalised as one batch) and takes one optimizer step.
-    A non-finite loss or gradient skips the optimizer step (counted in `skipped_nonfinite`).
+    A non-finite loss or gradient skips the optimizer step (counted in `skipped_nonfinite`). Weights shared with an
+    inference engine are claimed first (`Policy.claim_weights`): its generation waits for the next publish.
     """
     import torch
 
+    policy.claim_weights()
     chunks = micro_batches(samples, config.micro_batch_size, config.micro_batch_tokens)
     batches = [make_batch(chunk, policy.pad_token_id, device=policy.device) for chunk in chunks]
     total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
