@@ -480,4 +480,3 @@ class BatchScheduler:
             request.sink(update)
         except Exception:  # the consumer is gone (its event loop closed): stop generating for it
             request.cancelled = True
-

@@ -429,4 +429,3 @@ def resolve_dtype(name: str) -> Any:
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
     return getattr(torch, name)
-

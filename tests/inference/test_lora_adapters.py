@@ -106,7 +106,7 @@ def assert_rows_match_merged(engine: InferenceEngine, names: list[str | None], m
         ids = torch.tensor([engine.encode(SAME_LENGTH_PROMPTS[row])])
         with torch.no_grad():
             expected = merged_models[name](input_ids=ids).logits[0]
-        torch.testing.assert_close(served[row], expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(served[row], expected, rtol=1e-4, atol=1e-4)  # batched float32 rounding
 
 
 def test_rows_of_a_mixed_batch_match_the_model_with_their_adapter_merged(engine: InferenceEngine) -> None:
