@@ -8,9 +8,9 @@ longer needed). Sampling, log-probs, stop tokens and stop strings are decided pe
 seeded generator, so a request's results do not depend on the requests it shares the batch with (up to the
 floating-point rounding of batched arithmetic).
 
-Rows may use different LoRA adapters (`SamplingParams.adapter`, see `adapters.py`): a prefill batch holds the
-requests of one adapter (prompt prefixes are kept and reused for base-model requests only), the decoding batch mixes
-them, each row applying its own adapter.
+Rows may use different LoRA adapters (`SamplingParams.adapter`, see `adapters.py`), each row applying its own: the
+base-model requests admitted together are prefilled as one batch (prompt prefixes are kept and reused for them only),
+the requests of any adapters as another, and the decoding batch mixes them all.
 
 `exclusive()` gives a caller the model alone: new requests wait, rows already running finish first (on the
 weights they started with), and nothing runs until the caller leaves. Weight swaps use it.
@@ -26,13 +26,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from .batch_cache import append_rows, keep_rows, output_cache, select_rows
 from .prefixes import PrefixCache
 from .sampling import SamplingParams, choose_tokens, make_generator
+from .sequences import SequenceState
 
 if TYPE_CHECKING:
     import torch
 
-    from .engine import InferenceEngine, TokenLogprob
+    from .engine import InferenceEngine
+    from .sequences import TokenLogprob
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ class BatchRequest:
     weights_version: str = ""
     slot: int = 0  # the LoRA adapter slot its rows use (0: the base model), resolved when it is prefilled
     generator: Any = None
-    choices: list[Any] = field(default_factory=list)  # scheduler-owned SequenceState objects
+    choices: list[SequenceState] = field(default_factory=list)  # scheduler-owned
 
     def cancel(self) -> None:
         """Stop generating for this request (its rows leave the batch at the next step)."""
@@ -77,7 +80,7 @@ class BatchRequest:
 @dataclass(eq=False)
 class _Row:
     request: BatchRequest
-    choice: Any  # SequenceState
+    choice: SequenceState
     last_token: int
     position: int  # position id of `last_token`, i.e. the number of real tokens already in the cache
 
@@ -210,57 +213,68 @@ class BatchScheduler:
 
     # ------------------------------------------------------------------------------------------------- prefill
     def _prefill_groups(self, requests: list[BatchRequest]) -> list[list[BatchRequest]]:
-        """Split admitted requests into prefill batches of at most `max_prefill_tokens` (padded) tokens, each batch
-        holding the requests of one adapter."""
-        groups: list[list[BatchRequest]] = []
-        current: list[BatchRequest] = []
-        longest = 0
+        """Split admitted requests into prefill batches of at most `max_prefill_tokens` (padded) tokens: base-model
+        requests together (they may start from a kept prompt prefix), requests of any adapters together (each row
+        applying its own). Resolves each request's adapter slot (one unloaded meanwhile fails alone) and draws its
+        generator, in the order the requests arrived."""
+        engine = self.engine
+        base: list[BatchRequest] = []
+        adapted: list[BatchRequest] = []
         for request in requests:
             if request.cancelled:
                 continue
-            length = len(request.prompt_ids)
-            other_adapter = bool(current) and current[0].params.adapter != request.params.adapter
-            if current and (other_adapter or (len(current) + 1) * max(longest, length) > self.max_prefill_tokens):
+            try:
+                request.slot = engine.adapters.slot(request.params.adapter)
+            except KeyError as exc:
+                self._send(request, ValueError(str(exc.args[0])))
+                continue
+            seed = request.params.seed if request.params.seed is not None else engine.draw_seed()
+            request.generator = make_generator(seed)
+            (adapted if request.slot else base).append(request)
+        groups: list[list[BatchRequest]] = []
+        for kind in (base, adapted):
+            current: list[BatchRequest] = []
+            longest = 0
+            for request in kind:
+                length = len(request.prompt_ids)
+                if current and (len(current) + 1) * max(longest, length) > self.max_prefill_tokens:
+                    groups.append(current)
+                    current, longest = [], 0
+                current.append(request)
+                longest = max(longest, length)
+            if current:
                 groups.append(current)
-                current, longest = [], 0
-            current.append(request)
-            longest = max(longest, length)
-        if current:
-            groups.append(current)
         return groups
 
     def _prefill(self, requests: list[BatchRequest]) -> None:
         """Run the prompts of `requests` as one left-padded batch, sample their first tokens, join the batch."""
-        from .engine import SequenceState
-
         engine = self.engine
         torch = engine._torch
         try:
-            # Identical prompts (a GRPO group's first calls) are computed once; their rows share its cache row.
+            # Identical prompts of one adapter (a GRPO group's first calls) are computed once; their rows share its
+            # cache row.
             prompts: list[list[int]] = []
+            slots: list[int] = []
             owner: list[int] = []
-            seen: dict[tuple[int, ...], int] = {}
+            seen: dict[tuple[int, tuple[int, ...]], int] = {}
             for request in requests:
-                key = tuple(request.prompt_ids)
+                key = (request.slot, tuple(request.prompt_ids))
                 if key not in seen:
                     seen[key] = len(prompts)
                     prompts.append(request.prompt_ids)
+                    slots.append(request.slot)
                 owner.append(seen[key])
             self.prefill_stats["prompts"] += len(requests)
             self.prefill_stats["computed"] += len(prompts)
-            adapter = requests[0].params.adapter
-            slot = engine.adapters.slot(adapter)
-            with engine.adapters.rows([slot] * len(prompts)):
-                output, mask, _kept = self._prefill_prompts(prompts, with_prefixes=adapter is None)
+            with engine.adapters.rows(slots):
+                output, mask, _kept = self._prefill_prompts(prompts, with_prefixes=not any(slots))
             logits = output.logits[:, -1, :].float()
             rows: list[_Row] = []
             sources: list[int] = []
-            version = engine.adapters.version(adapter) if adapter is not None else engine.weights_version
             for index, request in enumerate(requests):
+                adapter = request.params.adapter
+                version = engine.adapters.version(adapter) if adapter is not None else engine.weights_version
                 request.weights_version = version
-                request.slot = slot
-                seed = request.params.seed if request.params.seed is not None else engine.draw_seed()
-                request.generator = make_generator(seed)
                 request.choices = [SequenceState(index=i, weights_version=version) for i in range(request.params.n)]
                 for choice in request.choices:
                     rows.append(_Row(request, choice, last_token=-1, position=len(request.prompt_ids)))
@@ -273,7 +287,7 @@ class BatchScheduler:
             return
         alive = [i for i, row in enumerate(rows) if row.choice.finish_reason is None and not row.request.cancelled]
         if alive:
-            self._merge(_output_cache(output), mask, [sources[i] for i in alive], [rows[i] for i in alive])
+            self._merge(output_cache(output), mask, [sources[i] for i in alive], [rows[i] for i in alive])
 
     def _prefill_prompts(self, prompts: list[list[int]], *, with_prefixes: bool) -> tuple[Any, Any, Any]:
         """The prefill output and mask of `prompts`, and the kept prefix it started from (None: none); prefixes are
@@ -341,7 +355,7 @@ class BatchScheduler:
         if not self.prefixes.enabled:
             return
         try:
-            cache = _output_cache(output)
+            cache = output_cache(output)
             layers = cache.layers
             width = int(mask.shape[1])
             start = kept.length if kept is not None else 0
@@ -383,32 +397,11 @@ class BatchScheduler:
     def _merge(self, cache: Any, mask: torch.Tensor, sources: list[int], rows: list[_Row]) -> None:
         """Add prefilled rows to the running batch; row i uses row `sources[i]` of the prefill `cache` and `mask`."""
         torch = self.engine._torch
-        index = torch.tensor(sources, dtype=torch.long, device=mask.device)
-        layers = cache.layers
-        for layer in layers:
-            layer.keys = layer.keys.index_select(0, index)
-            layer.values = layer.values.index_select(0, index)
-        mask = mask.index_select(0, index)
-        length = int(mask.shape[1])
+        mask = select_rows(cache, mask, torch.tensor(sources, dtype=torch.long, device=mask.device))
         if self._cache is None or self._mask is None:
             self._cache, self._mask, self._rows = cache, mask, list(rows)
         else:
-            width = int(self._mask.shape[1])
-            if length < width:
-                mask = _pad_left(mask, width - length)
-            elif length > width:
-                self._mask = _pad_left(self._mask, length - width)
-            for old, new in zip(self._cache.layers, layers, strict=True):
-                new_keys, new_values = new.keys, new.values
-                if length < width:
-                    new_keys = _pad_left_kv(new_keys, width - length)
-                    new_values = _pad_left_kv(new_values, width - length)
-                elif length > width:
-                    old.keys = _pad_left_kv(old.keys, length - width)
-                    old.values = _pad_left_kv(old.values, length - width)
-                old.keys = torch.cat([old.keys, new_keys], dim=0)
-                old.values = torch.cat([old.values, new_values], dim=0)
-            self._mask = torch.cat([self._mask, mask], dim=0)
+            self._mask = append_rows(self._cache, self._mask, cache, mask)
             self._rows.extend(rows)
         self.largest_batch = max(self.largest_batch, len(self._rows))
 
@@ -430,7 +423,7 @@ class BatchScheduler:
                     use_cache=True,
                     **{self._cache_argument(): self._cache},
                 )
-            self._cache, self._mask = _output_cache(output), mask
+            self._cache, self._mask = output_cache(output), mask
             self.steps += 1
             for row in rows:
                 row.position += 1
@@ -451,15 +444,8 @@ class BatchScheduler:
         if not keep:
             self._rows, self._cache, self._mask = [], None, None
             return
-        torch = self.engine._torch
         assert self._mask is not None
-        index = torch.tensor(keep, dtype=torch.long, device=self._mask.device)
-        mask = self._mask.index_select(0, index)
-        start = int(torch.nonzero(mask.any(dim=0))[0])
-        self._mask = mask[:, start:]
-        for layer in self._cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, start:, :].contiguous()
-            layer.values = layer.values.index_select(0, index)[:, :, start:, :].contiguous()
+        self._mask = keep_rows(self._cache, self._mask, keep)
         self._rows = [self._rows[i] for i in keep]
 
     # ------------------------------------------------------------------------------------------------ sampling
@@ -494,23 +480,3 @@ class BatchScheduler:
             request.sink(update)
         except Exception:  # the consumer is gone (its event loop closed): stop generating for it
             request.cancelled = True
-
-
-def _output_cache(output: Any) -> Any:
-    """The key/value cache a forward returned: `cache` in newer transformers (reading the old `past_key_values`
-    name logs a deprecation warning there), `past_key_values` before."""
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
-
-
-def _pad_left(mask: torch.Tensor, columns: int) -> torch.Tensor:
-    import torch
-
-    return torch.cat([torch.zeros((mask.shape[0], columns), dtype=mask.dtype, device=mask.device), mask], dim=1)
-
-
-def _pad_left_kv(tensor: torch.Tensor, columns: int) -> torch.Tensor:
-    import torch
-
-    batch, heads, _, dim = tensor.shape
-    return torch.cat([tensor.new_zeros((batch, heads, columns, dim)), tensor], dim=2)

@@ -7,20 +7,19 @@ Concurrent requests (and the `n` choices of each) are generated together by cont
 `batching.py`): one batched forward per decoding step, requests joining and leaving between steps. New weights are
 swapped in without a restart: running sequences finish on the weights they started with, then the swap happens,
 then waiting requests start on the new weights. LoRA adapters (`load_adapter`, see `adapters.py`) are served beside
-the base weights, each request naming its own (`SamplingParams.adapter`), and swapped the same way.
+the base weights, each request naming its own (`SamplingParams.adapter`), and swapped the same way. What the
+engine hands back (sequences, streamed deltas) is defined in `sequences.py`; weight files are read by `weights.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import queue
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
+from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -28,53 +27,14 @@ from .adapters import AdapterError, AdapterWeights, LoraAdapters, read_peft_adap
 from .batching import BatchRequest, BatchScheduler, ChoiceStep, StepUpdate
 from .history import GeneratedTurns
 from .sampling import SamplingParams
+from .sequences import SequenceState, StreamDelta, TokenLogprob, VisibleText, apply_update, stream_deltas
 from .tools import ToolCallParser, detect_format, fallback_messages, template_renders_tools
+from .weights import WeightsError, read_state
 
 if TYPE_CHECKING:
     import torch
 
 logger = logging.getLogger(__name__)
-
-VisibleText = Callable[[str, bool], int]
-
-
-class WeightsError(ValueError):
-    """New weights could not be loaded (wrong shapes, missing tensors, unreadable file)."""
-
-
-@dataclass
-class TokenLogprob:
-    token_id: int
-    token: str
-    logprob: float
-    top: list[tuple[int, str, float]] = field(default_factory=list)
-
-
-@dataclass
-class SequenceState:
-    """One generated sequence (one choice) as it grows."""
-
-    index: int
-    token_ids: list[int] = field(default_factory=list)
-    logprobs: list[TokenLogprob] = field(default_factory=list)
-    text: str = ""
-    emitted_chars: int = 0
-    emitted_tokens: int = 0
-    finish_reason: Optional[str] = None
-    weights_version: str = ""
-    """The weights version the sequence was generated with (a sequence never spans a weight swap)."""
-
-
-@dataclass
-class StreamDelta:
-    """What one choice produced since the previous delta."""
-
-    index: int
-    token_ids: list[int]
-    text: str
-    logprobs: list[TokenLogprob]
-    finish_reason: Optional[str]
-    tool_calls: Optional[list[dict[str, Any]]] = None
 
 
 class InferenceEngine:
@@ -268,7 +228,7 @@ class InferenceEngine:
         sequences = [SequenceState(index=i) for i in range(params.n)]
         try:
             while True:
-                if _apply(sequences, updates.get(), request):
+                if apply_update(sequences, updates.get(), request):
                     yield sequences
                     if all(sequence.finish_reason is not None for sequence in sequences):
                         return
@@ -294,7 +254,7 @@ class InferenceEngine:
         sequences = [SequenceState(index=i) for i in range(params.n)]
         try:
             while True:
-                if _apply(sequences, await updates.get(), request):
+                if apply_update(sequences, await updates.get(), request):
                     yield sequences
                     if all(sequence.finish_reason is not None for sequence in sequences):
                         return
@@ -383,29 +343,7 @@ class InferenceEngine:
 
         `visible(text, finished)` limits the text that is streamed (tool calls are held back and sent parsed).
         """
-        result: list[StreamDelta] = []
-        for sequence in sequences:
-            finished = sequence.finish_reason is not None
-            safe = len(sequence.text)
-            if not finished:
-                if sequence.text.endswith("\ufffd"):  # an incomplete UTF-8 character: wait for more tokens
-                    safe = len(sequence.text.rstrip("\ufffd"))
-                for stop in params.stop:  # hold back a suffix that may become a stop string
-                    for length in range(min(len(stop) - 1, safe), 0, -1):
-                        if sequence.text[:safe].endswith(stop[:length]):
-                            safe -= length
-                            break
-            if visible is not None:
-                safe = min(safe, visible(sequence.text, finished))
-            new_tokens = sequence.token_ids[sequence.emitted_tokens :]
-            new_logprobs = sequence.logprobs[sequence.emitted_tokens :]
-            text = sequence.text[sequence.emitted_chars : max(safe, sequence.emitted_chars)]
-            if not new_tokens and not text and not finished:
-                continue
-            sequence.emitted_tokens = len(sequence.token_ids)
-            sequence.emitted_chars = max(safe, sequence.emitted_chars)
-            result.append(StreamDelta(sequence.index, new_tokens, text, new_logprobs, sequence.finish_reason))
-        return result
+        return stream_deltas(sequences, params, visible)
 
     # ----------------------------------------------------------------------------------------------------- weights
     def load_weights(self, source: Union[str, Path, Mapping[str, Any]], version: str) -> None:
@@ -414,7 +352,7 @@ class InferenceEngine:
         Sequences already running finish on the old weights; requests arriving meanwhile wait and then run on the
         new ones. Tensors of the wrong name or shape are rejected and the old weights stay.
         """
-        state = self._read_state(source)
+        state = read_state(source)
         with self.paused():
             current = self.model.state_dict()
             shared: dict[int, list[str]] = {}  # tied weights appear once in a saved file under either name
@@ -481,35 +419,6 @@ class InferenceEngine:
         with self.paused():
             self.adapters.unload(name)
 
-    @staticmethod
-    def _read_state(source: Union[str, Path, Mapping[str, Any]]) -> Mapping[str, Any]:
-        """A state dict as given, or read from a safetensors file or a `save_pretrained` folder (sharded or not)."""
-        if isinstance(source, Mapping):
-            return source
-        path = Path(source)
-        files = [path]
-        if path.is_dir():
-            index = path / "model.safetensors.index.json"
-            if index.exists():
-                try:
-                    weight_map = json.loads(index.read_text())["weight_map"]
-                except (OSError, ValueError, KeyError, TypeError) as exc:
-                    raise WeightsError(f"Could not read the shard index {index}: {exc}") from exc
-                files = [path / name for name in sorted(set(weight_map.values()))]
-            else:
-                files = [path / "model.safetensors"]
-        state: dict[str, Any] = {}
-        for file in files:
-            if not file.exists():
-                raise WeightsError(f"No weights file at {file}")
-            try:
-                from safetensors.torch import load_file
-
-                state.update(load_file(str(file)))
-            except Exception as exc:
-                raise WeightsError(f"Could not read weights from {file}: {exc}") from exc
-        return state
-
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -530,18 +439,3 @@ def resolve_dtype(name: str) -> Any:
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {name!r}")
     return getattr(torch, name)
-
-
-def _apply(sequences: list[SequenceState], update: StepUpdate, request: BatchRequest) -> bool:
-    """Apply one scheduler update to the consumer's own sequences (True if anything changed)."""
-    if isinstance(update, BaseException):
-        raise update
-    for step in update:
-        sequence = sequences[step.index]
-        sequence.token_ids.append(step.token_id)
-        if step.logprob is not None:
-            sequence.logprobs.append(step.logprob)
-        sequence.text = step.text
-        sequence.finish_reason = step.finish_reason
-        sequence.weights_version = request.weights_version
-    return bool(update)

@@ -3,6 +3,8 @@ adapters share a batch, an adapter's weights are swapped in place and the base m
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from agentlightning.inference.sampling import SamplingParams  # noqa: E402
 from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402
 
 PROMPT = "hello there"
+SAME_LENGTH_PROMPTS = ["hello there", "what is 2+2", "good night!", "ok, bye now"]
 
 
 def adapter_weights(engine: InferenceEngine, seed: int, rank: int = 4) -> dict[str, tuple[Any, Any]]:
@@ -79,6 +82,96 @@ def test_rows_of_different_adapters_in_one_batch_match_their_outputs_alone(engin
     assert engine.batch_stats["largest_batch"] > 1  # they did share decoding steps
 
 
+def merged(engine: InferenceEngine, weights: dict[str, tuple[Any, Any]], scale: float) -> Any:
+    """A copy of the engine's model with the adapter merged into its weights: W + scale * B @ A."""
+    model = copy.deepcopy(engine.model)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if name in weights:
+                a, b = weights[name]
+                module.weight += scale * b @ a
+    return model
+
+
+def served_logits(engine: InferenceEngine, names: list[str | None]) -> Any:
+    """Logits of one batched forward whose row i (prompt i) uses adapter `names[i]`."""
+    ids = torch.tensor([engine.encode(SAME_LENGTH_PROMPTS[i]) for i in range(len(names))])
+    with torch.no_grad(), engine.adapters.rows([engine.adapters.slot(name) for name in names]):
+        return engine.model(input_ids=ids).logits
+
+
+def assert_rows_match_merged(engine: InferenceEngine, names: list[str | None], merged_models: dict[Any, Any]) -> None:
+    served = served_logits(engine, names)
+    for row, name in enumerate(names):
+        ids = torch.tensor([engine.encode(SAME_LENGTH_PROMPTS[row])])
+        with torch.no_grad():
+            expected = merged_models[name](input_ids=ids).logits[0]
+        torch.testing.assert_close(served[row], expected, rtol=1e-4, atol=1e-4)  # batched float32 rounding
+
+
+def test_rows_of_a_mixed_batch_match_the_model_with_their_adapter_merged(engine: InferenceEngine) -> None:
+    a, b = adapter_weights(engine, 1), adapter_weights(engine, 2, rank=8)
+    engine.load_adapter("a", a, scale=2.0, version="v1")
+    engine.load_adapter("b", b, scale=0.5, version="v1")
+    models = {None: engine.model, "a": merged(engine, a, 2.0), "b": merged(engine, b, 0.5)}
+    assert_rows_match_merged(engine, [None, "a", "b", "a"], models)
+    assert not torch.allclose(served_logits(engine, ["a"]), served_logits(engine, ["b"]), atol=1e-3)
+
+
+def test_a_batch_of_one_adapter_matches_the_model_with_it_merged(engine: InferenceEngine) -> None:
+    a, b = adapter_weights(engine, 1), adapter_weights(engine, 2, rank=8)
+    engine.load_adapter("a", a, scale=2.0, version="v1")
+    engine.load_adapter("b", b, scale=0.5, version="v1")
+    assert_rows_match_merged(engine, ["b", "b", "b"], {"b": merged(engine, b, 0.5)})
+
+
+def test_adapters_left_after_an_unload_still_match_their_merged_models(engine: InferenceEngine) -> None:
+    weights = {name: adapter_weights(engine, seed) for seed, name in enumerate(["a", "b", "c"], start=1)}
+    for name, layers in weights.items():
+        engine.load_adapter(name, layers, scale=1.5, version="v1")
+    engine.unload_adapter("c")  # the last slot: the stacks shrink
+    engine.unload_adapter("a")  # the first slot: zeroed, kept free
+    models = {None: engine.model, "b": merged(engine, weights["b"], 1.5)}
+    assert_rows_match_merged(engine, [None, "b", "b", None], models)
+    engine.load_adapter("d", adapter_weights(engine, 4), scale=1.5, version="v1")  # takes the free slot
+    models["d"] = merged(engine, adapter_weights(engine, 4), 1.5)
+    assert_rows_match_merged(engine, ["d", None, "b", "d"], models)
+
+
+def test_an_adapter_on_some_layers_leaves_the_others_alone_in_a_mixed_batch(engine: InferenceEngine) -> None:
+    everywhere = adapter_weights(engine, 1)
+    q_only = {name: pair for name, pair in adapter_weights(engine, 2).items() if name.endswith("q_proj")}
+    engine.load_adapter("all", everywhere, scale=1.0, version="v1")
+    engine.load_adapter("q", q_only, scale=1.0, version="v1")
+    models = {None: engine.model, "all": merged(engine, everywhere, 1.0), "q": merged(engine, q_only, 1.0)}
+    assert_rows_match_merged(engine, ["q", "all", None, "q"], models)
+
+
+def test_requests_of_several_adapters_admitted_together_get_their_answers_alone(engine: InferenceEngine) -> None:
+    engine.load_adapter("a", adapter_weights(engine, 1), scale=2.0, version="v1")
+    engine.load_adapter("b", adapter_weights(engine, 2, rank=8), scale=2.0, version="v1")
+    names = [None, "a", "b", "a", None]
+    alone = {name: greedy(engine, name) for name in set(names)}
+    stats = dict(engine.batch_stats)
+
+    async def together() -> list[Any]:
+        prompt = engine.encode(PROMPT)
+        with engine.paused():  # every request waits, then all are admitted at once
+            tasks = [
+                asyncio.ensure_future(
+                    engine.agenerate(prompt, SamplingParams(max_tokens=12, temperature=0, ignore_eos=True, adapter=n))
+                )
+                for n in names
+            ]
+            await asyncio.sleep(0)
+        return await asyncio.gather(*tasks)
+
+    results = asyncio.run(together())
+    assert [result[0].token_ids for result in results] == [alone[name] for name in names]
+    assert engine.batch_stats["prompts_computed"] - stats["prompts_computed"] == 3  # one per adapter, not per request
+    assert engine.batch_stats["largest_batch"] == len(names)
+
+
 def test_swapping_an_adapter_in_place_changes_only_that_adapter(engine: InferenceEngine) -> None:
     engine.load_adapter("a", adapter_weights(engine, 1), scale=2.0, version="v1")
     engine.load_adapter("b", adapter_weights(engine, 2), scale=2.0, version="v1")
@@ -97,7 +190,6 @@ def test_a_sequence_records_the_adapter_version_it_was_generated_with(engine: In
 
 def test_the_adapter_matches_peft_on_the_same_weights(engine: InferenceEngine) -> None:
     peft = pytest.importorskip("peft")
-    import copy
 
     model = peft.get_peft_model(
         copy.deepcopy(engine.model),
@@ -152,6 +244,12 @@ def test_an_adapter_of_the_wrong_shape_is_rejected(engine: InferenceEngine) -> N
         engine.load_adapter("a", {name: (a, b[:-1])}, scale=1.0, version="v")
 
 
+def test_an_adapter_of_rank_zero_is_rejected(engine: InferenceEngine) -> None:
+    name, (a, b) = next(iter(adapter_weights(engine, 1).items()))
+    with pytest.raises(AdapterError, match="do not fit"):
+        engine.load_adapter("a", {name: (a[:0], b[:, :0])}, scale=1.0, version="v")
+
+
 def test_an_adapter_cannot_take_the_base_model_name(engine: InferenceEngine) -> None:
     with pytest.raises(AdapterError, match="other than the base model"):
         engine.load_adapter(engine.model_name, adapter_weights(engine, 1), scale=1.0, version="v")
@@ -159,7 +257,6 @@ def test_an_adapter_cannot_take_the_base_model_name(engine: InferenceEngine) -> 
 
 def test_a_peft_folder_is_read_with_its_scale(engine: InferenceEngine, tmp_path: Path) -> None:
     peft = pytest.importorskip("peft")
-    import copy
 
     model = peft.get_peft_model(
         copy.deepcopy(engine.model),
@@ -196,7 +293,6 @@ def test_the_server_serves_adapters_by_model_name(engine: InferenceEngine, tmp_p
 
 def test_the_server_loads_a_peft_folder_at_runtime(engine: InferenceEngine, tmp_path: Path) -> None:
     peft = pytest.importorskip("peft")
-    import copy
 
     from fastapi.testclient import TestClient
 
