@@ -63,252 +63,102 @@ class Benchmark:
         return self.quick if quick else self.full
 
 
+def bench(
+    name: str, script: str, keys: str, timeout_s: float, *, quick: Optional[str], full: str = "", notes: str = ""
+) -> Benchmark:
+    """A registry entry in two or three lines: `keys` as space-separated patterns, each mode's arguments as
+    space-separated text in which `{sqlite}` and `{postgres}` stand for the benchmark databases' URLs (`quick` None:
+    full mode only; `full` empty: the script's defaults)."""
+
+    def arguments(text: str) -> list[str]:
+        return [part.format(sqlite=SQLITE, postgres=POSTGRES) for part in text.split()]
+
+    quick_arguments = None if quick is None else arguments(quick)
+    return Benchmark(name, script, quick_arguments, arguments(full), tuple(keys.split()), timeout_s, notes)
+
+
+def store_durable(kind: str, quick_scale: float, keys: str = "") -> Benchmark:
+    """store_durable.py on the `kind` database: `--scale quick_scale` with 1 and 4 processes for 2 s quick, 0.1 full;
+    `keys` by default `store.<kind>.*`."""
+    store = f"--store {{{kind}}} --scale"
+    quick = f"{store} {quick_scale} --processes 1,4 --duration 2"
+    keys = keys or f"store.{kind}.*"
+    return bench(f"store_durable_{kind}", "store_durable.py", keys, 1800, quick=quick, full=f"{store} 0.1")
+
+
+def store_http(name: str, arguments: str, keys: str) -> Benchmark:
+    """store_http.py for 5 s quick and 20 s full: `arguments` holds `--seconds {s}` where that flag goes."""
+    quick, full = arguments.replace("{s}", "5"), arguments.replace("{s}", "20")
+    return bench(name, "store_http.py", keys, 900, quick=quick, full=full)
+
+
 # The lead extends this list; names are the file names in benchmarks/results/ and the order of the summary table.
+# fmt: off
 REGISTRY: list[Benchmark] = [
-    Benchmark("import_time", "import_time.py", ["--runs", "5"], ["--runs", "15"], ("import.*",), 600),
-    Benchmark(
-        "store_inprocess",
-        "store_inprocess.py",
-        ["--store", "memory://", "--scale", "0.2"],
-        ["--store", "memory://"],
-        ("store.memory.*",),
-        900,
-    ),
-    Benchmark(
-        "store_durable_sqlite",
-        "store_durable.py",
-        ["--store", SQLITE, "--scale", "0.05", "--processes", "1,4", "--duration", "2"],
-        ["--store", SQLITE, "--scale", "0.1"],
-        ("store.sqlite.*",),
-        1800,
-    ),
-    Benchmark(
-        "store_durable_postgres",
-        "store_durable.py",
-        ["--store", POSTGRES, "--scale", "0.02", "--processes", "1,4", "--duration", "2"],
-        ["--store", POSTGRES, "--scale", "0.1"],
-        ("store.postgres.add_many_spans_per_s", "store.postgres.processes_*"),
-        1800,
-    ),
-    Benchmark(
-        "store_http_memory",
-        "store_http.py",
-        ["--clients", "16", "--seconds", "5"],
-        ["--clients", "16", "--seconds", "20"],
-        ("store.http.memory.single.*",),
-        900,
-    ),
-    Benchmark(
-        "store_http_postgres_batch",
-        "store_http.py",
-        ["--clients", "16", "--seconds", "5", "--spans", "batch", "--backend", POSTGRES],
-        ["--clients", "16", "--seconds", "20", "--spans", "batch", "--backend", POSTGRES],
-        ("store.http.postgres.batch.*",),
-        900,
-    ),
-    Benchmark(
-        "store_http_postgres_single",
-        "store_http.py",
-        ["--clients", "16", "--seconds", "5", "--backend", POSTGRES],
-        ["--clients", "16", "--seconds", "20", "--backend", POSTGRES],
-        ("store.http.postgres.single.*",),
-        900,
-    ),
-    Benchmark(
-        "store_http_per_task",
-        "store_http.py",
-        ["--client-per-task", "--task", "full", "--processes", "16", "--seconds", "5"],
-        ["--client-per-task", "--task", "full", "--processes", "16", "--seconds", "20"],
-        ("store.http.per_task.full.*",),
-        900,
-    ),
-    Benchmark(
-        "store_http_first_request",
-        "store_http.py",
-        ["--first-request", "--runs", "5"],
-        ["--first-request", "--runs", "10"],
-        ("store.http.first_request_ms",),
-        600,
-    ),
-    Benchmark(
-        "store_http_libraries",
-        "store_http_libraries.py",
-        ["--rounds", "1", "--seconds", "5"],
-        ["--rounds", "2", "--seconds", "20"],
-        ("store.http.libraries.*",),
-        3600,
-    ),
-    Benchmark(
-        "store_reference",
-        "store_reference.py",
-        ["--quick", "--rounds", "1"],
-        ["--rounds", "3"],
-        ("peer.store.*",),
-        3600,
-        notes="agentlightning 0.3.0 side by side (its own venv)",
-    ),
-    Benchmark(
-        "pg_wakeup",
-        "pg_wakeup.py",
-        ["--trials", "20", "--compare-poll"],
-        ["--trials", "100", "--compare-poll"],
-        ("store.postgres.wakeup_*",),
-        900,
-    ),
-    Benchmark(
-        "proxy_latency",
-        "proxy_latency.py",
-        ["--requests", "300", "--warmup", "50"],
-        ["--requests", "2000"],
-        ("proxy.*",),
-        900,
-    ),
-    Benchmark(
-        "dashboard_load",
-        "dashboard_load.py",
-        ["--rollouts", "10000", "--loads", "3"],
-        ["--rollouts", "100000", "--loads", "7"],
-        ("dashboard.*",),
-        1800,
-        notes="needs Chromium (Debian's, driven by Playwright)",
-    ),
-    Benchmark(
-        "capture_overhead",
-        "capture_overhead.py",
-        ["--calls", "300", "--rounds", "2", "--server-delay-ms", "20"],
-        ["--calls", "1000", "--rounds", "3", "--server-delay-ms", "20"],
-        ("capture.*",),
-        900,
-    ),
-    Benchmark(
-        "trainer_loop",
-        "trainer_loop.py",
-        ["--runners", "1,4", "--repeats", "1", "--overhead-rollouts", "500"],
-        [],
-        ("trainer.shm.*", "trainer.cs.*", "trainer.runner_overhead_us"),
-        1800,
-    ),
-    Benchmark(
-        "trainer_progress",
-        "trainer_loop.py",
-        ["--progress-pairs", "1", "--rollouts", "3000", "--modes", "shm", "--runners", "2"],
-        ["--progress-pairs", "8", "--rollouts", "20000", "--modes", "shm,cs", "--runners", "2"],
-        ("trainer.progress.*",),
-        3600,
-    ),
-    Benchmark(
-        "soak",
-        "soak.py",
-        ["--backend", "sqlite", "--rollouts", "2000", "--interval", "0.5"],
-        ["--backend", "all", "--rollouts", "100000", "--interval", "5"],
-        ("soak.*",),
-        4 * 3600,
-    ),
-    Benchmark(
-        "main_job_memory",
-        "main_job_memory.py",
-        None,
-        ["--minutes", "12", "--max-steps", "10"],
-        ("memory.main_job*",),
-        3600,
-        notes="peak PSS of the main job's processes",
-    ),
-    Benchmark(
-        "grpo_main_job",
-        "grpo_main_job.py",
-        None,
-        ["--seeds", "0", "1", "2", "--minutes", "12"],
-        ("grpo.main_job.*",),
-        3 * 3600,
-    ),
-    Benchmark(
-        "grpo_vs_trl",
-        "grpo_vs_trl.py",
-        None,
-        ["--minutes", "12"],
-        ("grpo_vs_trl.*",),
-        6 * 3600,
-        notes="needs the bench extra (TRL)",
-    ),
-    Benchmark(
-        "calc_frameworks",
-        "calc_frameworks.py",
-        None,
-        ["--minutes", "15"],
-        ("calc.*",),
-        3 * 3600,
-    ),
-    Benchmark(
-        "multi_turn_samples",
-        "multi_turn_samples.py",
-        ["--synthetic", "--tiny", "--rollouts", "16", "--repeats", "1"],
-        ["--store", "sqlite:///runs/bench-calc-langgraph/store.db", "--rollouts", "32"],
-        ("grpo.multi_turn.*",),
-        1800,
-        notes="full mode reads the store of calc_frameworks' LangGraph run",
-    ),
-    Benchmark(
-        "inference_throughput",
-        "inference_throughput.py",
-        ["--rounds", "1", "--concurrency", "8"],
-        ["--rounds", "2"],
-        ("inference.float32.*",),
-        1800,
-    ),
-    Benchmark(
-        "inference_throughput_bf16",
-        "inference_throughput.py",
-        None,
-        ["--rounds", "2", "--dtype", "bfloat16"],
-        ("inference.bfloat16.*",),
-        1800,
-        notes="bfloat16 is emulated (slow) on CPUs without AVX512-BF16/AMX",
-    ),
-    Benchmark(
-        "vllm_serving",
-        "vllm_serving.py",
-        ["--rounds", "1", "--vllm-dtype", "float32", "--ours-dtypes", "float32"],
-        ["--rounds", "2", "--vllm-dtype", "float32", "--ours-dtypes", "float32", "bfloat16"],
-        ("peer.inference.*",),
-        3600,
-        notes="vLLM for CPU side by side with agl serve, where it installs",
-    ),
-    Benchmark(
-        "vllm_serving_merged",
-        "vllm_serving.py",
-        None,
-        ["--skip-throughput", "--vllm-dtype", "float32", "--vllm-publish", "merged", "--train-minutes", "12"],
-        ("grpo.vllm.main_job.merged.*",),
-        3600,
-        notes="the main job on vLLM-CPU, each step's LoRA merged and reloaded (runtime adapters are slow on CPU)",
-    ),
-    Benchmark(
-        "lora_adapters",
-        "lora_adapters.py",
-        ["--requests", "8", "--rounds", "1"],
-        ["--rounds", "2"],
-        ("inference.lora.*",),
-        1800,
-        notes="memory per served LoRA adapter and mixed-adapter batches",
-    ),
-    Benchmark(
-        "multi_agent_adapters",
-        "multi_agent_adapters.py",
-        None,
-        ["--minutes", "15"],
-        ("grpo.multi_agent.*",),
-        2400,
-        notes="solver and reviewer, one adapter each, 15 minutes",
-    ),
-    Benchmark(
-        "export_large_store",
-        "export_large_store.py",
-        ["--spans", "20000", "--dir", "/tmp/agl-export-bench-quick"],
-        ["--spans", "100000"],
-        ("export.*",),
-        1800,
-    ),
+    bench("import_time", "import_time.py", "import.*", 600, quick="--runs 5", full="--runs 15"),
+    bench("store_inprocess", "store_inprocess.py", "store.memory.*", 900,
+          quick="--store memory:// --scale 0.2", full="--store memory://"),
+    store_durable("sqlite", 0.05),
+    store_durable("postgres", 0.02, "store.postgres.add_many_spans_per_s store.postgres.processes_*"),
+    store_http("store_http_memory", "--clients 16 --seconds {s}", "store.http.memory.single.*"),
+    store_http("store_http_postgres_batch", "--clients 16 --seconds {s} --spans batch --backend {postgres}",
+               "store.http.postgres.batch.*"),
+    store_http("store_http_postgres_single", "--clients 16 --seconds {s} --backend {postgres}",
+               "store.http.postgres.single.*"),
+    store_http("store_http_per_task", "--client-per-task --task full --processes 16 --seconds {s}",
+               "store.http.per_task.full.*"),
+    bench("store_http_first_request", "store_http.py", "store.http.first_request_ms", 600,
+          quick="--first-request --runs 5", full="--first-request --runs 10"),
+    bench("store_http_libraries", "store_http_libraries.py", "store.http.libraries.*", 3600,
+          quick="--rounds 1 --seconds 5", full="--rounds 2 --seconds 20"),
+    bench("store_reference", "store_reference.py", "peer.store.*", 3600, quick="--quick --rounds 1",
+          full="--rounds 3", notes="agentlightning 0.3.0 side by side (its own venv)"),
+    bench("pg_wakeup", "pg_wakeup.py", "store.postgres.wakeup_*", 900,
+          quick="--trials 20 --compare-poll", full="--trials 100 --compare-poll"),
+    bench("proxy_latency", "proxy_latency.py", "proxy.*", 900,
+          quick="--requests 300 --warmup 50", full="--requests 2000"),
+    bench("dashboard_load", "dashboard_load.py", "dashboard.*", 1800, quick="--rollouts 10000 --loads 3",
+          full="--rollouts 100000 --loads 7", notes="needs Chromium (Debian's, driven by Playwright)"),
+    bench("capture_overhead", "capture_overhead.py", "capture.*", 900,
+          quick="--calls 300 --rounds 2 --server-delay-ms 20", full="--calls 1000 --rounds 3 --server-delay-ms 20"),
+    bench("trainer_loop", "trainer_loop.py", "trainer.shm.* trainer.cs.* trainer.runner_overhead_us", 1800,
+          quick="--runners 1,4 --repeats 1 --overhead-rollouts 500"),
+    bench("trainer_progress", "trainer_loop.py", "trainer.progress.*", 3600,
+          quick="--progress-pairs 1 --rollouts 3000 --modes shm --runners 2",
+          full="--progress-pairs 8 --rollouts 20000 --modes shm,cs --runners 2"),
+    bench("soak", "soak.py", "soak.*", 4 * 3600,
+          quick="--backend sqlite --rollouts 2000 --interval 0.5", full="--backend all --rollouts 100000 --interval 5"),
+    bench("main_job_memory", "main_job_memory.py", "memory.main_job*", 3600, quick=None,
+          full="--minutes 12 --max-steps 10", notes="peak PSS of the main job's processes"),
+    bench("grpo_main_job", "grpo_main_job.py", "grpo.main_job.*", 3 * 3600,
+          quick=None, full="--seeds 0 1 2 --minutes 12"),
+    bench("grpo_vs_trl", "grpo_vs_trl.py", "grpo_vs_trl.*", 6 * 3600,
+          quick=None, full="--minutes 12", notes="needs the bench extra (TRL)"),
+    bench("calc_frameworks", "calc_frameworks.py", "calc.*", 3 * 3600, quick=None, full="--minutes 15"),
+    bench("multi_turn_samples", "multi_turn_samples.py", "grpo.multi_turn.*", 1800,
+          quick="--synthetic --tiny --rollouts 16 --repeats 1",
+          full="--store sqlite:///runs/bench-calc-langgraph/store.db --rollouts 32",
+          notes="full mode reads the store of calc_frameworks' LangGraph run"),
+    bench("inference_throughput", "inference_throughput.py", "inference.float32.*", 1800,
+          quick="--rounds 1 --concurrency 8", full="--rounds 2"),
+    bench("inference_throughput_bf16", "inference_throughput.py", "inference.bfloat16.*", 1800,
+          quick=None, full="--rounds 2 --dtype bfloat16",
+          notes="bfloat16 is emulated (slow) on CPUs without AVX512-BF16/AMX"),
+    bench("vllm_serving", "vllm_serving.py", "peer.inference.*", 3600,
+          quick="--rounds 1 --vllm-dtype float32 --ours-dtypes float32",
+          full="--rounds 2 --vllm-dtype float32 --ours-dtypes float32 bfloat16",
+          notes="vLLM for CPU side by side with agl serve, where it installs"),
+    bench("vllm_serving_merged", "vllm_serving.py", "grpo.vllm.main_job.merged.*", 3600, quick=None,
+          full="--skip-throughput --vllm-dtype float32 --vllm-publish merged --train-minutes 12",
+          notes="the main job on vLLM-CPU, each step's LoRA merged and reloaded (runtime adapters are slow on CPU)"),
+    bench("lora_adapters", "lora_adapters.py", "inference.lora.*", 1800, quick="--requests 8 --rounds 1",
+          full="--rounds 2", notes="memory per served LoRA adapter and mixed-adapter batches"),
+    bench("multi_agent_adapters", "multi_agent_adapters.py", "grpo.multi_agent.*", 2400, quick=None,
+          full="--minutes 15", notes="solver and reviewer, one adapter each, 15 minutes"),
+    bench("export_large_store", "export_large_store.py", "export.*", 1800,
+          quick="--spans 20000 --dir /tmp/agl-export-bench-quick", full="--spans 100000"),
 ]
+# fmt: on
 
 
 @dataclass

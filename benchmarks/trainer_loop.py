@@ -100,15 +100,24 @@ class EnqueueAllWaitAll(Algorithm):
 
 
 def run_fit(
-    mode: str, runners: int, rollouts: int, warmup_per_runner: int = 0, progress: str = "off"
+    mode: str,
+    runners: int,
+    rollouts: int,
+    warmup_per_runner: int = 0,
+    progress: str = "off",
+    shm_agent_loop: str = "shared",
 ) -> dict[str, Any]:
     algorithm = EnqueueAllWaitAll(warmup=warmup_per_runner * runners, runners=runners)
+    from agentlightning.execution import SharedMemoryExecutionStrategy
     from agentlightning.tracer.otel import OtelTracer
 
+    strategy: Any = mode
+    if mode == "shm" and shm_agent_loop != "shared":
+        strategy = SharedMemoryExecutionStrategy(n_runners=runners, shared_agent_loop=False)
     trainer = agl.Trainer(
         algorithm=algorithm,
         n_runners=runners,
-        strategy=mode,
+        strategy=strategy,
         tracer=OtelTracer(),
         progress=progress,  # type: ignore[arg-type]
     )
@@ -342,6 +351,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="repeats of the overhead measurement (median)")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument(
+        "--shm-agent-loop",
+        choices=["shared", "runner"],
+        default="shared",
+        help="shm: async agents on the process's shared loop (default) or on each runner's own loop",
+    )
+    parser.add_argument(
         "--progress-pairs", type=int, default=0, help="measure the progress poller: N runs off and N on, alternating"
     )
     parser.add_argument(
@@ -370,7 +385,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     for mode in args.modes.split(","):
         for runners in (int(value) for value in args.runners.split(",")):
             count = args.rollouts or (3000 if mode == "shm" else 1500)
-            result = run_fit(mode, runners, count, args.warmup)
+            result = run_fit(mode, runners, count, args.warmup, shm_agent_loop=args.shm_agent_loop)
             measured.append({"mode": mode, "runners": runners, "rollouts": count, **result})
             main_us, children_us = result["cpu_main_us"], result["cpu_children_us"]
             print(

@@ -39,6 +39,11 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
         graceful_delay: seconds a bundle gets to finish after the stop flag is set, before it is cancelled.
         poll_interval: how often bundles check the stop flag.
         managed_store: wrap the store in `LightningStoreThreaded` (default: `AGL_MANAGED_STORE`, else true).
+        shared_agent_loop: run the async agents of every runner thread on one loop per process
+            (`runner/agent_loop.py`; default). Libraries that keep one async client per process (LangChain's
+            `ChatOpenAI`, a module-level `AsyncOpenAI()`) need it with several runner threads. False runs each async
+            agent on its runner's own loop: two cross-thread wake-ups fewer per rollout (see docs/benchmarks.md
+            for what they cost), for agents that keep no such client.
     """
 
     alias = "shm"
@@ -51,6 +56,7 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
         graceful_delay: float = 5.0,
         poll_interval: float = 0.05,
         managed_store: Optional[bool] = None,
+        shared_agent_loop: bool = True,
     ) -> None:
         if isinstance(n_runners, bool) or not isinstance(n_runners, int) or n_runners < 1:
             raise ValueError(f"n_runners must be a positive integer, got {n_runners!r}")
@@ -66,6 +72,9 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
         self.graceful_delay = graceful_delay
         self.poll_interval = poll_interval
         self.managed_store = resolve_managed_store_flag(managed_store)
+        if not isinstance(shared_agent_loop, bool):
+            raise ValueError(f"shared_agent_loop must be True or False, got {shared_agent_loop!r}")
+        self.shared_agent_loop = shared_agent_loop
 
     def _store(self, store: LightningStore) -> LightningStore:
         if not self.managed_store:
@@ -90,8 +99,9 @@ class SharedMemoryExecutionStrategy(ExecutionStrategy):
         self, runner: RunnerBundle, store: LightningStore, worker_id: int, stop: ExecutionEvent
     ) -> None:
         try:
+            bundle = runner(store, worker_id, stop)
             await run_until_completed_or_canceled(
-                on_shared_agent_loop(runner(store, worker_id, stop)),  # one loop for every thread's async agents
+                on_shared_agent_loop(bundle) if self.shared_agent_loop else bundle,  # one loop for all async agents
                 stop,
                 graceful_delay=self.graceful_delay,
                 poll_interval=self.poll_interval,

@@ -1,7 +1,8 @@
 """Two agents in one rollout, each with a reward of its own: a solver and a reviewer, both plain OpenAI SDK code.
 
-The solver answers "What is a + b?" (after two worked examples); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the
-first integer of its answer. The reviewer is shown the solver's answer and must say whether it is right; its reward
+The solver answers "What is a + b?" after two worked examples (the main job's prompt, built by
+examples/arithmetic_rl/agent.py); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the first
+integer of its answer. The reviewer is shown the solver's answer and must say whether it is right; its reward
 is 1 when its verdict ("yes" / "no") is correct, else 0. Each agent's work runs inside an `agl.operation` span with
 `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that agent. The rollout returns
 the solver's reward (what a single-policy run, `agent_match="solver"`, trains on).
@@ -13,29 +14,25 @@ LoRA adapter (`agent_match=["solver", "reviewer"]`), else the shared `main_llm` 
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 from typing import Any, Optional
+
+# The solver's chat is the main job's prompt (two worked examples, then the question), built by the arithmetic agent's
+# `messages_for`. Its folder is appended, not inserted, so that this folder's own modules come first; runner processes
+# import this module, so they find it too.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "arithmetic_rl"))
+
+from agent import messages_for  # pyright: ignore[reportMissingImports]  # examples/arithmetic_rl/agent.py
 
 import agentlightning as agl
 from agentlightning.types import LLM, AttemptedRollout, NamedResources, ProxyLLM, Rollout
 
-QUESTION = "What is {a} + {b}? Answer with just the number."
-# Two worked examples show the solver the answer format (the main job's prompt, examples/arithmetic_rl/agent.py).
-EXAMPLES = [("2", "3", "5"), ("4", "4", "8")]
 REVIEW = (
     "Question: what is {a} + {b}?\nProposed answer: {answer}\n"
     "Is the proposed answer exactly the right number? Reply with just yes or no."
 )
 SHARED_RESOURCE = "main_llm"
-
-
-def solver_messages(task: dict[str, Any]) -> list[dict[str, str]]:
-    """The solver's chat: the worked examples, then the task's question."""
-    messages: list[dict[str, str]] = []
-    for a, b, answer in EXAMPLES:
-        messages.append({"role": "user", "content": QUESTION.format(a=a, b=b)})
-        messages.append({"role": "assistant", "content": answer})
-    messages.append({"role": "user", "content": QUESTION.format(a=int(task["a"]), b=int(task["b"]))})
-    return messages
 
 
 def _chat(llm: LLM, messages: list[dict[str, str]], max_tokens: int) -> str:
@@ -89,7 +86,7 @@ class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
     def rollout(self, task: dict[str, Any], resources: NamedResources, rollout: Rollout) -> float:
         expected = int(task["a"]) + int(task["b"])
         with agl.operation("solve", **{"agent.name": "solver"}):
-            answer = _chat(agent_llm(resources, rollout, "solver"), solver_messages(task), max_tokens=8)
+            answer = _chat(agent_llm(resources, rollout, "solver"), messages_for(task), max_tokens=8)
             solved = closeness(answer, expected)
             agl.emit_reward(solved)
         with agl.operation("review", **{"agent.name": "reviewer"}):
