@@ -280,8 +280,8 @@ def agent_history(
 def agent_step_samples(
     read: AgentRollouts,
     agents: Mapping[str, str],
-    groups: Sequence[int],
-    indices: Sequence[int],
+    groups: list[int],
+    indices: list[int],
     skips: SkipCounts,
     config: GRPOConfig,
 ) -> tuple[dict[str, StepSamples], StepSamples]:

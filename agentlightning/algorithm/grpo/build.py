@@ -51,8 +51,15 @@ def build_policy_and_serving(
     from .serving import LocalServing, RemoteServing
 
     if serving == "vllm":
-        policy, vllm = build_vllm_serving(model_path, output_dir, config, vllm_options)
-        return Built(policy, vllm, serves_policy_weights=True)  # vLLM serves the folder the policy is loaded from
+        # vLLM serves the folder the policy is loaded from (with several agents, each agent's calls go to the base
+        # model until its first adapter is loaded: a fresh LoRA adapter changes nothing).
+        trained, vllm = build_vllm_serving(model_path, output_dir, config, vllm_options, agents)
+        if agents is not None:
+            from .agent_policy import AgentPolicies
+
+            assert isinstance(trained, AgentPolicies)
+            return Built(cast("Policy", trained), vllm, trained, serves_policy_weights=True)
+        return Built(cast("Policy", trained), vllm, serves_policy_weights=True)
     if server_url is not None:
         assert model_path is not None and output_dir is not None
         return Built(Policy.from_pretrained(model_path, config), RemoteServing(server_url, output_dir / "published"))

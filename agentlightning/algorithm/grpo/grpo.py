@@ -24,14 +24,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.types import Dataset, Rollout, RolloutMode
 from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
-from .build import build_policy_and_serving, check_serving_arguments
 from .agents import (
     AgentMatch,
     AgentRollouts,
@@ -41,18 +40,27 @@ from .agents import (
     parse_agent_match,
     read_agent_rollouts,
 )
+from .build import build_policy_and_serving, check_serving_arguments
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
 from .evaluation import EvaluationReport, evaluation_report
 from .loss import Sample
-from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
+from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
 from .samples import DriftCounts, StepSamples, build_samples
-from .sampling import SampledGroups, sample_groups
+from .sampling import sample_groups
 from .sampling_check import SamplingMismatches
 from .schedule import SamplingCounts, deadline, max_steps, tasks_at
-from .step_log import check_sampling, count_drift, history_entry, log_evaluation, log_no_update, log_step, require_llm_calls
+from .step_log import (
+    check_sampling,
+    count_drift,
+    history_entry,
+    log_evaluation,
+    log_no_update,
+    log_step,
+    require_llm_calls,
+)
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -93,7 +101,8 @@ class GRPO(Algorithm):
             its own LoRA adapter on the shared base model (needs `lora_rank`): a list of agent names or a dict
             `{adapter name: pattern}`; agent X then reads its own LLM resource `X_llm` (model name X; or sends the
             header `x-agl-agent: X` with the base model's name), is trained on its own calls and rewards (see
-            `agents.py`), and agents not selected keep the base model (`resource_name`).
+            `agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
+            engine, or by vLLM with `serving="vllm"` (each agent's adapter loaded as `<agent>@step-N`; docs/vllm.md).
         resource_name: the name of the LLM resource the agent reads.
         proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
             runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
@@ -124,7 +133,13 @@ class GRPO(Algorithm):
     ) -> None:
         self.config = GRPOConfig.from_kwargs(config, **settings)
         self.vllm_options = check_serving_arguments(
-            model, engine=engine, server=server, server_url=server_url, serving=serving, vllm=vllm, output_dir=output_dir
+            model,
+            engine=engine,
+            server=server,
+            server_url=server_url,
+            serving=serving,
+            vllm=vllm,
+            output_dir=output_dir,
         )
         self.serving = serving or "local"
         self.model_path = Path(model) if model is not None else None
@@ -138,11 +153,8 @@ class GRPO(Algorithm):
         if self.agents is not None and self.config.lora_rank is None:
             raise ValueError("agent_match with several agents trains one LoRA adapter per agent: set lora_rank")
         if self.agents is not None and server_url is not None:
-            raise ValueError("One adapter per agent is served by the in-process engine: leave server_url out")
-        if self.agents is not None and serving == "vllm":
             raise ValueError(
-                "One adapter per agent is served by the in-process engine only (not yet through vLLM): "
-                "leave serving='vllm' out, or train one agent with agent_match=<pattern>"
+                "One adapter per agent is served by the in-process engine or vLLM (serving='vllm'): leave server_url out"
             )
         self.agent_policies: Optional[AgentPolicies] = None
         self.agent_evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
@@ -201,7 +213,11 @@ class GRPO(Algorithm):
             agents=list(self.agents) if self.agents is not None else None,
             step=self.step,
         )
-        self.policy, self._serving, self._serves_policy_weights = built.policy, built.serving, built.serves_policy_weights
+        self.policy, self._serving, self._serves_policy_weights = (
+            built.policy,
+            built.serving,
+            built.serves_policy_weights,
+        )
         if built.agent_policies is not None:
             self.agent_policies = built.agent_policies
         if built.engine is not None:

@@ -46,19 +46,25 @@ def agent_upstream(serving: Serving, agent: str) -> str:
     return str(upstream_of(agent)) if callable(upstream_of) else agent
 
 
-def model_entries(serving: Serving, agents: Optional[Iterable[str]]) -> list[dict[str, Any]]:
+def model_entries(serving: Serving, agents: Optional[Iterable[str]]) -> list[Any]:
     """The proxy's entries: the served model (or its newest adapter), and each agent's adapter by its own name and by
     the served model's name with the header `x-agl-agent`."""
     base = serving.model_name
-    entries: list[dict[str, Any]] = [proxy_entry(serving)]
-    for agent in agents or ():
+    agents = list(agents or ())
+    if base in agents:
+        raise ValueError(
+            f"The agent {base!r} has the name of the served model, so the proxy cannot tell its calls from the base "
+            f"model's: give its adapter another name (agent_match={{'<adapter name>': '<pattern>'}})"
+        )
+    entries: list[Any] = [proxy_entry(serving)]
+    for agent in agents:
         params = {"model": f"hosted_vllm/{agent_upstream(serving, agent)}", "api_base": serving.endpoint}
         entries.append({"model_name": agent, "litellm_params": dict(params)})
         entries.append({"model_name": base, "agent": agent, "litellm_params": dict(params)})
     return entries
 
 
-def _replaced(current: Iterable[Mapping[str, Any]], entries: list[dict[str, Any]]) -> list[Any]:
+def _replaced(current: Iterable[Mapping[str, Any]], entries: list[Any]) -> list[Any]:
     """`current` without the entries of the names `entries` serve, then `entries` (other models stay routed)."""
     names = {entry["model_name"] for entry in entries}
     return [*(m for m in current if m.get("model_name") not in names), *entries]
@@ -127,7 +133,10 @@ def agent_resources(
     """The resources of a version: the trainer's initial ones (a prompt template, another model), the served model as
     `resource_name`, and each agent's adapter as `<agent>_llm`, all sampling at `temperature`."""
     sampling = {"temperature": temperature}
-    resources = {**(initial or {}), resource_name: proxy.as_resource(model=serving.model_name, sampling_parameters=sampling)}
+    resources = {
+        **(initial or {}),
+        resource_name: proxy.as_resource(model=serving.model_name, sampling_parameters=sampling),
+    }
     for agent in agents or ():
         resources[agent_resource_name(agent)] = proxy.as_resource(model=agent, sampling_parameters=dict(sampling))
     return resources

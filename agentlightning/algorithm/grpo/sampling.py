@@ -53,9 +53,7 @@ class RoundRunner(Protocol):
         ...
 
 
-def informative_groups(
-    sampled: SampledGroups, config: GRPOConfig, agents: Optional[Mapping[str, str]] = None
-) -> int:
+def informative_groups(sampled: SampledGroups, config: GRPOConfig, agents: Optional[Mapping[str, str]] = None) -> int:
     """Groups with varying rewards so far (with several agents: summed over the agents' own groups)."""
     args = (sampled.groups, sampled.indices)
     if agents is None:

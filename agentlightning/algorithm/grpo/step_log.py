@@ -87,8 +87,7 @@ def require_llm_calls(step: int, data: list[RolloutData], resource_name: str) ->
     if succeeded and not any(item.calls or item.sampling for item in data):
         raise NoLLMCallsError(
             f"GRPO step {step}: none of the {len(data)} finished rollouts ({succeeded} succeeded) made an "
-            f"LLM call through the published model {resource_name!r}, so there is nothing to train on. "
-            + CAPTURE_HINT
+            f"LLM call through the published model {resource_name!r}, so there is nothing to train on. " + CAPTURE_HINT
         )
 
 
