@@ -4,6 +4,7 @@ python examples/multi_agent/train.py                                # both agent
 python examples/multi_agent/train.py --agents solver                # the solver's adapter only (reviewer: base)
 python examples/multi_agent/train.py --agents solver --single       # the solver, one policy (agent_match="solver")
 python examples/multi_agent/train.py --tiny --max-steps 2           # a tiny random model (seconds; the smoke test)
+python examples/multi_agent/train.py --serving vllm --vllm-arg=--dtype --vllm-arg=float32   # sample from vLLM
 
 `--agents solver,reviewer` is `GRPO(agent_match=["solver", "reviewer"])`: each agent's calls go to its own adapter
 (the resources `solver_llm` / `reviewer_llm`), its groups are built from its own calls and its own reward (emitted
@@ -64,10 +65,21 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--held-out", type=int, default=None, help="held-out tasks evaluated (default 50; --tiny 4)")
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2")
+    parser.add_argument(
+        "--serving", choices=["local", "vllm"], default="local", help="rollout engine (vLLM: docs/vllm.md)"
+    )
+    parser.add_argument(
+        "--vllm-arg",
+        action="append",
+        default=[],
+        help="an extra `vllm serve` argument (repeat: --vllm-arg=--dtype --vllm-arg=float32)",
+    )
     args = parser.parse_args(argv)
     args.agent_list = [name.strip() for name in args.agents.split(",") if name.strip()]
     if args.single and len(args.agent_list) != 1:
         parser.error("--single trains one agent: pass --agents with one name")
+    if args.tiny and args.serving == "vllm":
+        parser.error("--tiny serves the tiny model in process; vLLM serves SmolLM2 (drop one of them)")
     if args.held_out is None:
         args.held_out = 4 if args.tiny else 50
     if args.minutes is None and args.max_steps is None:
@@ -87,8 +99,13 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         engine = build_tiny_engine(seed=args.seed)
     train, held_out = split_tasks(args.seed)
     held_out = held_out[: args.held_out]
+    vllm: Optional[dict[str, Any]] = None
+    if args.serving == "vllm":  # $AGL_VLLM_COMMAND names vLLM's venv (docs/vllm.md)
+        vllm = {"args": list(args.vllm_arg), "log_path": run_dir / "vllm.log"}
     algorithm = GRPO(
         engine=engine,
+        serving=args.serving,
+        vllm=vllm,
         output_dir=run_dir,
         agent_match=args.agent_list[0] if args.single else args.agent_list,
         group_size=args.group_size,

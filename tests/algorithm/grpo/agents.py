@@ -7,9 +7,10 @@ import random
 from typing import Any, Optional
 
 import agentlightning as agl
+from agentlightning.types import AttemptedRollout, NamedResources, ProxyLLM, Rollout
 
 
-def _ask(llm: agl.LLM, prompt: str, max_tokens: int = 6) -> str:
+def _ask(llm: agl.LLM, prompt: str, max_tokens: int = 6, headers: Optional[dict[str, str]] = None) -> str:
     from openai import OpenAI
 
     client = OpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=0)
@@ -18,6 +19,7 @@ def _ask(llm: agl.LLM, prompt: str, max_tokens: int = 6) -> str:
         messages=[{"role": "user", "content": prompt}],
         max_tokens=max_tokens,
         temperature=llm.sampling_parameters.get("temperature", 1.0),
+        extra_headers=headers,
     )
     return answer.choices[0].message.content or ""
 
@@ -89,3 +91,34 @@ def two_turn_digit_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     messages += [{"role": "user", "content": "And the next one?"}]
     second = client.chat.completions.create(model=llm.model, messages=messages, max_tokens=6, temperature=temperature)
     return digit_share(second.choices[0].message.content or "")
+
+
+def _bound(resources: NamedResources, name: str, rollout: Rollout) -> agl.LLM:
+    llm = resources[name]
+    assert isinstance(llm, agl.LLM), f"resource {name!r} is not an LLM: {llm!r}"
+    if isinstance(llm, ProxyLLM):
+        assert isinstance(rollout, AttemptedRollout)
+        return llm.with_attempted_rollout(rollout)
+    return llm
+
+
+class DigitTeam(agl.LitAgent[dict[str, Any]]):
+    """Three agents in one rollout, each in its own `agent.name` span: "solver" calls the model of its own resource
+    `solver_llm`; "reviewer" the shared `main_llm` with the header `x-agl-agent: reviewer` (the two ways an agent
+    reaches its own adapter); "greeter" the shared `main_llm` without a header (an agent not trained: the base model).
+    The solver and the reviewer are each rewarded with the digit share of their own answer, inside their span."""
+
+    def rollout(self, task: dict[str, Any], resources: NamedResources, rollout: Rollout) -> float:
+        with agl.operation("solve", **{"agent.name": "solver"}):
+            solved = digit_share(_ask(_bound(resources, "solver_llm", rollout), f"Number {task['id']}:"))
+            agl.emit_reward(solved)
+        with agl.operation("review", **{"agent.name": "reviewer"}):
+            shared = _bound(resources, "main_llm", rollout)
+            reviewed = digit_share(_ask(shared, f"Digits of {task['id']}?", headers={"x-agl-agent": "reviewer"}))
+            agl.emit_reward(reviewed)
+        with agl.operation("greet", **{"agent.name": "greeter"}):
+            _ask(_bound(resources, "main_llm", rollout), "Hello", max_tokens=2)
+        return solved
+
+
+digit_team = DigitTeam()

@@ -108,11 +108,11 @@ def test_several_agents_are_served_by_the_in_process_engine_only(tmp_path: Path)
         GRPO(tmp_path, server_url="http://127.0.0.1:1/v1", output_dir=tmp_path, agent_match=["solver"], lora_rank=4)
 
 
-def test_several_agents_with_vllm_serving_are_refused_by_name() -> None:
+def test_several_agents_can_be_served_by_vllm() -> None:
     from agentlightning.algorithm.grpo import GRPO
 
-    with pytest.raises(ValueError, match="not yet through vLLM"):
-        GRPO(serving="vllm", agent_match=["solver", "reviewer"], lora_rank=4)
+    algorithm = GRPO(serving="vllm", agent_match=["solver", "reviewer"], lora_rank=4)
+    assert algorithm.serving == "vllm" and algorithm.agents == {"solver": "solver", "reviewer": "reviewer"}
 
 
 def test_the_single_pattern_form_is_unchanged() -> None:

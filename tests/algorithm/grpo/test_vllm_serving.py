@@ -8,7 +8,6 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO, GRPOConfig
 from agentlightning.algorithm.grpo.policy import Policy
 from agentlightning.algorithm.grpo.serving import ServingError
@@ -28,36 +26,14 @@ from agentlightning.algorithm.grpo.vllm_serving import (
     serve_command,
     vllm_command,
 )
-from agentlightning.inference.server import InferenceServer
-from agentlightning.inference.tiny import build_tiny_engine
 from agentlightning.llm_proxy import LLMProxy
 from agentlightning.store import InMemoryLightningStore
 
 from .agents import digit_agent
 from .fake_vllm import FakeVllm
+from .vllm_runs import train_on_vllm
 
 FAKE_VLLM_SCRIPT = Path(__file__).with_name("fake_vllm.py")
-
-
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    engine = build_tiny_engine(seed=0)
-    folder = tmp_path_factory.mktemp("tiny") / "tiny-chat"
-    engine.model.save_pretrained(str(folder))
-    engine.tokenizer.save_pretrained(str(folder))
-    return folder
-
-
-@pytest.fixture(scope="module")
-def backend() -> Iterator[InferenceServer]:
-    with InferenceServer(build_tiny_engine(seed=0)) as server:
-        yield server
-
-
-@pytest.fixture
-def fake(backend: InferenceServer) -> Iterator[FakeVllm]:
-    with FakeVllm(backend.endpoint, backend.engine.model_name, model_name="policy") as server:
-        yield server
 
 
 def lora_policy(folder: Path) -> Policy:
@@ -232,6 +208,11 @@ def test_merged_weights_published_to_vllm_are_the_policys_merged_weights(
     assert any(not torch.equal(published[key], base[key]) for key in base if key in published)
 
 
+def test_several_agents_with_merged_publishing_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"publish='merged' serves one set of weights"):
+        GRPO(serving="vllm", vllm={"publish": "merged"}, agent_match=["solver", "reviewer"], lora_rank=4)
+
+
 def test_an_unknown_publish_mode_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"vllm publish must be one of \['adapter', 'merged'\], got 'lora'"):
         GRPO(serving="vllm", vllm={"publish": "lora"})
@@ -296,20 +277,11 @@ def test_a_request_in_flight_during_a_swap_finishes_on_the_old_adapter_and_recor
 def test_grpo_with_vllm_serving_routes_every_step_to_its_newest_adapter(
     fake: FakeVllm, tiny_folder: Path, tmp_path: Path
 ) -> None:
-    algorithm = GRPO(
-        model=tiny_folder,
-        serving="vllm",
-        vllm={"url": fake.url},
-        output_dir=tmp_path / "run",
-        lora_rank=4,
-        group_size=4,
-        tasks_per_step=2,
-        learning_rate=3e-2,
-        max_steps=2,
-        informative_groups=0,
+    tasks = [{"id": i} for i in range(4)]
+    run = tmp_path / "run"
+    algorithm = train_on_vllm(
+        digit_agent, tasks, model=tiny_folder, vllm={"url": fake.url}, output_dir=run, lora_rank=4, learning_rate=3e-2
     )
-    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, strategy="cs", progress="off")
-    trainer.fit(digit_agent, [{"id": i} for i in range(4)])
     updated = [entry["step"] for entry in algorithm.history if entry["samples"]]
     assert updated, "the digit reward varies, so a step updates"
     assert fake.loads == [f"policy@step-{step}" for step in updated]

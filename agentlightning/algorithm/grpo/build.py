@@ -1,0 +1,134 @@
+"""What a GRPO run trains and samples from: the policy (one model, or one LoRA adapter per agent on one base model)
+and its serving (the in-process inference engine, a separate server by URL, or vLLM), chosen from GRPO's arguments."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
+
+from .config import GRPOConfig
+from .vllm_serving import build_vllm_serving, check_vllm_options
+
+if TYPE_CHECKING:
+    from agentlightning.inference.engine import InferenceEngine
+    from agentlightning.inference.server import InferenceServer
+
+    from .agent_policy import AgentPolicies
+    from .policy import Policy
+    from .serving import Serving
+
+__all__ = ["Built", "build_policy_and_serving", "check_serving_arguments"]
+
+
+@dataclass
+class Built:
+    """The policy, its serving (not started yet) and what the run needs to know of them."""
+
+    policy: Policy  # with several agents: the `AgentPolicies` (checkpoints use what both kinds have)
+    serving: Serving
+    agent_policies: Optional[AgentPolicies] = None
+    engine: Optional[InferenceEngine] = None  # the in-process engine, when one serves
+    serves_policy_weights: bool = False  # True when the served model is known to hold the policy's weights
+
+
+def build_policy_and_serving(
+    config: GRPOConfig,
+    *,
+    serving: str,
+    model_path: Optional[Path],
+    output_dir: Optional[Path],
+    vllm_options: dict[str, Any],
+    server_url: Optional[str],
+    engine: Optional[InferenceEngine],
+    server: Optional[InferenceServer],
+    agents: Optional[Sequence[str]],
+    step: int,
+) -> Built:
+    """The policy and serving of a run (GRPO's `__init__` has checked the combination of arguments)."""
+    from .policy import Policy
+    from .serving import LocalServing, RemoteServing
+
+    if serving == "vllm":
+        # vLLM serves the folder the policy is loaded from (with several agents, each agent's calls go to the base
+        # model until its first adapter is loaded: a fresh LoRA adapter changes nothing).
+        trained, vllm = build_vllm_serving(model_path, output_dir, config, vllm_options, agents)
+        if agents is not None:
+            from .agent_policy import AgentPolicies
+
+            assert isinstance(trained, AgentPolicies)
+            return Built(cast("Policy", trained), vllm, trained, serves_policy_weights=True)
+        return Built(cast("Policy", trained), vllm, serves_policy_weights=True)
+    if server_url is not None:
+        assert model_path is not None and output_dir is not None
+        return Built(Policy.from_pretrained(model_path, config), RemoteServing(server_url, output_dir / "published"))
+    default_model = engine is None and model_path is None
+    if engine is None:
+        from agentlightning.inference.engine import InferenceEngine
+
+        dtype = "bfloat16" if config.precision == "bfloat16" else "float32"
+        engine = (
+            InferenceEngine.from_pretrained(model_path, device=config.device, dtype=dtype)
+            if model_path is not None
+            else InferenceEngine.from_default(device=config.device, dtype=dtype)
+        )
+    agent_policies: Optional[AgentPolicies] = None
+    serves_policy_weights = False
+    if agents is not None:
+        from .agent_policy import AgentPolicies
+
+        agent_policies = (
+            AgentPolicies.from_pretrained(model_path, config, list(agents))
+            if model_path is not None
+            else AgentPolicies.from_engine(engine, config, list(agents))
+        )
+        policy = cast("Policy", agent_policies)
+    elif model_path is not None:
+        policy = Policy.from_pretrained(model_path, config)
+    elif default_model and config.precision == "bfloat16":
+        # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come from the
+        # file, so training starts from exactly the weights a float32 run starts from.
+        from agentlightning.inference.model_files import ensure_converted
+
+        policy = Policy.from_pretrained(ensure_converted(), config)
+        serves_policy_weights = True  # the engine serves the same weights, rounded
+    else:
+        policy = Policy.from_engine(engine, config, share_base=True)
+        serves_policy_weights = True  # the policy trains the served tensors (or a copy of them)
+    engine.seed_sampling(f"{config.seed}:{step}")
+    serving = LocalServing(engine, server, shared=getattr(policy, "shared", None))
+    return Built(policy, serving, agent_policies, engine, serves_policy_weights)
+
+
+def check_serving_arguments(
+    model: Union[str, Path, None],
+    *,
+    engine: Optional[InferenceEngine],
+    server: Optional[InferenceServer],
+    server_url: Optional[str],
+    serving: Optional[str],
+    vllm: Optional[dict[str, Any]],
+    output_dir: Union[str, Path, None],
+) -> dict[str, Any]:
+    """GRPO's serving arguments checked together (a ValueError / TypeError names what does not fit); returns the
+    checked `vllm=` options."""
+    if sum(x is not None for x in (engine, server, server_url)) > 1:
+        raise ValueError("Pass at most one of engine, server and server_url")
+    if serving not in (None, "local", "vllm"):
+        raise ValueError(f"serving must be 'local' or 'vllm', got {serving!r}")
+    if serving == "vllm" and (engine is not None or server is not None or server_url is not None):
+        raise ValueError("serving='vllm' samples from vLLM: pass no engine, server or server_url with it")
+    if vllm is not None and serving != "vllm":
+        raise ValueError("vllm= options need serving='vllm'")
+    options = check_vllm_options(vllm or {})
+    if server_url is not None and model is None:
+        raise ValueError("server_url needs model=<folder>: the trainer loads the policy from the same weights")
+    if server_url is not None and output_dir is None:
+        raise ValueError("server_url needs output_dir: new weights reach the server through files there")
+    if model is not None and not (Path(model) / "config.json").is_file():
+        raise ValueError(
+            f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains "
+            "from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
+        )
+    return options
