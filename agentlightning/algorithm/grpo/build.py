@@ -97,8 +97,8 @@ def build_policy_and_serving(
         policy = Policy.from_engine(engine, config, share_base=True)
         serves_policy_weights = True  # the policy trains the served tensors (or a copy of them)
     engine.seed_sampling(f"{config.seed}:{step}")
-    serving = LocalServing(engine, server, shared=getattr(policy, "shared", None))
-    return Built(policy, serving, agent_policies, engine, serves_policy_weights)
+    local = LocalServing(engine, server, shared=getattr(policy, "shared", None))
+    return Built(policy, local, agent_policies, engine, serves_policy_weights)
 
 
 def check_serving_arguments(
