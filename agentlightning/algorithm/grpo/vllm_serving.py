@@ -126,10 +126,8 @@ class VllmServing:
     ) -> None:
         self.model_path = Path(model_path)
         self.publish_dir = Path(publish_dir)
-        if publish not in PUBLISH_MODES:
-            raise ValueError(f"vllm publish must be one of {list(PUBLISH_MODES)}, got {publish!r}")
+        _check_publish(publish)
         self.lora = lora and publish == "adapter"  # True: adapters are loaded at runtime; False: weights reloaded
-        self.publish_mode = publish if lora else "merged"
         self.url = url
         self.command = command
         self.args = list(args)
@@ -391,6 +389,11 @@ _OPTIONS = frozenset(
 )
 
 
+def _check_publish(publish: object) -> None:
+    if publish not in PUBLISH_MODES:
+        raise ValueError(f"vllm publish must be one of {list(PUBLISH_MODES)}, got {publish!r}")
+
+
 def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
     """GRPO's `vllm=` options, checked by name and type (a TypeError / ValueError names the bad one)."""
     unknown = sorted(set(options) - _OPTIONS)
@@ -402,9 +405,7 @@ def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
     args = options.get("args", ())
     if isinstance(args, str) or not all(isinstance(a, str) for a in args):
         raise ValueError(f"vllm args must be a list of strings, got {args!r}")
-    publish = options.get("publish", "adapter")
-    if publish not in PUBLISH_MODES:
-        raise ValueError(f"vllm publish must be one of {list(PUBLISH_MODES)}, got {publish!r}")
+    _check_publish(options.get("publish", "adapter"))
     timeout = options.get("startup_timeout", 900.0)
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError(f"vllm startup_timeout must be a positive number of seconds, got {timeout!r}")
