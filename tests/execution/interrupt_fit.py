@@ -5,7 +5,9 @@ before letting the KeyboardInterrupt end the script as an uncaught Ctrl-C does."
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
+import signal
 import sys
 from typing import Any
 
@@ -33,6 +35,10 @@ class Forever(Algorithm):
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks when the run hangs
+    # Ctrl-C raises KeyboardInterrupt even when this script was started from a shell's background job, which starts
+    # its commands with SIGINT ignored (and Python then leaves it ignored).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     trainer = agl.Trainer(algorithm=Forever(), n_runners=2, store=f"sqlite:///{sys.argv[1]}", progress="off")
     try:
         trainer.fit(SlowAgent(), [{"sleep": 0.3} for _ in range(1000)])

@@ -5,6 +5,7 @@ script ends as interrupted (exit status 130) instead of carrying on as if traini
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -41,14 +42,46 @@ def _start(db: Path) -> subprocess.Popen[str]:
             return process
         if time.monotonic() > deadline:
             break
-    process.kill()
+    _kill_tree(process)
     raise AssertionError(f"the run did not start: {process.stderr.read() if process.stderr else ''}")
+
+
+def _kill_tree(process: subprocess.Popen[str]) -> None:
+    """SIGKILL the run, its process group and any child that left the group."""
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _communicate_or_dump_stacks(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """The run's output once it exits; when it does not exit within `timeout`, its threads' stacks (faulthandler,
+    SIGUSR1) in the failure message, and the whole tree killed so that no later test sees a leftover process."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGUSR1)
+        time.sleep(1.0)
+        _kill_tree(process)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"the run did not stop within {timeout} s; stdout:\n{stdout}\nstderr:\n{stderr}") from None
 
 
 @pytest.mark.parametrize("target", ["process-group", "parent-only"])
 def test_ctrl_c_stops_the_whole_tree_quickly_and_cleanly(tmp_path: Path, target: str) -> None:
     db = tmp_path / "run.db"
     process = _start(db)
+    try:
+        _interrupt_and_check(process, db, target)
+    finally:
+        if process.poll() is None:
+            _kill_tree(process)
+
+
+def _interrupt_and_check(process: subprocess.Popen[str], db: Path, target: str) -> None:
     tree = psutil.Process(process.pid).children(recursive=True)
     runners = [child for child in tree if "resource_tracker" not in " ".join(child.cmdline())]
     assert len(runners) == 2
@@ -57,7 +90,7 @@ def test_ctrl_c_stops_the_whole_tree_quickly_and_cleanly(tmp_path: Path, target:
         os.killpg(process.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
     else:
         os.kill(process.pid, signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=30)
+    stdout, stderr = _communicate_or_dump_stacks(process, timeout=30)
     elapsed = time.monotonic() - started
     assert elapsed < 15, f"took {elapsed:.1f} s"
     _, alive = psutil.wait_procs(tree, timeout=5)
