@@ -81,7 +81,8 @@ def load_average() -> Optional[float]:
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
-def _commit() -> str:
+def current_commit() -> str:
+    """The short hash of HEAD, with `+dirty` when tracked files differ from it; `unknown` outside git."""
     try:
         out = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
@@ -145,7 +146,7 @@ def write_results(
     record: dict[str, Any] = {
         "script": script or Path(sys.argv[0]).name,
         "command": " ".join(["python", *(_relative(arg) for arg in sys.argv)]),
-        "commit": _commit(),
+        "commit": current_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "load_before": round(_LOAD_AT_START, 2) if _LOAD_AT_START is not None else None,
         "load_after": load_average(),

@@ -29,7 +29,7 @@ import psutil
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _results import Figure, add_json_argument, write_results
+from _results import Figure, add_json_argument, current_commit, write_results
 
 from agentlightning.store.sqlite.store import SqliteLightningStore
 from agentlightning.types import Span
@@ -42,15 +42,6 @@ CHUNK = 100
 def _loadavg() -> str:
     with open("/proc/loadavg") as handle:
         return " ".join(handle.read().split()[:3])
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _rollout_spans(rollout_id: str, attempt_id: str, index: int, rng: random.Random) -> list[Span]:
@@ -196,14 +187,14 @@ def run_export(store: Path, out: Path, kind: str, format: str) -> dict[str, Any]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--kind", choices=["sft", "rl", "preference"], default="sft")
     parser.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/agl-export-bench"))
     add_json_argument(parser)
     args = parser.parse_args()
-    print(f"commit {_commit()}, load average before {_loadavg()}", flush=True)
+    print(f"commit {current_commit()}, load average before {_loadavg()}", flush=True)
     sizes = [args.spans // 4, args.spans]
     stores = [ensure_store(args.dir, size) for size in sizes]
     print(f"load average before exporting {_loadavg()}", flush=True)

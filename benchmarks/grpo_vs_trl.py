@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/grpo_vs_trl.py --quick --json runs/grpo_vs_trl/quick.json   # ~5 minutes
     .venv/bin/python benchmarks/grpo_vs_trl.py --json runs/grpo_vs_trl/full.json            # the full preset
     .venv/bin/python benchmarks/grpo_vs_trl.py --sides ours-fp32,trl-fp32 --seeds 0 --minutes 3
+    .venv/bin/python benchmarks/grpo_vs_trl.py --resume --json runs/grpo_vs_trl/full.json   # after an interruption
 
 Four sides: ours (`agl.GRPO` with its store, runner processes, local inference server, proxy and adapter) in
 float32 and in bfloat16 (`precision="bfloat16"`: the inference engine holds bfloat16 weights and the policy's
@@ -20,6 +21,10 @@ in the budget is cut off (after a grace of a quarter of the budget, at least a m
 gain, and a lower bound for its seconds per step. The full preset (4 sides x 3 seeds x 12 minutes) takes about
 3 hours on a 2-core machine (12 runs of 12 minutes of training plus about 3 minutes of loading and scoring each,
 longer when a bfloat16 side is slow on a CPU without native bfloat16).
+
+Each finished run is appended to `<out>/runs.jsonl` at once (with its commit and settings), so an interrupted
+session loses at most the run in progress; `--resume` skips the runs of the plan already there with the same
+settings (budget, runner count, model folder) and runs the rest.
 
 TRL is not a dependency of the project: `.venv/bin/pip install 'trl==1.16.0'` (or the `bench` extra).
 """
@@ -50,7 +55,7 @@ from _grpo_vs_trl_sides import (
     train_ours,
     train_trl,
 )
-from _results import Figure, Peer, add_json_argument, load_average, machine_facts, write_results
+from _results import Figure, Peer, add_json_argument, current_commit, load_average, machine_facts, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 SIDES = ("ours-fp32", "ours-bf16", "trl-fp32", "trl-bf16")
@@ -74,6 +79,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--sides", default=None, help=f"comma-separated, from {','.join(SIDES)} (default all)")
     parser.add_argument("--runners", type=int, default=8, help="runner processes on our side (default 8)")
     parser.add_argument("--out", default="runs/grpo_vs_trl", help="run directories go here (default runs/grpo_vs_trl)")
+    parser.add_argument(
+        "--resume", action="store_true", help="reuse the runs already in <out>/runs.jsonl with the same settings"
+    )
     parser.add_argument("--model-folder", default=None, help=argparse.SUPPRESS)  # tests: a tiny model folder
     add_json_argument(parser)
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # run one side, one seed in this process
@@ -216,6 +224,46 @@ def run_one(side: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What makes two runs of one side and seed the same measurement (`--resume` reuses only those)."""
+    return {"minutes": args.minutes, "runners": args.runners, "model_folder": args.model_folder}
+
+
+class RunLog:
+    """`runs.jsonl`: one line per finished run (its result, the commit it ran at, its settings), written as soon as
+    the run ends."""
+
+    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
+        self.path = path
+        self.settings = settings
+
+    def append(self, result: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"commit": current_commit(), "settings": self.settings, "result": result})
+        with self.path.open("a") as f:
+            f.write(line + "\n")
+
+    def finished(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """The runs with these settings that produced a result (not an error), by (side, seed); the last one wins.
+        A line that cannot be read (a run killed while writing) is skipped with a message."""
+        if not self.path.exists():
+            return {}
+        found: dict[tuple[str, int], dict[str, Any]] = {}
+        for number, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+                result = entry["result"]
+                key = (str(result["side"]), int(result["seed"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                print(f"{self.path}:{number}: skipped, not a run record ({exc!r})", file=sys.stderr)
+                continue
+            if entry.get("settings") == self.settings and not result.get("error"):
+                found[key] = {**result, "commit": entry.get("commit")}
+        return found
+
+
 def summarise(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, dict[str, Any]]:
     """Per side: mean, min, max and standard deviation over seeds of the strict gain, completions/s and seconds
     per step (runs without a completed step have no gain and no rate: counted in `runs_without_a_step`)."""
@@ -297,6 +345,7 @@ def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("seed", "steps", "completions", "train_seconds", "completions_per_s", "seconds_per_step", "before")
     keys += ("after", "gain", "cut_off_after_s", "peak_rss_tree_mb", "load_average", "wall_seconds", "facts", "error")
+    keys += ("commit",)
     return {k: r.get(k) for k in keys if k in r}
 
 
@@ -343,7 +392,17 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         + ", ".join(f"{side} seed {seed}" for side, seed in plan),
         flush=True,
     )
-    runs = [run_one(side, seed, args) for side, seed in plan]
+    log = RunLog(Path(args.out) / "runs.jsonl", run_settings(args))
+    done = log.finished() if args.resume else {}
+    if done:
+        print(f"resuming: {len(done)} run(s) already in {log.path} with these settings", flush=True)
+    runs: list[dict[str, Any]] = []
+    for side, seed in plan:
+        result = done.get((side, seed))
+        if result is None:
+            result = run_one(side, seed, args)
+            log.append(result)
+        runs.append(result)
     summary = summarise(runs, args.sides)
     settings = settings_dict(Settings(model_folder="", minutes=args.minutes, seed=-1))
     settings.update(

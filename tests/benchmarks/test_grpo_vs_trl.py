@@ -126,6 +126,62 @@ def test_our_sides_alone_do_not_need_trl(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert (tmp_path / "summary.json").exists()
 
 
+def test_each_finished_run_is_in_runs_jsonl_before_the_next_one_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(bench, "require_trl", lambda: None)
+    seen: list[int] = []
+
+    def one(side: str, seed: int, args: Any) -> dict[str, Any]:
+        log = tmp_path / "runs.jsonl"
+        seen.append(len(log.read_text().splitlines()) if log.exists() else 0)
+        return run_result(side, seed, 0.4, 2.0, 8.0)
+
+    monkeypatch.setattr(bench, "run_one", one)
+    bench.main(["--quick", "--out", str(tmp_path)])
+    assert seen == [0, 1]
+    lines = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [line["result"]["side"] for line in lines] == ["ours-fp32", "trl-fp32"]
+    assert lines[0]["settings"]["minutes"] == 1.0 and lines[0]["commit"]
+
+
+def test_resume_runs_only_what_is_missing_with_the_same_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(bench, "require_trl", lambda: None)
+    ran: list[tuple[str, int]] = []
+
+    def one(side: str, seed: int, args: Any) -> dict[str, Any]:
+        ran.append((side, seed))
+        return run_result(side, seed, 0.4, 2.0, 8.0)
+
+    monkeypatch.setattr(bench, "run_one", one)
+    bench.main(["--sides", "ours-fp32", "--seeds", "0", "--out", str(tmp_path)])
+    bench.main(["--sides", "ours-fp32", "--seeds", "0", "--minutes", "3", "--out", str(tmp_path)])  # other budget
+    ran.clear()
+    record = bench.main(["--sides", "ours-fp32,trl-fp32", "--seeds", "0", "--out", str(tmp_path), "--resume"])
+    assert ran == [("trl-fp32", 0)]
+    assert [(r["side"], r["seed"]) for r in record["runs"]] == [("ours-fp32", 0), ("trl-fp32", 0)]
+
+
+def test_resume_runs_again_a_run_that_failed_and_skips_an_unreadable_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(bench, "require_trl", lambda: None)
+    failed = {"side": "ours-fp32", "seed": 0, "steps": 0, "gain": None, "error": "worker killed after 900 s"}
+    args = bench.parse_args(["--sides", "ours-fp32", "--seeds", "0", "--out", str(tmp_path)])
+    bench.RunLog(tmp_path / "runs.jsonl", bench.run_settings(args)).append(failed)
+    with (tmp_path / "runs.jsonl").open("a") as f:
+        f.write('{"commit": "abc", "result": {"side"\n')  # a run killed while its line was written
+    ran: list[str] = []
+    monkeypatch.setattr(
+        bench, "run_one", lambda side, seed, a: ran.append(side) or run_result(side, seed, 0.4, 2.0, 8.0)
+    )
+    bench.main(["--sides", "ours-fp32", "--seeds", "0", "--out", str(tmp_path), "--resume"])
+    assert ran == ["ours-fp32"]
+    assert "runs.jsonl:2: skipped" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------------------------------- scoring
 class Counter:
     """A stand-in model: one trainable weight; the held-out evaluation is patched to read it."""
