@@ -298,8 +298,9 @@ def spread(values: list[float]) -> Optional[dict[str, Any]]:
     }
 
 
-def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -> list[Figure]:
-    """Figures per side (keys `grpo_vs_trl.<side>.<figure>`); ours carries TRL in the same precision as its peer."""
+def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]], minutes: float) -> list[Figure]:
+    """Figures per side (keys `grpo_vs_trl.<side>.<figure>`, labels naming the budget and the seed count); ours
+    carries TRL in the same precision as its peer."""
     figures: list[Figure] = []
     for side, s in summary.items():
         library, precision = side.split("-")
@@ -320,7 +321,7 @@ def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]]) -
             figures.append(
                 Figure(
                     key=f"grpo_vs_trl.{library}_{precision}.{name}",
-                    label=f"GRPO vs TRL: {side} {label}",
+                    label=f"GRPO vs TRL, {minutes:g} min per run, {s['runs']} seed(s): {side} {label}",
                     value=stats["mean"],
                     unit=unit,
                     target=f"{'>=' if higher else '<='} TRL {precision}" if peer_stats is not None else None,
@@ -414,7 +415,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(record, indent=2))
-    write_results(args.json, figures_of(summary, runs), script="grpo_vs_trl.py", extra={"settings": settings})
+    write_results(
+        args.json, figures_of(summary, runs, args.minutes), script="grpo_vs_trl.py", extra={"settings": settings}
+    )
     print()
     print(table(runs))
     print(f"\nsummary: {out / 'summary.json'}" + (f"; results: {args.json}" if args.json else ""))

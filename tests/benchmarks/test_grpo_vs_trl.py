@@ -263,7 +263,7 @@ def test_figures_are_keyed_per_side_and_ours_has_trl_in_the_same_precision_as_it
     runs = [run_result("ours-fp32", 0, 0.6, 2.0, 8.0), run_result("trl-fp32", 0, 0.4, 1.0, 16.0)]
     runs += [run_result("ours-bf16", 0, 0.3, 0.5, 32.0), run_result("trl-bf16", 0, None, None, 240.0)]
     summary = bench.summarise(runs, list(bench.SIDES))
-    figures = {f.key: f for f in bench.figures_of(summary, runs)}
+    figures = {f.key: f for f in bench.figures_of(summary, runs, 12.0)}
     gain = figures["grpo_vs_trl.ours_fp32.gain"]
     assert (gain.value, gain.peer.value, gain.met, gain.ratio) == (0.6, 0.4, True, pytest.approx(1.5))
     assert figures["grpo_vs_trl.trl_fp32.completions_per_s"].peer is None
@@ -273,6 +273,7 @@ def test_figures_are_keyed_per_side_and_ours_has_trl_in_the_same_precision_as_it
     assert (per_step.peer.value, per_step.met, per_step.ratio) == (240.0, True, 7.5)
     assert per_step.detail["peer_lower_bound"]  # TRL's first step had not finished: the ratio is at least 7.5
     assert figures["grpo_vs_trl.trl_bf16.seconds_per_step"].detail["lower_bound"]
+    assert gain.label.startswith("GRPO vs TRL, 12 min per run, 1 seed(s): ours-fp32")  # the budget is in the row
 
 
 def test_json_records_the_figures_the_machine_and_per_run_rows(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
