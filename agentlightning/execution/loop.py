@@ -5,7 +5,12 @@ main thread wherever it is (also inside a blocking sync algorithm), then the cor
 moment to clean up (runners record their interrupted attempt) before KeyboardInterrupt propagates. Python raises
 KeyboardInterrupt wherever the main thread happens to be, including inside a weakref callback or `__del__`, where
 it is printed as "Exception ignored" and lost; `_InterruptWatch` remembers the Ctrl-C, keeps that noise off the
-terminal and raises it again from the event loop, so a swallowed Ctrl-C still stops the run.
+terminal and raises it again from the event loop, so a swallowed Ctrl-C still stops the run. One place it is not
+raised at once: inside the store's own code (`agentlightning.store`), where an exception between two statements can
+leave a transaction lock held (every later store call, the server thread's included, would then wait forever). A
+Ctrl-C that lands there is raised a moment later, from the event loop between callbacks (where no transaction is
+open) or by delivering it again once the store code has returned; after `_GUARD_LIMIT` seconds it is raised
+wherever it lands.
 `run_until_completed_or_canceled` runs a bundle and, once the stop flag is set, gives it a grace period, cancels it,
 and finally abandons it.
 """
@@ -17,6 +22,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar
@@ -50,6 +56,22 @@ def _cancel_all(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
                 logger.error("%s raised while it was torn down: %r", task.get_name(), exc, exc_info=exc)
 
 
+_GUARDED_MODULES = ("agentlightning.store.",)
+"""Code a Ctrl-C must not interrupt midway (see the module docstring)."""
+
+_GUARD_LIMIT = 2.0
+"""Seconds a Ctrl-C waits for guarded code to return before it is raised wherever it lands."""
+
+
+def _in_guarded_code(frame: Optional[types.FrameType]) -> bool:
+    """Whether the interrupted main thread is running store code (any frame of its stack in a guarded module)."""
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(_GUARDED_MODULES):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _InterruptWatch:
     """While installed (main thread, default SIGINT handler only), a Ctrl-C is remembered as well as raised; a
     callback on the loop raises it again until it reaches `run_interruptibly`, should the first one be swallowed."""
@@ -59,6 +81,7 @@ class _InterruptWatch:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.pending = False
+        self._first_at = 0.0
         self._installed = False
         self._timer: Optional[asyncio.TimerHandle] = None
         self._previous_hook: Optional[Callable[[Any], Any]] = None
@@ -75,8 +98,22 @@ class _InterruptWatch:
         self._timer = self._loop.call_later(self.recheck_interval, self._recheck)
 
     def _on_sigint(self, signum: int, frame: Optional[types.FrameType]) -> None:
-        self.pending = True
+        now = time.monotonic()
+        if not self.pending:
+            self.pending = True
+            self._first_at = now
+        if now - self._first_at < _GUARD_LIMIT and _in_guarded_code(frame):
+            # Raised by `_recheck` from the loop, or by this handler again once the store code has returned (a loop
+            # that does not run: a sync algorithm).
+            timer = threading.Timer(self.recheck_interval, self._deliver_again)
+            timer.daemon = True
+            timer.start()
+            return
         raise KeyboardInterrupt
+
+    def _deliver_again(self) -> None:
+        if self.pending and self._installed:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
     def _on_unraisable(self, unraisable: Any) -> None:
         if self.pending and isinstance(unraisable.exc_value, KeyboardInterrupt):

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,63 @@ def test_a_ctrl_c_swallowed_in_a_finalizer_prints_no_traceback() -> None:
     )
     assert done.stdout.strip() == "INTERRUPTED", done.stderr
     assert "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.fixture
+def ctrl_c_after_the_store_lock_is_taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The first time the store's transaction lock is taken, a Ctrl-C arrives right after: inside the store's code,
+    with the lock held. Returns a list that holds True once it fired."""
+    from agentlightning.store.core.locks import TransactionLock
+
+    original = TransactionLock.acquire
+    fired: list[bool] = []
+
+    def acquire_then_ctrl_c(self: TransactionLock) -> None:
+        original(self)
+        if not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(TransactionLock, "acquire", acquire_then_ctrl_c)
+    return fired
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_landing_in_the_stores_lock_code_is_raised_after_it_and_leaves_the_store_usable(
+    ctrl_c_after_the_store_lock_is_taken: list[bool],
+) -> None:
+    from agentlightning.store.memory import InMemoryLightningStore
+
+    store = InMemoryLightningStore()
+
+    async def works_on_the_store() -> None:
+        await store.enqueue_rollout(input={"task": 1})
+        await asyncio.sleep(30)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptibly(works_on_the_store())
+    assert ctrl_c_after_the_store_lock_is_taken == [True]
+
+    async def still_usable() -> int:
+        await store.enqueue_rollout(input={"task": 2})
+        return len(await store.query_rollouts())
+
+    assert asyncio.run(asyncio.wait_for(still_usable(), 10)) == 2  # the lock was released, the first enqueue kept
+
+
+@pytest.mark.timeout(60)
+def test_a_ctrl_c_held_back_in_store_code_reaches_sync_code_that_never_yields_to_the_loop(
+    ctrl_c_after_the_store_lock_is_taken: list[bool],
+) -> None:
+    from agentlightning.store.memory import InMemoryLightningStore
+
+    store = InMemoryLightningStore()
+
+    async def then_blocks() -> None:
+        await store.enqueue_rollout(input={"task": 1})
+        while True:  # a sync algorithm's work: the loop never runs again
+            time.sleep(0.01)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptibly(then_blocks())
+    assert ctrl_c_after_the_store_lock_is_taken == [True]
