@@ -239,7 +239,7 @@ class RunLog:
 
     def append(self, result: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"commit": current_commit(), "settings": self.settings, "result": result})
+        line = json.dumps({"commit": result.get("commit"), "settings": self.settings, "result": result})
         with self.path.open("a") as f:
             f.write(line + "\n")
 
@@ -401,7 +401,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     for side, seed in plan:
         result = done.get((side, seed))
         if result is None:
-            result = run_one(side, seed, args)
+            result = {**run_one(side, seed, args), "commit": current_commit()}  # in the JSON's per-run rows too
             log.append(result)
         runs.append(result)
     summary = summarise(runs, args.sides)
