@@ -22,7 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-__all__ = ["Figure", "Peer", "add_json_argument", "load_average", "machine_facts", "write_results"]
+__all__ = [
+    "Figure",
+    "Peer",
+    "add_json_argument",
+    "current_commit",
+    "load_average",
+    "load_averages_text",
+    "machine_facts",
+    "write_results",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 _LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -79,6 +88,13 @@ def add_json_argument(parser: argparse.ArgumentParser) -> None:
 def load_average() -> Optional[float]:
     """The 1-minute load average now (None where the platform has none)."""
     return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
+def load_averages_text() -> str:
+    """The 1-, 5- and 15-minute load averages as text for a log line ("n/a" where the platform has none)."""
+    if not hasattr(os, "getloadavg"):
+        return "n/a"
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def current_commit() -> str:

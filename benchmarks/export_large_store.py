@@ -29,7 +29,7 @@ import psutil
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _results import Figure, add_json_argument, current_commit, write_results
+from _results import Figure, add_json_argument, current_commit, load_averages_text, write_results
 
 from agentlightning.store.sqlite.store import SqliteLightningStore
 from agentlightning.types import Span
@@ -37,11 +37,6 @@ from agentlightning.types import Span
 SPANS_PER_ROLLOUT = 4
 GROUP_SIZE = 4
 CHUNK = 100
-
-
-def _loadavg() -> str:
-    with open("/proc/loadavg") as handle:
-        return " ".join(handle.read().split()[:3])
 
 
 def _rollout_spans(rollout_id: str, attempt_id: str, index: int, rng: random.Random) -> list[Span]:
@@ -194,10 +189,10 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path("/tmp/agl-export-bench"))
     add_json_argument(parser)
     args = parser.parse_args()
-    print(f"commit {current_commit()}, load average before {_loadavg()}", flush=True)
+    print(f"commit {current_commit()}, load average before {load_averages_text()}", flush=True)
     sizes = [args.spans // 4, args.spans]
     stores = [ensure_store(args.dir, size) for size in sizes]
-    print(f"load average before exporting {_loadavg()}", flush=True)
+    print(f"load average before exporting {load_averages_text()}", flush=True)
     print(
         f"\n| spans | rollouts | records ({args.kind}, {args.format}) | seconds | records/s | RSS at 10% / 50% / 90% "
         "of the run | peak RSS | output |"
@@ -216,7 +211,7 @@ def main() -> None:
             flush=True,
         )
         out.unlink(missing_ok=True)
-    print(f"\nload average after {_loadavg()}")
+    print(f"\nload average after {load_averages_text()}")
     write_results(args.json, export_figures(args.kind, args.format, results))
 
 

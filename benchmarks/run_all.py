@@ -3,13 +3,16 @@
     .venv/bin/python benchmarks/run_all.py --quick              # every benchmark, short settings (~10 minutes)
     .venv/bin/python benchmarks/run_all.py                      # full settings: for a quiet machine (hours)
     .venv/bin/python benchmarks/run_all.py --only store_inprocess pg_wakeup
+    .venv/bin/python benchmarks/run_all.py --exclude grpo_vs_trl calc_frameworks
     .venv/bin/python benchmarks/run_all.py --list
     .venv/bin/python benchmarks/run_all.py --write-docs runs/benchmarks/20261126T070000Z
 
 Each benchmark of `REGISTRY` runs as its own process with `--json runs/benchmarks/<UTC timestamp>/<name>.json`
 (its output goes to `<name>.log` beside it); the figures, with the commit, date and load average of their run, are
 printed as a table at the end. A benchmark that fails (or whose script is missing) is reported with its exit code
-and the last lines of its error output, and the others go on; the exit code is 1 when anything failed.
+and the last lines of its error output, and the others go on; the exit code is 1 when anything failed. In full
+mode each benchmark waits (at most `--settle-max` seconds) for the 1-minute load average to fall to `--settle-load`
+(1.0) first, so that the load its record shows is other work's, not the trailing average of the benchmark before.
 
 `--write-docs DIR...` runs nothing: it merges the result files of those folders into `benchmarks/results/` (per
 benchmark, the newest run wins) and regenerates the summary table of docs/benchmarks.md from them.
@@ -25,7 +28,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -33,6 +36,7 @@ from typing import Any, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import summary_table  # benchmarks/summary_table.py
+from _results import load_average
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPO / "benchmarks"
@@ -178,13 +182,15 @@ class Outcome:
         return self.status != "ok"
 
 
-def select(registry: Sequence[Benchmark], only: Sequence[str], quick: bool) -> tuple[list[Benchmark], list[str]]:
+def select(
+    registry: Sequence[Benchmark], only: Sequence[str], quick: bool, exclude: Sequence[str] = ()
+) -> tuple[list[Benchmark], list[str]]:
     """The benchmarks to run, and the names skipped because they run in full mode only. Unknown names are refused."""
     known = {benchmark.name for benchmark in registry}
-    unknown = [name for name in only if name not in known]
+    unknown = [name for name in [*only, *exclude] if name not in known]
     if unknown:
         raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    chosen = [benchmark for benchmark in registry if not only or benchmark.name in only]
+    chosen = [b for b in registry if (not only or b.name in only) and b.name not in exclude]
     skipped = [benchmark.name for benchmark in chosen if benchmark.arguments(quick) is None]
     return [benchmark for benchmark in chosen if benchmark.arguments(quick) is not None], skipped
 
@@ -237,10 +243,39 @@ def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_d
     return outcome
 
 
+def wait_for_quiet(
+    threshold: Optional[float],
+    max_wait_s: float,
+    read_load: Callable[[], Optional[float]] = load_average,
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 5.0,
+) -> tuple[Optional[float], float]:
+    """Wait until the 1-minute load average is at most `threshold` (at most `max_wait_s` seconds).
+
+    The load average trails the work that raised it by minutes: right after a benchmark with 16 client processes it
+    still reads 4-6 although the cores are idle, and the next benchmark's "load before" would call its row
+    preliminary. Returns the load last read and the seconds waited; `threshold` None waits for nothing."""
+    load = read_load()
+    waited = 0.0
+    while threshold is not None and load is not None and load > threshold and waited < max_wait_s:
+        step = min(poll_s, max_wait_s - waited)
+        sleep(step)
+        waited += step
+        load = read_load()
+    return load, waited
+
+
 def run_all(
-    benchmarks: Sequence[Benchmark], quick: bool, out_dir: Path, benchmarks_dir: Path = BENCHMARKS
+    benchmarks: Sequence[Benchmark],
+    quick: bool,
+    out_dir: Path,
+    benchmarks_dir: Path = BENCHMARKS,
+    settle_load: Optional[float] = None,
+    settle_max_s: float = 0.0,
 ) -> list[Outcome]:
-    """Run the benchmarks one after another with a progress display; a failure does not stop the others."""
+    """Run the benchmarks one after another with a progress display; a failure does not stop the others.
+
+    With `settle_load`, each benchmark starts once the load average has fallen to it (see `wait_for_quiet`)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -251,6 +286,11 @@ def run_all(
     with Progress(*columns, TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("benchmarks", total=len(benchmarks))
         for benchmark in benchmarks:
+            if settle_load is not None:
+                progress.update(task, description=f"waiting for load <= {settle_load:g} before {benchmark.name}")
+                load, waited = wait_for_quiet(settle_load, settle_max_s)
+                if waited and load is not None and load > settle_load:
+                    progress.console.print(f"{benchmark.name}: load still {load:.2f} after {waited:.0f} s; starting")
             progress.update(task, description=f"running {benchmark.name}")
             outcome = run_benchmark(benchmark, quick, out_dir, benchmarks_dir)
             outcomes.append(outcome)
@@ -306,6 +346,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short settings (about 10 minutes in all)")
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME", help="run only these benchmarks")
     parser.add_argument("--out", type=Path, default=None, help="result folder (default runs/benchmarks/<UTC time>)")
+    parser.add_argument("--exclude", nargs="+", default=[], metavar="NAME", help="run all but these benchmarks")
+    parser.add_argument(
+        "--settle-load",
+        type=float,
+        default=None,
+        metavar="LOAD",
+        help="before each benchmark wait until the 1-minute load average is at most LOAD "
+        "(default: 1.0 in full mode, no wait with --quick)",
+    )
+    parser.add_argument(
+        "--settle-max", type=float, default=240.0, metavar="S", help="wait at most S seconds per benchmark (240)"
+    )
     parser.add_argument("--list", action="store_true", help="print the registry and exit")
     parser.add_argument(
         "--write-docs", nargs="+", type=Path, default=None, metavar="RESULTS_DIR", help="merge and regenerate the docs"
@@ -326,9 +378,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         return 0
-    chosen, skipped = select(REGISTRY, args.only, args.quick)
+    chosen, skipped = select(REGISTRY, args.only, args.quick, args.exclude)
     out_dir = args.out or RUNS / _timestamp()
-    outcomes = run_all(chosen, args.quick, out_dir, BENCHMARKS)
+    settle = args.settle_load if args.settle_load is not None else (None if args.quick else 1.0)
+    if settle is not None and settle <= 0:
+        settle = None  # --settle-load 0: do not wait
+    outcomes = run_all(chosen, args.quick, out_dir, BENCHMARKS, settle_load=settle, settle_max_s=args.settle_max)
     print(report(outcomes, skipped, out_dir))
     return 1 if any(outcome.failed for outcome in outcomes) else 0
 

@@ -38,7 +38,7 @@ import time
 from typing import Any, Optional
 
 import _servers as servers  # benchmarks/_servers.py (the script's folder is on sys.path)
-from _results import Figure, add_json_argument, write_results
+from _results import Figure, add_json_argument, load_averages_text, write_results
 
 # Rollouts/s targets of the 16-client workload, by (backend, spans).
 ROLLOUT_TARGETS = {("memory", "single"): 250, ("postgres", "single"): 200, ("postgres", "batch"): 200}
@@ -435,7 +435,7 @@ def _per_task(args: argparse.Namespace, url: str) -> int:
             f"p99 {result['task_p99_ms']:.1f}; outside the requests {result['outside_requests_ms']:.1f} per task"
         )
         print(f"server port sockets afterwards: {result['sockets_after']}")
-    print(f"load average after: {per_task.load_average()}")
+    print(f"load average after: {load_averages_text()}")
     write_results(args.json, per_task_figures(args, result))
     return 0
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-import os
 import subprocess
 import sys
 import time
@@ -203,6 +202,3 @@ def first_request(url: str, runs: int) -> dict[str, Any]:
     }
 
 
-def load_average() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"

@@ -193,6 +193,32 @@ def test_quick_mode_skips_full_only_benchmarks_and_unknown_names_are_refused() -
         run_all.select(registry, ["nope"], quick=True)
 
 
+def test_excluded_benchmarks_are_left_out_and_an_unknown_exclusion_is_refused() -> None:
+    registry = [run_all.Benchmark("a", "a.py", [], [], ()), run_all.Benchmark("b", "b.py", [], [], ())]
+    assert [b.name for b in run_all.select(registry, [], quick=False, exclude=["a"])[0]] == ["b"]
+    with pytest.raises(SystemExit, match="unknown benchmark"):
+        run_all.select(registry, [], quick=False, exclude=["nope"])
+
+
+def test_waiting_for_quiet_returns_once_the_load_falls_to_the_threshold() -> None:
+    loads = iter([4.0, 2.5, 0.9, 0.5])
+    slept: list[float] = []
+    load, waited = run_all.wait_for_quiet(1.0, 60, read_load=lambda: next(loads), sleep=slept.append, poll_s=5)
+    assert load == 0.9 and waited == 10 and slept == [5, 5]
+
+
+def test_waiting_for_quiet_gives_up_after_the_longest_wait() -> None:
+    slept: list[float] = []
+    load, waited = run_all.wait_for_quiet(1.0, 12, read_load=lambda: 3.0, sleep=slept.append, poll_s=5)
+    assert load == 3.0 and waited == 12 and slept == [5, 5, 2]
+
+
+def test_no_threshold_means_no_wait() -> None:
+    slept: list[float] = []
+    assert run_all.wait_for_quiet(None, 60, read_load=lambda: 9.0, sleep=slept.append) == (9.0, 0.0)
+    assert slept == []
+
+
 def test_every_registered_script_in_the_repository_writes_json_through_results() -> None:
     for benchmark in run_all.REGISTRY:
         script = BENCHMARKS / benchmark.script
