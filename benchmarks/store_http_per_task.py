@@ -200,5 +200,3 @@ def first_request(url: str, runs: int) -> dict[str, Any]:
         "runs": runs,
         "first_max_ms": max(sample["first_ms"] for sample in samples),
     }
-
-
