@@ -71,6 +71,23 @@ def test_rows_from_different_runs_carry_their_own_commit_date_and_load() -> None
     assert "1111111" in rows[1] and "2026-11-26 07:00" in rows[1] and "0.3 -> 0.9" in rows[1]
 
 
+def test_a_row_names_the_cpu_it_ran_on_and_whether_it_has_native_bfloat16() -> None:
+    machines = {
+        "xeon": {"cpu": "Intel(R) Xeon(R) Processor", "native_bf16": True},
+        "epyc": {"cpu": "AMD EPYC", "native_bf16": False},
+        "old": {},
+    }
+    records = {
+        name: record("2026-11-26T07:00:00+00:00", [figure(name, 1.0)]) | {"machine": m} for name, m in machines.items()
+    }
+    rows = summary_table.render_table(records, order=["xeon", "epyc", "old"]).splitlines()[2:]
+    assert [row.split("|")[-2].strip() for row in rows] == [
+        "Intel Xeon, native bf16",
+        "AMD EPYC, no native bf16",
+        "n/a",
+    ]
+
+
 def test_values_are_shown_with_about_three_significant_digits() -> None:
     assert [summary_table.format_value(v) for v in (55770.4, 436.2, 12.34, 0.643, 3.7e-8, None)] == [
         "55,770", "436", "12.3", "0.64", "3.7e-08", "n/a",
