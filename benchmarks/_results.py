@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 __all__ = [
+    "PRELIMINARY_LOAD",
     "Figure",
     "Peer",
     "add_json_argument",
@@ -34,6 +35,8 @@ __all__ = [
 ]
 
 REPO = Path(__file__).resolve().parent.parent
+# A 1-minute load average above this before a run means other jobs shared the 2 cores: the run is preliminary.
+PRELIMINARY_LOAD = 2.0
 _LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 

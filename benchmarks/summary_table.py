@@ -20,6 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _results import PRELIMINARY_LOAD  # benchmarks/_results.py
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "benchmarks" / "results"
 DOC = REPO / "docs" / "benchmarks.md"
@@ -147,6 +151,7 @@ def render_table(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] 
     for name in names:
         record = records[name]
         date = str(record["date"])[:16].replace("T", " ")
+        machine = machine_label(record.get("machine"))
         for figure in record["figures"]:
             cells = [
                 figure["label"],
@@ -158,7 +163,7 @@ def render_table(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] 
                 str(record["commit"]),
                 date,
                 _load(record),
-                machine_label(record.get("machine")),
+                machine,
             ]
             lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
@@ -171,8 +176,8 @@ def summary_section(records: Mapping[str, Mapping[str, Any]], order: Sequence[st
         "Each row carries the commit, date and 1-minute load average before and after the run that measured it, and "
         "the CPU it ran on (the machine changes between sessions: absolute figures of different CPUs do not "
         "compare; ratios against a peer measured in the same run do). "
-        "On this 2-core machine a load above 2 before a run means other jobs shared the cores: such rows are "
-        "preliminary (the load after includes the benchmark's own processes). *(quick)*: the short settings of "
+        f"On this 2-core machine a load above {PRELIMINARY_LOAD:g} before a run means other jobs shared the cores: "
+        "such rows are preliminary (the load after includes the benchmark's own processes). *(quick)*: the short settings of "
         "`run_all.py --quick`, not the full ones."
     )
     return f"{BEGIN}\n{note}\n\n{render_table(records, order)}{END}"
@@ -187,8 +192,7 @@ def replace_summary(document: str, section: str) -> str:
 
 
 def _registry_order() -> list[str]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from run_all import REGISTRY
+    from run_all import REGISTRY  # benchmarks/ is on sys.path (above)
 
     return [benchmark.name for benchmark in REGISTRY]
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import inference_throughput as workload  # benchmarks/ is on sys.path (the script's folder)
-from _results import REPO, Figure, Peer, add_json_argument, load_average, write_results
+from _results import PRELIMINARY_LOAD, REPO, Figure, Peer, add_json_argument, load_average, write_results
 
 from agentlightning.algorithm.grpo.vllm_serving import VllmServing, vllm_command
 
@@ -144,8 +144,8 @@ def main() -> None:
 
     folder = ensure_converted()
     load = load_average()
-    # A load above 2 on 2 cores means other jobs shared them (docs/benchmarks.md): only then is the run preliminary.
-    load_note = f"load average {load}" + (", preliminary: under load" if load is not None and load > 2 else "")
+    under_load = load is not None and load > PRELIMINARY_LOAD
+    load_note = f"load average {load}" + (", preliminary: under load" if under_load else "")
     if args.skip_throughput and not args.train_minutes:
         parser.error("--skip-throughput leaves nothing to measure without --train-minutes")
     peer_rates = {} if args.skip_throughput else vllm(args, folder)
