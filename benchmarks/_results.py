@@ -1,9 +1,9 @@
 """Machine-readable benchmark results: every script that backs a summary row writes its figures through here.
 
 A script adds `--json PATH` to its parser with `add_json_argument` and, at the end, calls `write_results(args.json,
-figures, ...)`. The file records what was measured (`Figure`), by which command, at which commit, when, under
-which load (1-minute load average before and after), and on which machine; `benchmarks/run_all.py` collects these
-files and writes the summary table of docs/benchmarks.md from them.
+figures, ...)`. The file records what was measured (`Figure`), by which command, at which commit and with which
+package code (`package_tree`), when, under which load (1-minute load average before and after), and on which
+machine; `benchmarks/run_all.py` collects these files and writes the summary table of docs/benchmarks.md from them.
 
 A `Figure`'s `key` is stable across runs (the summary table is keyed by it); `peer` names the alternative a user
 would pick, measured in the same run, so the ratio holds even when absolute figures move with the machine's load.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib.util
 import json
 import os
 import platform
@@ -31,6 +32,7 @@ __all__ = [
     "load_average",
     "load_averages_text",
     "machine_facts",
+    "package_tree",
     "write_results",
 ]
 
@@ -117,6 +119,33 @@ def current_commit() -> str:
         return "unknown"
 
 
+def package_tree(package: str = "agentlightning") -> Optional[str]:
+    """The git tree hash of the directory of `package` that this process imports, or None when that directory has
+    uncommitted changes (untracked files included) or lies outside git.
+
+    The commit names the checkout the script ran from, which need not be the package it measured (an editable
+    install imports from wherever it was installed); two runs with the same tree ran the same package code, whatever
+    their commits.
+    """
+    spec = importlib.util.find_spec(package)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
+        return None
+    directory = Path(locations[0])
+    git = ["git", "-C", str(directory.parent)]
+    try:
+        changed = subprocess.run(
+            [*git, "status", "--porcelain", "--", directory.name], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        if changed:
+            return None
+        return subprocess.run(
+            [*git, "rev-parse", "--short=10", f"HEAD:./{directory.name}"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -166,6 +195,7 @@ def write_results(
         "script": script or Path(sys.argv[0]).name,
         "command": " ".join(["python", *(_relative(arg) for arg in sys.argv)]),
         "commit": current_commit(),
+        "package_tree": package_tree(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "load_before": round(_LOAD_AT_START, 2) if _LOAD_AT_START is not None else None,
         "load_after": load_average(),

@@ -37,6 +37,7 @@ __all__ = [
     "load_results",
     "machine_label",
     "merge_results",
+    "package_code_line",
     "render_table",
     "replace_summary",
     "summary_section",
@@ -169,6 +170,25 @@ def render_table(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] 
     return "\n".join(lines) + "\n"
 
 
+def package_code_line(records: Mapping[str, Mapping[str, Any]]) -> str:
+    """Which package code the rows measured: the benchmarks grouped by the git tree of the `agentlightning/` their run
+    imported (`package_tree` in the result), largest group first. Rows at different commits with the same tree ran
+    the same code; a run with uncommitted package changes, or from before the field existed, has none."""
+    groups: dict[str, list[str]] = {}
+    for name, record in records.items():
+        groups.setdefault(record.get("package_tree") or "", []).append(name)
+    parts = []
+    for tree, names in sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])):
+        commits = sorted({str(records[name]["commit"]) for name in names})
+        who = f"{len(names)} benchmarks" if len(names) > 5 else ", ".join(f"`{name}`" for name in sorted(names))
+        label = f"tree `{tree}`" if tree else "not recorded or uncommitted"
+        parts.append(f"{label} ({'commit' if len(commits) == 1 else 'commits'} {', '.join(commits)}): {who}")
+    return (
+        "Package code measured (the git tree of the `agentlightning/` directory each run imported; the same tree "
+        "is the same code whatever the commit): " + "; ".join(parts) + "."
+    )
+
+
 def summary_section(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] = ()) -> str:
     """What goes between the markers: a line on where it comes from, then the table."""
     note = (
@@ -180,7 +200,7 @@ def summary_section(records: Mapping[str, Mapping[str, Any]], order: Sequence[st
         "such rows are preliminary (the load after includes the benchmark's own processes). *(quick)*: the short settings of "
         "`run_all.py --quick`, not the full ones."
     )
-    return f"{BEGIN}\n{note}\n\n{render_table(records, order)}{END}"
+    return f"{BEGIN}\n{note}\n\n{package_code_line(records)}\n\n{render_table(records, order)}{END}"
 
 
 def replace_summary(document: str, section: str) -> str:

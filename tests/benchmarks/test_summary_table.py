@@ -88,6 +88,43 @@ def test_a_row_names_the_cpu_it_ran_on_and_whether_it_has_native_bfloat16() -> N
     ]
 
 
+def test_the_package_code_line_groups_benchmarks_by_the_tree_their_run_imported() -> None:
+    same_code = {
+        f"b{i}": record("2026-11-26T07:00:00+00:00", [figure("k", 1.0)], commit=commit) | {"package_tree": "aaaa"}
+        for i, commit in enumerate(["1111111", "2222222", "2222222", "1111111", "1111111", "2222222"])
+    }
+    older = record("2026-11-25T07:00:00+00:00", [figure("s", 1.0)], commit="0000000") | {"package_tree": "bbbb"}
+    edited = record("2026-11-25T07:00:00+00:00", [figure("t", 1.0)], commit="3333333+dirty")
+    line = summary_table.package_code_line(same_code | {"soak": older, "trl": edited})
+    assert "tree `aaaa` (commits 1111111, 2222222): 6 benchmarks" in line
+    assert "tree `bbbb` (commit 0000000): `soak`" in line
+    assert "not recorded or uncommitted (commit 3333333+dirty): `trl`" in line
+    assert line.index("`aaaa`") < line.index("`bbbb`")  # the largest group first
+
+
+def test_the_package_tree_is_the_git_tree_of_the_imported_package_and_none_once_edited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    import _results  # pyright: ignore[reportMissingImports]
+
+    package = tmp_path / "agl_bench_probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "probe"]):
+        subprocess.run([*git, *command], check=True, capture_output=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    expected = subprocess.run(
+        [*git, "rev-parse", "--short=10", "HEAD:agl_bench_probe_pkg"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    assert _results.package_tree("agl_bench_probe_pkg") == expected
+    (package / "extra.py").write_text("")  # an untracked module is a change too
+    assert _results.package_tree("agl_bench_probe_pkg") is None
+    assert _results.package_tree("agl_no_such_package_anywhere") is None
+
+
 def test_values_are_shown_with_about_three_significant_digits() -> None:
     assert [summary_table.format_value(v) for v in (55770.4, 436.2, 12.34, 0.643, 3.7e-8, None)] == [
         "55,770", "436", "12.3", "0.64", "3.7e-08", "n/a",
