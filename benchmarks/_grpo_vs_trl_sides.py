@@ -76,6 +76,14 @@ class TrainingLog:
     snapshot: dict[str, Any] = field(default_factory=dict)  # trainable weights after the last completed step
     cut_off_after: Optional[float] = None  # seconds of the unfinished step when the watchdog stopped the run
     facts: dict[str, Any] = field(default_factory=dict)  # what the side actually ran with (dtype, versions)
+    # Our side only: seconds of each completed step by part (rollout, adapter, update, weight_swap), summed; where a
+    # step's time goes, so a difference between precisions can be traced to generation or to training.
+    step_parts: dict[str, float] = field(default_factory=dict)
+
+    def add_step_parts(self, seconds: dict[str, Any]) -> None:
+        for part, value in seconds.items():
+            if part != "total":
+                self.step_parts[part] = self.step_parts.get(part, 0.0) + float(value)
 
     def step_started(self, now: Optional[float] = None) -> None:
         if self.first_step_started is None:
@@ -188,6 +196,8 @@ def score_run(
         figures["train_seconds"] = round(seconds, 1)
         figures["completions_per_s"] = round(sum(log.completions) / seconds, 3) if seconds > 0 else None
         figures["seconds_per_step"] = round(seconds / steps, 2)
+        if log.step_parts:
+            figures["seconds_per_step_by_part"] = {part: round(t / steps, 2) for part, t in log.step_parts.items()}
         log.restore(model)
         after = held_out_accuracy(model, tokenizer, max_new_tokens)
         figures["after"] = after
@@ -233,6 +243,7 @@ def train_ours(settings: Settings, precision: str, run_dir: Path, runners: int, 
         elif kind == "step" and "seconds" in payload:
             log.step_started(time.monotonic() - float(payload["seconds"]["total"]))
             log.step_completed(int(payload["rollouts"]), holder["algorithm"].policy.model)
+            log.add_step_parts(payload["seconds"])
 
     algorithm = GRPO(
         model=settings.model_folder,

@@ -345,7 +345,17 @@ def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]], m
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("seed", "steps", "completions", "train_seconds", "completions_per_s", "seconds_per_step", "before")
-    keys += ("after", "gain", "cut_off_after_s", "peak_rss_tree_mb", "load_average", "wall_seconds", "facts", "error")
+    keys += (
+        "after",
+        "gain",
+        "cut_off_after_s",
+        "seconds_per_step_by_part",
+        "peak_rss_tree_mb",
+        "load_average",
+        "wall_seconds",
+        "facts",
+        "error",
+    )
     keys += ("commit",)
     return {k: r.get(k) for k in keys if k in r}
 

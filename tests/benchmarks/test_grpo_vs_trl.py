@@ -207,6 +207,20 @@ def test_completions_per_second_count_completed_steps_over_training_time(monkeyp
     assert figures["gain"] == {"strict": 0.5, "lenient": 0.5}
 
 
+def test_our_steps_report_their_mean_seconds_by_part_and_trl_steps_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sides, "held_out_accuracy", lambda model, tokenizer, n: BEFORE)
+    log = sides.TrainingLog(first_step_started=100.0)
+    model = Counter()
+    for rollout, update in ((3.0, 2.0), (5.0, 4.0)):
+        log.step_completed(16, model)
+        log.add_step_parts({"rollout": rollout, "update": update, "weight_swap": 0.5, "total": 9.9})
+    ours = sides.score_run(log, model, None, BEFORE, 12)
+    assert ours["seconds_per_step_by_part"] == {"rollout": 4.0, "update": 3.0, "weight_swap": 0.5}
+    trl_log = sides.TrainingLog(first_step_started=100.0)
+    trl_log.step_completed(16, model)
+    assert "seconds_per_step_by_part" not in sides.score_run(trl_log, model, None, BEFORE, 12)
+
+
 def test_the_evaluation_sees_the_weights_of_the_last_completed_step(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[float] = []
     monkeypatch.setattr(

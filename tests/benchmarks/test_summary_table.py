@@ -198,6 +198,7 @@ def test_a_failing_benchmark_is_reported_and_the_others_still_run(fake_benchmark
     assert (failing.status, failing.exit_code) == ("failed", 3)
     assert "the fake benchmark broke: no database" in failing.error_tail
     assert ok.status == "ok" and ok.record is not None and ok.record["figures"][0]["value"] == 2
+    assert "package_tree" in ok.record  # the package code it ran (None while agentlightning/ has uncommitted changes)
     assert json.loads((tmp_path / "out" / "ok.json").read_text())["run_all"] == {"benchmark": "ok", "mode": "quick"}
     text = run_all.report(outcomes, [], tmp_path / "out")
     assert "FAILED failing: failed (exit code 3)" in text and "the fake benchmark broke" in text
