@@ -24,7 +24,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import Figure, add_json_argument, write_results
+from _results import Figure, add_json_argument, current_commit, write_results
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
 from agentlightning.algorithm.grpo.loss import Sample
@@ -135,7 +134,7 @@ def build_policy(tiny: bool, config: GRPOConfig) -> Any:
     return Policy.from_engine(InferenceEngine.from_default(), config)
 
 
-def token_loss(policy: Any, samples: list[Sample], micro_batch_size: int) -> tuple[float, float]:
+def loss_and_trained_log_prob(policy: Any, samples: list[Sample], micro_batch_size: int) -> tuple[float, float]:
     """The token-aggregated GRPO loss of `samples` under the policy's current weights (no update), and the summed
     log-probability of the tokens it trains.
 
@@ -188,11 +187,12 @@ def main() -> dict[str, Any]:
             started = time.perf_counter()
             apply_update(policy, chosen, config)
             seconds[name].append(time.perf_counter() - started)
-    losses = {name: token_loss(policy, chosen, args.micro_batch_size) for name, chosen in samples.items()}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    measured = {
+        name: loss_and_trained_log_prob(policy, chosen, args.micro_batch_size) for name, chosen in samples.items()
+    }
     calls = [len(item.calls) for item in data]
     result: dict[str, Any] = {
-        "commit": commit,
+        "commit": current_commit(),
         "load_average_1min": os.getloadavg()[0],
         "source": "synthetic" if args.synthetic else args.store,
         "model": "tiny" if args.tiny else "SmolLM2-135M-Instruct (Q4_1 GGUF de-quantized, fp32), LoRA r=16",
@@ -202,13 +202,14 @@ def main() -> dict[str, Any]:
         "forms": {},
     }
     for name, chosen in samples.items():
+        loss, trained_log_prob = measured[name]
         result["forms"][name] = {
             "samples": len(chosen),
             "sample_tokens": sum(s.length for s in chosen),
             "padded_positions": padded_positions(chosen, args.micro_batch_size),
             "trained_tokens": sum(s.trained_tokens for s in chosen),
-            "loss": losses[name][0],
-            "trained_log_prob": losses[name][1],
+            "loss": loss,
+            "trained_log_prob": trained_log_prob,
             "update_seconds_median": round(statistics.median(seconds[name]), 3),
             "update_seconds": [round(v, 3) for v in seconds[name]],
         }
@@ -217,9 +218,6 @@ def main() -> dict[str, Any]:
         key: round(transition[key] / trajectory[key], 3)
         for key in ("sample_tokens", "padded_positions", "update_seconds_median")
     }
-    result["loss_relative_difference"] = abs(trajectory["loss"] - transition["loss"]) / max(
-        abs(transition["loss"]), 1e-12
-    )  # kept for reading; near zero losses (equal-length groups) make it meaningless, see token_loss
     result["log_prob_relative_difference"] = abs(trajectory["trained_log_prob"] - transition["trained_log_prob"]) / max(
         abs(transition["trained_log_prob"]), 1e-12
     )
