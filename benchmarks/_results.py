@@ -21,7 +21,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 __all__ = [
     "PRELIMINARY_LOAD",
@@ -34,12 +34,23 @@ __all__ = [
     "machine_facts",
     "package_tree",
     "write_results",
+    "EXIT_UNAVAILABLE",
+    "exit_unavailable",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
 # A 1-minute load average above this before a run means other jobs shared the 2 cores: the run is preliminary.
 PRELIMINARY_LOAD = 2.0
 _LOAD_AT_START = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+# The exit status of a benchmark whose peer or engine is not installed on this machine (sysexits' EX_UNAVAILABLE):
+# `run_all.py` reports it as not run here, with the reason, instead of as a failure.
+EXIT_UNAVAILABLE = 69
+
+
+def exit_unavailable(reason: str) -> NoReturn:
+    """End a benchmark that cannot run on this machine (a missing optional engine or peer), saying why."""
+    print(f"unavailable here: {reason}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_UNAVAILABLE)
 
 
 @dataclass

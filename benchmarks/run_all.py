@@ -36,7 +36,7 @@ from typing import Any, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import summary_table  # benchmarks/summary_table.py
-from _results import load_average
+from _results import EXIT_UNAVAILABLE, load_average
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = REPO / "benchmarks"
@@ -170,7 +170,9 @@ class Outcome:
     """What one benchmark run gave: its status, its result record (when written) and its error output's tail."""
 
     benchmark: Benchmark
-    status: str  # "ok", "failed", "script missing", "timed out"
+    status: (
+        str  # "ok", "unavailable" (its engine or peer is not installed here), "failed", "script missing", "timed out"
+    )
     seconds: float = 0.0
     exit_code: Optional[int] = None
     record: Optional[dict[str, Any]] = None
@@ -179,7 +181,7 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return self.status != "ok"
+        return self.status not in ("ok", "unavailable")
 
 
 def select(
@@ -218,7 +220,7 @@ def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_d
             )
             exit_code: Optional[int] = completed.returncode
             stderr = completed.stderr or ""
-            status = "ok" if completed.returncode == 0 else "failed"
+            status = {0: "ok", EXIT_UNAVAILABLE: "unavailable"}.get(completed.returncode, "failed")
         except subprocess.TimeoutExpired as exc:
             exit_code = None
             stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
@@ -239,7 +241,7 @@ def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_d
     if outcome.record is not None:
         written = [figure["key"] for figure in outcome.record.get("figures", [])]
         outcome.missing_keys = [p for p in benchmark.keys if not any(fnmatch.fnmatch(k, p) for k in written)]
-    outcome.error_tail = stderr.strip().splitlines()[-15:] if outcome.failed else []
+    outcome.error_tail = stderr.strip().splitlines()[-15:] if outcome.status != "ok" else []
     return outcome
 
 
@@ -294,7 +296,9 @@ def run_all(
             progress.update(task, description=f"running {benchmark.name}")
             outcome = run_benchmark(benchmark, quick, out_dir, benchmarks_dir)
             outcomes.append(outcome)
-            mark = "[green]ok[/]" if not outcome.failed else f"[red]{outcome.status}[/]"
+            mark = {"ok": "[green]ok[/]", "unavailable": "[yellow]unavailable here[/]"}.get(
+                outcome.status, f"[red]{outcome.status}[/]"
+            )
             progress.console.print(f"{benchmark.name}: {mark} ({outcome.seconds:.0f} s)")
             progress.advance(task)
         progress.update(task, description="done")
@@ -311,13 +315,17 @@ def report(outcomes: Sequence[Outcome], skipped: Sequence[str], out_dir: Path) -
     if skipped:
         parts.append(f"full mode only, not run: {', '.join(skipped)}")
     for outcome in outcomes:
+        if outcome.status == "unavailable":
+            reason = outcome.error_tail[-1] if outcome.error_tail else "no reason given"
+            parts.append(f"not run on this machine, {outcome.benchmark.name}: {reason}")
+    for outcome in outcomes:
         if outcome.failed:
             code = "" if outcome.exit_code is None else f" (exit code {outcome.exit_code})"
             lines = "\n".join(f"    {line}" for line in outcome.error_tail)
             parts.append(f"FAILED {outcome.benchmark.name}: {outcome.status}{code}\n{lines}")
-    failed = sum(outcome.failed for outcome in outcomes)
+    ran = sum(outcome.status == "ok" for outcome in outcomes)
     parts.append(
-        f"{len(outcomes) - failed} of {len(outcomes)} benchmarks ran; results and logs in {out_dir}\n"
+        f"{ran} of {len(outcomes)} benchmarks ran; results and logs in {out_dir}\n"
         f"publish them: python benchmarks/run_all.py --write-docs {out_dir}"
     )
     return "\n".join(parts)

@@ -127,13 +127,22 @@ def _cases(quick: bool, transports: list[str], workloads: list[str]) -> list[Cas
 
 
 # ------------------------------------------------------------------------------------------------ the peer venv
+def _peer_environment() -> dict[str, str]:
+    """The environment for the peer venv's interpreter: without PYTHONPATH, which `run_all.py` points at this
+    checkout, and which would otherwise show the peer's pip and probes this checkout's agentlightning (also 0.3.0)."""
+    return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def _installed_version(python: Path) -> Optional[str]:
+    """The agentlightning version the venv itself holds (isolated mode, run from the venv: nothing of a checkout)."""
     if not python.exists():
         return None
     probe = subprocess.run(
-        [str(python), "-c", "import importlib.metadata as m; print(m.version('agentlightning'))"],
+        [str(python), "-I", "-c", "import importlib.metadata as m; print(m.version('agentlightning'))"],
         capture_output=True,
         text=True,
+        cwd=str(python.parent),
+        env=_peer_environment(),
     )
     return probe.stdout.strip() if probe.returncode == 0 else None
 
@@ -152,7 +161,12 @@ def ensure_peer_venv(venv: Path) -> Path:
     print(f"installing {PEER_REQUIREMENT} into {venv} (its own dependencies; a few minutes the first time)")
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", PEER_REQUIREMENT], check=True)
+    subprocess.run(
+        [str(python), "-I", "-m", "pip", "install", "--quiet", PEER_REQUIREMENT],
+        check=True,
+        cwd=str(venv),
+        env=_peer_environment(),
+    )
     if _installed_version(python) != wanted:
         raise SystemExit(f"{venv} does not hold {PEER_REQUIREMENT} after installing it")
     return python
@@ -164,7 +178,7 @@ def run_case(python: Path, case: Case, timeout: float) -> dict[str, Any]:
     command = [str(python), str(WORKLOAD_SCRIPT), case.workload, *case.arguments]
     if case.transport in ("memory", "http"):
         command += ["--transport", case.transport]
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _peer_environment()
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # the reference imports litellm, which otherwise fetches a price list
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=str(SCRATCH), env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -271,6 +285,8 @@ def main() -> None:
     write_results(
         args.json, figures, extra={"peer_venv": str(args.peer_venv), "rounds": args.rounds, "failures": failures}
     )
+    if failures:  # what did run is written; the run as a whole did not measure everything it was asked to
+        raise SystemExit(f"{len(failures)} of {len(cases) * args.rounds * 2} workload runs failed (listed above)")
 
 
 if __name__ == "__main__":

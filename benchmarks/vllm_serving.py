@@ -33,8 +33,18 @@ from pathlib import Path
 from typing import Any, Optional
 
 import inference_throughput as workload  # benchmarks/ is on sys.path (the script's folder)
-from _results import PRELIMINARY_LOAD, REPO, Figure, Peer, add_json_argument, load_average, write_results
+from _results import (
+    PRELIMINARY_LOAD,
+    REPO,
+    Figure,
+    Peer,
+    add_json_argument,
+    exit_unavailable,
+    load_average,
+    write_results,
+)
 
+from agentlightning.algorithm.grpo.serving import ServingError
 from agentlightning.algorithm.grpo.vllm_serving import VllmServing, vllm_command
 
 
@@ -138,7 +148,10 @@ def main() -> None:
     add_json_argument(parser)
     args = parser.parse_args()
 
-    command = vllm_command(args.vllm_command)
+    try:
+        command = vllm_command(args.vllm_command)
+    except ServingError as exc:  # vLLM is an optional engine: without it this benchmark has nothing to run
+        exit_unavailable(str(exc))
     version = vllm_version(command)
     from agentlightning.inference.model_files import ensure_converted
 

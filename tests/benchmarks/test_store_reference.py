@@ -76,3 +76,25 @@ def _worker_sample() -> dict[str, float]:
         "heartbeat_p99_ms": 4.0,
         "snapshot_p99_ms": 9.0,
     }
+
+
+def test_the_peer_venv_probe_ignores_a_checkout_on_pythonpath(
+    harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_all.py puts this checkout (agentlightning, also version 0.3.0) on PYTHONPATH; the probe of the peer venv
+    must not take it for the registry's package, or the venv is never installed and every peer run fails."""
+    import venv
+
+    venv.create(tmp_path / "peer", with_pip=False)
+    python = tmp_path / "peer" / "bin" / "python"
+    checkout = tmp_path / "checkout"
+    (checkout / "agentlightning-0.3.0.dist-info").mkdir(parents=True)
+    (checkout / "agentlightning-0.3.0.dist-info" / "METADATA").write_text("Name: agentlightning\nVersion: 0.3.0\n")
+    monkeypatch.setenv("PYTHONPATH", str(checkout))
+    seen_plainly = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('agentlightning'))"],
+        capture_output=True,
+        text=True,
+    )
+    assert seen_plainly.stdout.strip() == "0.3.0"  # what fooled the earlier probe
+    assert harness._installed_version(python) is None

@@ -178,6 +178,13 @@ print("the fake benchmark broke: no database", file=sys.stderr)
 sys.exit(3)
 """
 
+UNAVAILABLE_SCRIPT = f"""
+import sys
+sys.path.insert(0, {str(BENCHMARKS)!r})
+from _results import exit_unavailable
+exit_unavailable("the fake engine is not installed: set FAKE_ENGINE")
+"""
+
 
 @pytest.fixture
 def fake_benchmarks(tmp_path: Path) -> Path:
@@ -185,6 +192,7 @@ def fake_benchmarks(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "ok.py").write_text(textwrap.dedent(OK_SCRIPT))
     (folder / "failing.py").write_text(textwrap.dedent(FAILING_SCRIPT))
+    (folder / "unavailable.py").write_text(textwrap.dedent(UNAVAILABLE_SCRIPT))
     return folder
 
 
@@ -217,6 +225,23 @@ def test_run_all_exits_1_when_a_benchmark_fails(
     assert run_all.main(["--quick", "--out", str(tmp_path / "all")]) == 1
     assert run_all.main(["--quick", "--only", "ok", "--out", str(tmp_path / "only")]) == 0
     assert (tmp_path / "only" / "ok.json").is_file() and not (tmp_path / "only" / "failing.json").exists()
+
+
+def test_a_benchmark_whose_engine_is_not_installed_is_reported_as_not_run_not_as_failed(
+    fake_benchmarks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = [
+        run_all.Benchmark("unavailable", "unavailable.py", [], [], ("fake.*",), 60),
+        run_all.Benchmark("ok", "ok.py", ["--size", "1"], ["--size", "1"], (), 60),
+    ]
+    outcomes = run_all.run_all(registry, quick=True, out_dir=tmp_path / "out", benchmarks_dir=fake_benchmarks)
+    assert (outcomes[0].status, outcomes[0].failed, outcomes[0].exit_code) == ("unavailable", False, 69)
+    text = run_all.report(outcomes, [], tmp_path / "out")
+    assert "not run on this machine, unavailable: unavailable here: the fake engine is not installed" in text
+    assert "FAILED" not in text and "1 of 2 benchmarks ran" in text
+    monkeypatch.setattr(run_all, "REGISTRY", registry)
+    monkeypatch.setattr(run_all, "BENCHMARKS", fake_benchmarks)
+    assert run_all.main(["--quick", "--out", str(tmp_path / "all")]) == 0
 
 
 def test_a_missing_script_is_reported_as_missing(fake_benchmarks: Path, tmp_path: Path) -> None:
