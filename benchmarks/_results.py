@@ -24,18 +24,18 @@ from pathlib import Path
 from typing import Any, NoReturn, Optional
 
 __all__ = [
+    "EXIT_UNAVAILABLE",
     "PRELIMINARY_LOAD",
     "Figure",
     "Peer",
     "add_json_argument",
     "current_commit",
+    "exit_unavailable",
     "load_average",
     "load_averages_text",
     "machine_facts",
     "package_tree",
     "write_results",
-    "EXIT_UNAVAILABLE",
-    "exit_unavailable",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
