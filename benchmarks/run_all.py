@@ -170,9 +170,8 @@ class Outcome:
     """What one benchmark run gave: its status, its result record (when written) and its error output's tail."""
 
     benchmark: Benchmark
-    status: (
-        str  # "ok", "unavailable" (its engine or peer is not installed here), "failed", "script missing", "timed out"
-    )
+    # "ok", "unavailable" (its engine or peer is not installed here), "failed", "script missing", "timed out"
+    status: str
     seconds: float = 0.0
     exit_code: Optional[int] = None
     record: Optional[dict[str, Any]] = None
