@@ -127,22 +127,17 @@ def _cases(quick: bool, transports: list[str], workloads: list[str]) -> list[Cas
 
 
 # ------------------------------------------------------------------------------------------------ the peer venv
-def _peer_environment() -> dict[str, str]:
-    """The environment for the peer venv's interpreter: without PYTHONPATH, which `run_all.py` points at this
-    checkout, and which would otherwise show the peer's pip and probes this checkout's agentlightning (also 0.3.0)."""
-    return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-
-
 def _installed_version(python: Path) -> Optional[str]:
-    """The agentlightning version the venv itself holds (isolated mode, run from the venv: nothing of a checkout)."""
+    """The agentlightning version the venv itself holds.
+
+    Isolated mode (-I) for the probe and for pip: `run_all.py` puts this checkout, whose agentlightning is also 0.3.0,
+    on PYTHONPATH and runs from it, and either would show them this checkout's package as the reference."""
     if not python.exists():
         return None
     probe = subprocess.run(
         [str(python), "-I", "-c", "import importlib.metadata as m; print(m.version('agentlightning'))"],
         capture_output=True,
         text=True,
-        cwd=str(python.parent),
-        env=_peer_environment(),
     )
     return probe.stdout.strip() if probe.returncode == 0 else None
 
@@ -161,12 +156,7 @@ def ensure_peer_venv(venv: Path) -> Path:
     print(f"installing {PEER_REQUIREMENT} into {venv} (its own dependencies; a few minutes the first time)")
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(
-        [str(python), "-I", "-m", "pip", "install", "--quiet", PEER_REQUIREMENT],
-        check=True,
-        cwd=str(venv),
-        env=_peer_environment(),
-    )
+    subprocess.run([str(python), "-I", "-m", "pip", "install", "--quiet", PEER_REQUIREMENT], check=True)
     if _installed_version(python) != wanted:
         raise SystemExit(f"{venv} does not hold {PEER_REQUIREMENT} after installing it")
     return python
@@ -178,7 +168,7 @@ def run_case(python: Path, case: Case, timeout: float) -> dict[str, Any]:
     command = [str(python), str(WORKLOAD_SCRIPT), case.workload, *case.arguments]
     if case.transport in ("memory", "http"):
         command += ["--transport", case.transport]
-    env = _peer_environment()
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"  # the reference imports litellm, which otherwise fetches a price list
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=str(SCRATCH), env=env)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
