@@ -1,4 +1,4 @@
-"""Re-measure every figure of the summary in docs/benchmarks.md with one command.
+"""Re-measure every figure of docs/benchmarks.md (and its appendix) with one command.
 
     .venv/bin/python benchmarks/run_all.py --quick              # every benchmark, short settings (~10 minutes)
     .venv/bin/python benchmarks/run_all.py                      # full settings: for a quiet machine (hours)
@@ -15,7 +15,8 @@ mode each benchmark waits (at most `--settle-max` seconds) for the 1-minute load
 (1.0) first, so that the load its record shows is other work's, not the trailing average of the benchmark before.
 
 `--write-docs DIR...` runs nothing: it merges the result files of those folders into `benchmarks/results/` (per
-benchmark, the newest run wins) and regenerates the summary table of docs/benchmarks.md from them.
+benchmark, the newest run wins) and regenerates the overview of docs/benchmarks.md and the full table of
+docs/benchmarks-appendix.md from them.
 """
 
 from __future__ import annotations
@@ -331,17 +332,19 @@ def report(outcomes: Sequence[Outcome], skipped: Sequence[str], out_dir: Path) -
 
 
 def write_docs(
-    sources: Sequence[Path], results: Path = summary_table.RESULTS_DIR, doc: Path = summary_table.DOC
+    sources: Sequence[Path],
+    results: Path = summary_table.RESULTS_DIR,
+    doc: Path = summary_table.DOC,
+    appendix: Path = summary_table.APPENDIX,
 ) -> None:
-    """Merge result folders into `results` and regenerate the summary of `doc` from all of `results`."""
+    """Merge result folders into `results` and regenerate the overview of `doc` and the full table of `appendix`
+    from all of `results`."""
     changed = summary_table.merge_results(sources, results)
     print(f"{results}: {', '.join(changed) if changed else 'nothing newer'}")
-    current = doc.read_text()
-    section = summary_table.summary_section(summary_table.load_results(results), [b.name for b in REGISTRY])
-    regenerated = summary_table.replace_summary(current, section)
-    if regenerated != current:
-        doc.write_text(regenerated)
-        print(f"{doc}: summary regenerated")
+    for page, current, regenerated in summary_table.regenerate(results, doc, appendix):
+        if regenerated != current:
+            page.write_text(regenerated)
+            print(f"{page}: regenerated")
 
 
 def _timestamp() -> str:

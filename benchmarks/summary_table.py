@@ -1,13 +1,17 @@
-"""The summary table of docs/benchmarks.md, generated from benchmark result files (never typed by hand).
+"""The generated parts of the benchmark pages, from benchmark result files (never typed by hand).
 
-    .venv/bin/python benchmarks/summary_table.py             # rewrite the table from benchmarks/results/*.json
-    .venv/bin/python benchmarks/summary_table.py --check     # exit 1 when docs/benchmarks.md disagrees
+    .venv/bin/python benchmarks/summary_table.py             # rewrite both from benchmarks/results/*.json
+    .venv/bin/python benchmarks/summary_table.py --check     # exit 1 when a page disagrees
+
+docs/benchmarks.md holds the overview (`overview.py`: one question per benchmark, its headline figures and peers);
+docs/benchmarks-appendix.md the full table (this module: every figure with its provenance) and the lab notes.
 
 A result file is what `benchmarks/_results.py` writes for one run of one benchmark (`<name>.json`, named after the
 benchmark's entry in `benchmarks/run_all.py`). `merge_results` copies result files into `benchmarks/results/`, the
 newest run of each benchmark winning; `render_table` turns them into markdown, one row per figure, each row with the
 commit, date and load average of the run that measured it (rows from different runs say so);
-`replace_summary` puts the table between the markers `<!-- summary:begin -->` and `<!-- summary:end -->`.
+`replace_summary` puts the table between the markers `<!-- summary:begin -->` and `<!-- summary:end -->`. A figure
+compared with a peer in the same run is a tie when the two are within `TIE_RATIO` (5 %), whatever its target.
 """
 
 from __future__ import annotations
@@ -26,21 +30,31 @@ from _results import PRELIMINARY_LOAD  # benchmarks/_results.py
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO / "benchmarks" / "results"
-DOC = REPO / "docs" / "benchmarks.md"
+DOC = REPO / "docs" / "benchmarks.md"  # the overview
+APPENDIX = REPO / "docs" / "benchmarks-appendix.md"  # the full table and the lab notes
+TIE_RATIO = 0.05  # ours and a peer within 5 % of each other: a tie, neither "met" nor "not met"
 BEGIN = "<!-- summary:begin -->"
 END = "<!-- summary:end -->"
 
 __all__ = [
+    "APPENDIX",
     "BEGIN",
+    "DOC",
     "END",
+    "TIE_RATIO",
+    "cell",
     "format_value",
     "load_results",
     "machine_label",
     "merge_results",
     "package_code_line",
+    "peer_text",
+    "regenerate",
     "render_table",
+    "replace_between",
     "replace_summary",
     "summary_section",
+    "verdict",
 ]
 
 
@@ -105,14 +119,19 @@ def format_value(value: Optional[float]) -> str:
     return f"{value:.2g}"
 
 
-def _met(figure: Mapping[str, Any]) -> str:
+def verdict(figure: Mapping[str, Any]) -> str:
+    """ "met", "**not met**", "tie" (a peer within `TIE_RATIO`), "n/a" (a target, no verdict) or "" (no target)."""
     met = figure.get("met")
     if figure.get("target") is None:
         return ""
+    ratio = figure.get("ratio")
+    if figure.get("peer") and isinstance(ratio, (int, float)) and abs(ratio - 1.0) <= TIE_RATIO:
+        return "tie"
     return "n/a" if met is None else ("met" if met else "**not met**")
 
 
-def _peer(figure: Mapping[str, Any]) -> str:
+def peer_text(figure: Mapping[str, Any]) -> str:
+    """The peer measured in the same run and our ratio to it ("" when there is none)."""
     peer = figure.get("peer")
     if not peer:
         return ""
@@ -136,7 +155,8 @@ def machine_label(machine: Optional[Mapping[str, Any]]) -> str:
     return " ".join(words) + ("" if bf16 is None else (", native bf16" if bf16 else ", no native bf16"))
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
+    """`text` safe inside a markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -158,15 +178,15 @@ def render_table(records: Mapping[str, Mapping[str, Any]], order: Sequence[str] 
                 figure["label"],
                 f"{format_value(figure['value'])} {figure['unit']}".strip(),
                 figure.get("target") or "",
-                _met(figure),
-                _peer(figure),
+                verdict(figure),
+                peer_text(figure),
                 f"`{name}`" + (" (quick)" if record.get("run_all", {}).get("mode") == "quick" else ""),
                 str(record["commit"]),
                 date,
                 _load(record),
                 machine,
             ]
-            lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+            lines.append("| " + " | ".join(cell(text) for text in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -203,12 +223,17 @@ def summary_section(records: Mapping[str, Mapping[str, Any]], order: Sequence[st
     return f"{BEGIN}\n{note}\n\n{package_code_line(records)}\n\n{render_table(records, order)}{END}"
 
 
+def replace_between(document: str, begin: str, end: str, section: str) -> str:
+    """`document` with the text from `begin` to `end` (both included) replaced by `section`."""
+    start, stop = document.find(begin), document.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"the document has no {begin} ... {end} section")
+    return document[:start] + section + document[stop + len(end) :]
+
+
 def replace_summary(document: str, section: str) -> str:
     """`document` with the text from BEGIN to END (both included) replaced by `section`."""
-    start, end = document.find(BEGIN), document.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"the document has no {BEGIN} ... {END} section")
-    return document[:start] + section + document[end + len(END) :]
+    return replace_between(document, BEGIN, END, section)
 
 
 def _registry_order() -> list[str]:
@@ -217,28 +242,38 @@ def _registry_order() -> list[str]:
     return [benchmark.name for benchmark in REGISTRY]
 
 
-def regenerate(results: Path = RESULTS_DIR, doc: Path = DOC) -> tuple[str, str]:
-    """(the document as it is, the document with its summary regenerated from `results`)."""
+def regenerate(results: Path = RESULTS_DIR, doc: Path = DOC, appendix: Path = APPENDIX) -> list[tuple[Path, str, str]]:
+    """(page, as it is, regenerated from `results`) for the overview page `doc` and the full table's `appendix`."""
+    import overview  # benchmarks/overview.py
+
+    records, order = load_results(results), _registry_order()
+    pages = []
     current = doc.read_text()
-    return current, replace_summary(current, summary_section(load_results(results), _registry_order()))
+    section = overview.overview_section(records, order)
+    pages.append((doc, current, replace_between(current, overview.BEGIN, overview.END, section)))
+    current = appendix.read_text()
+    pages.append((appendix, current, replace_summary(current, summary_section(records, order))))
+    return pages
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=RESULTS_DIR, help="folder of result files")
-    parser.add_argument("--doc", type=Path, default=DOC, help="the markdown file whose summary to write")
-    parser.add_argument("--check", action="store_true", help="only check: exit 1 when the document disagrees")
+    parser.add_argument("--doc", type=Path, default=DOC, help="the overview page")
+    parser.add_argument("--appendix", type=Path, default=APPENDIX, help="the page of the full table")
+    parser.add_argument("--check", action="store_true", help="only check: exit 1 when a page disagrees")
     args = parser.parse_args(argv)
-    current, regenerated = regenerate(args.results, args.doc)
-    if args.check:
-        if current != regenerated:
-            print(f"{args.doc}: the summary differs from {args.results}; run benchmarks/summary_table.py")
-            return 1
-        return 0
-    if current != regenerated:
-        args.doc.write_text(regenerated)
-        print(f"{args.doc}: summary rewritten from {args.results}")
-    return 0
+    stale = 0
+    for page, current, regenerated in regenerate(args.results, args.doc, args.appendix):
+        if current == regenerated:
+            continue
+        if args.check:
+            print(f"{page}: differs from {args.results}; run benchmarks/summary_table.py")
+            stale += 1
+        else:
+            page.write_text(regenerated)
+            print(f"{page}: rewritten from {args.results}")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

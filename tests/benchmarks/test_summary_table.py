@@ -17,6 +17,7 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
+import overview  # noqa: E402  # pyright: ignore[reportMissingImports]
 import run_all  # noqa: E402  # pyright: ignore[reportMissingImports]
 import summary_table  # noqa: E402  # pyright: ignore[reportMissingImports]
 
@@ -31,9 +32,43 @@ def figure(key: str, value: float, **fields: Any) -> dict[str, Any]:
     return {"key": key, "label": fields.pop("label", key), "value": value, "unit": fields.pop("unit", "ops/s")} | fields
 
 
-def test_the_document_summary_is_what_the_results_generate() -> None:
-    current, regenerated = summary_table.regenerate()
-    assert current == regenerated, "docs/benchmarks.md's summary differs: run python benchmarks/summary_table.py"
+def test_the_overview_and_the_full_table_are_what_the_results_generate() -> None:
+    for page, current, regenerated in summary_table.regenerate():
+        assert current == regenerated, f"{page.name} differs from the results: run python benchmarks/summary_table.py"
+
+
+def test_every_registered_benchmark_has_a_question_in_the_overview() -> None:
+    assert {benchmark.name for benchmark in run_all.REGISTRY} <= set(overview.QUESTIONS)
+
+
+def test_a_figure_within_five_percent_of_its_peer_is_a_tie_whatever_its_target() -> None:
+    peer = {"name": "uvicorn", "value": 304.0}
+    ahead = figure("a", 308.0, target="ours better", met=True, peer=peer, ratio=1.01)
+    behind = figure("b", 9.9, target="<= TRL", met=False, peer=peer, ratio=0.99)
+    clear = figure("c", 400.0, target="ours better", met=True, peer=peer, ratio=1.32)
+    assert [summary_table.verdict(f) for f in (ahead, behind, clear)] == ["tie", "tie", "met"]
+
+
+def test_the_overview_shows_the_headline_figures_with_their_peer_and_the_command_to_re_measure() -> None:
+    figures = [
+        figure("store.http.libraries.client.rollouts_per_s", 308.0, label="client", target="ours better", met=True,
+               peer={"name": "aiohttp", "value": 195.0}, ratio=1.58),
+        figure("store.http.libraries.client.cpu_ms_per_rollout", 5.1, label="cpu"),
+    ]  # fmt: skip
+    table = overview.render_overview({"store_http_libraries": record("2026-11-27T19:00:00+00:00", figures)})
+    rows = table.splitlines()[2:]
+    assert len(rows) == 1, "only the headline figure"
+    for text in ("beat the libraries", "client: **308 ops/s**", "aiohttp: 195 (ours 1.58x)", "met (ours better)",
+                 "2026-11-27", "`run_all.py --only store_http_libraries`"):  # fmt: skip
+        assert text in rows[0]
+
+
+def test_without_headline_patterns_the_overview_picks_a_figure_with_a_peer_then_one_with_a_target() -> None:
+    plain, targeted = figure("x.plain", 1.0), figure("x.target", 2.0, target="> 1", met=True)
+    peered = figure("x.peer", 3.0, peer={"name": "p", "value": 1.0}, ratio=3.0)
+    assert overview.headline_figures("unlisted", record("2026-11-27", [plain, targeted, peered])) == [peered]
+    assert overview.headline_figures("unlisted", record("2026-11-27", [plain, targeted])) == [targeted]
+    assert overview.headline_figures("unlisted", record("2026-11-27", [plain])) == [plain]
 
 
 def test_every_committed_result_names_a_registered_benchmark() -> None:
@@ -306,12 +341,16 @@ def test_every_registered_script_in_the_repository_writes_json_through_results()
             assert "add_json_argument" in script.read_text(), f"{benchmark.script} takes no --json"
 
 
-def test_write_docs_merges_a_run_and_regenerates_the_summary(tmp_path: Path) -> None:
-    run, results, doc = tmp_path / "run", tmp_path / "results", tmp_path / "benchmarks.md"
+def test_write_docs_merges_a_run_and_regenerates_the_overview_and_the_full_table(tmp_path: Path) -> None:
+    run, results = tmp_path / "run", tmp_path / "results"
+    doc, appendix = tmp_path / "benchmarks.md", tmp_path / "benchmarks-appendix.md"
     run.mkdir()
     (run / "proxy_latency.json").write_text(json.dumps(record("2026-11-26T07:00:00+00:00", [figure("p", 0.64)])))
-    doc.write_text(f"# B\n\n{summary_table.BEGIN}\n{summary_table.END}\n\n## History\n")
-    run_all.write_docs([run], results, doc)
+    doc.write_text(f"# B\n\n{overview.BEGIN}\n{overview.END}\n\n## More\n")
+    appendix.write_text(f"# A\n\n{summary_table.BEGIN}\n{summary_table.END}\n\n## History\n")
+    run_all.write_docs([run], results, doc, appendix)
     assert (results / "proxy_latency.json").is_file()
-    text = doc.read_text()
+    text = appendix.read_text()
     assert "| p | 0.64 ops/s |" in text and "`proxy_latency`" in text and text.endswith("\n\n## History\n")
+    text = doc.read_text()
+    assert "p: **0.64 ops/s**" in text and "`run_all.py --only proxy_latency`" in text and text.endswith("## More\n")
