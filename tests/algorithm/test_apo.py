@@ -379,3 +379,29 @@ async def test_run_logs_a_summary(optimizer: ScriptedOptimizer, caplog: pytest.L
     store = InMemoryLightningStore()
     await run_apo(make_apo(optimizer, store, beam_rounds=1), store)
     assert "APO round 1/1:" in caplog.text and "APO run 'apo' done after 1 rounds" in caplog.text
+
+
+# ------------------------------------------------------------------------------------------ experiment tracking
+
+
+async def test_a_tracked_run_records_its_settings_and_each_rounds_scores(
+    optimizer: ScriptedOptimizer, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.chdir(tmp_path)  # local tracking files go under runs/<run_id>/
+    store = InMemoryLightningStore()
+    apo = make_apo(optimizer, store, beam_rounds=3, tracking="tensorboard", run_id="rules")
+    await run_apo(apo, store)
+    events = EventAccumulator(str(tmp_path / "runs" / "rules" / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    best = [(event.step, event.value) for event in events.Scalars("best_score")]
+    assert [step for step, _ in best] == [0, 1, 2, 3]
+    assert best[0][1] == 0.0 and best[-1][1] == 1.0
+    scored = [
+        sum(1 for e in apo.get_history() if e.round == r and e.kind == "candidate" and e.score is not None)
+        for r in (1, 2, 3)
+    ]
+    assert [event.value for event in events.Scalars("candidates/scored")][1:] == scored and min(scored) > 0
+    assert events.Scalars("optimizer/calls")[-1].value == apo.stats.llm_calls
+    assert "params" in events.Tags()["tensors"]

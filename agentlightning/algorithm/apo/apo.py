@@ -17,6 +17,7 @@ import random
 import re
 from collections import deque
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Literal, Optional, TypeVar
 
 from agentlightning.adapter.messages import TraceToMessages
@@ -24,6 +25,7 @@ from agentlightning.types import LLM, Dataset, NamedResources, PromptTemplate, R
 from agentlightning.utils.retry import RetryPolicy
 
 from ..base import Algorithm
+from ..tracking import Tracker, TrackingOption, flatten_metrics, make_tracker
 from ..utils import batch_iter_over_dataset, with_llm_proxy
 from .candidates import content_key, describe_skips, fillable_fields, template_fields
 from .checkpoint import CheckpointRecord, load_prompts, scan_run
@@ -32,6 +34,7 @@ from .optimizer import OptimizerClient, TextualGradient
 from .search import EDIT_LOG_SIZE, BeamSearch, SearchConfig, format_score
 from .state import SearchState
 from .templates import DEFAULT_APPLY_EDIT_TEMPLATES, DEFAULT_GRADIENT_TEMPLATES, Kind, MetaPrompt
+from .tracking import round_metrics, run_settings
 from .types import APOHistoryEntry, APOStats, RolloutResultForAPO, VersionedPromptTemplate
 
 if TYPE_CHECKING:
@@ -89,6 +92,9 @@ class APO(Algorithm, Generic[T_task]):
             seconds and then doubling.
         max_concurrent_llm_calls: optimizer calls in flight at once.
         completion_kwargs: extra arguments for every optimizer request (e.g. `{"max_tokens": 512}`).
+        tracking: experiment tracking of the run's settings, and of each round's scores and counters: "tensorboard",
+            "mlflow", "wandb", a list of them, `{name: options}` or a `Tracker` (see
+            `agentlightning.algorithm.tracking`); local files go under `runs/<run_id>/`. None: no tracking.
         resample_scores: roll a (prompt, task) pair out again whenever a later round scores it on validation tasks,
             and score it by the mean over its samples, so an agent that samples (temperature > 0, the default of
             most APIs) cannot keep a lucky first score; False: one rollout per pair and run (for deterministic
@@ -121,6 +127,7 @@ class APO(Algorithm, Generic[T_task]):
         max_concurrent_llm_calls: int = 4,
         completion_kwargs: Optional[dict[str, Any]] = None,
         resample_scores: bool = True,
+        tracking: TrackingOption = None,
     ) -> None:
         chat = getattr(getattr(async_openai_client, "chat", None), "completions", None)
         if not callable(getattr(chat, "create", None)):
@@ -183,6 +190,7 @@ class APO(Algorithm, Generic[T_task]):
         self._evaluator_instance: Optional[PromptEvaluator] = None
         self._default_adapter = TraceToMessages()
         self._edit_log: deque[dict[str, Any]] = deque(maxlen=EDIT_LOG_SIZE)
+        self.tracking = tracking
 
     # ------------------------------------------------------------------------------------------- accessors
     def _create_versioned_prompt(
@@ -348,13 +356,22 @@ class APO(Algorithm, Generic[T_task]):
         search = BeamSearch(config, self._state, self._evaluator(), self._gradient, self._edit_log)
         grad_iter = self._batches("gradient", train, self.gradient_batch_size)
         val_iter = self._batches("val", val, self.val_batch_size)
-        if not self._state.history:
-            await search.start(seed_template, val)
-            await self._checkpoint(record, fingerprint)
-        for round_num in range(self.stats.rounds_completed + 1, self.beam_rounds + 1):
-            await search.run_round(round_num, grad_iter, val_iter, val)
-            self.stats.rounds_completed = round_num
-            await self._checkpoint(record, fingerprint)
+        tracker = make_tracker(self.tracking, directory=Path("runs") / self.run_id, run_name=self.run_id)
+        try:
+            if tracker is not None:
+                tracker.log_params(run_settings(self))
+            if not self._state.history:
+                await search.start(seed_template, val)
+                await self._checkpoint(record, fingerprint)
+                _track_round(tracker, self._state, 0)
+            for round_num in range(self.stats.rounds_completed + 1, self.beam_rounds + 1):
+                await search.run_round(round_num, grad_iter, val_iter, val)
+                self.stats.rounds_completed = round_num
+                await self._checkpoint(record, fingerprint)
+                _track_round(tracker, self._state, round_num)
+        finally:
+            if tracker is not None:
+                tracker.close()
         logger.info(
             "APO run %r done after %d rounds: best prompt %s (validation score %s); %d rollouts enqueued, %d reused; "
             "%d optimizer calls (%d retried, %d failed); skipped candidates: %s",
@@ -446,6 +463,11 @@ class APO(Algorithm, Generic[T_task]):
         # The best prompt so far as a new version of `<run_id>-best`, which is the latest resources from now on.
         await self.get_store().update_resources(f"{self.run_id}-best", self._resources_for(best))
         await record.save(self._state.to_checkpoint(self.run_id, fingerprint))
+
+
+def _track_round(tracker: Optional[Tracker], state: SearchState, round_num: int) -> None:
+    if tracker is not None:
+        tracker.log_metrics(flatten_metrics(round_metrics(state, round_num)), round_num)
 
 
 def _resources_identity(resources: NamedResources, optimized: str) -> list[Any]:
