@@ -60,7 +60,15 @@ if TYPE_CHECKING:
     )
     from .execution.ray import RayExecutionStrategy
     from .instrumentation import instrument_all, uninstrument_all
-    from .litagent import FunctionalLitAgent, LitAgent, is_v0_1_rollout_api, llm_rollout, prompt_rollout, rollout
+    from .litagent import (
+        CommandAgent,
+        FunctionalLitAgent,
+        LitAgent,
+        is_v0_1_rollout_api,
+        llm_rollout,
+        prompt_rollout,
+        rollout,
+    )
     from .llm_proxy import LLMProxy, ModelConfig, get_active_llm_proxy, set_active_llm_proxy
     from .logging import configure_logger
     from .logging import setup as setup_logging
@@ -161,6 +169,7 @@ __all__ = [
     "Attributes",
     "Baseline",
     "ClientServerExecutionStrategy",
+    "CommandAgent",
     "Dataset",
     "DummyTracer",
     "EnqueueRolloutRequest",
@@ -304,7 +313,7 @@ _EXPORTS: dict[str, str] = {
         "SharedMemoryExecutionStrategy ThreadingEvent"
     ),
     ".instrumentation": "instrument_all uninstrument_all",
-    ".litagent": "FunctionalLitAgent LitAgent is_v0_1_rollout_api llm_rollout prompt_rollout rollout",
+    ".litagent": "CommandAgent FunctionalLitAgent LitAgent is_v0_1_rollout_api llm_rollout prompt_rollout rollout",
     ".llm_proxy": "LLMProxy ModelConfig get_active_llm_proxy set_active_llm_proxy",
     ".logging": "configure_logger",
     ".runner": "LitAgentRunner Runner StoreUnreachableError",

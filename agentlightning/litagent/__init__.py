@@ -1,8 +1,18 @@
-"""Agents as the runner sees them: the `LitAgent` base class and the functional decorators."""
+"""Agents as the runner sees them: the `LitAgent` base class, the functional decorators, and `CommandAgent` (a
+program in any language run once per rollout)."""
 
 from __future__ import annotations
 
+from .command import CommandAgent
 from .decorator import FunctionalLitAgent, llm_rollout, prompt_rollout, rollout
 from .litagent import LitAgent, is_v0_1_rollout_api
 
-__all__ = ["FunctionalLitAgent", "LitAgent", "is_v0_1_rollout_api", "llm_rollout", "prompt_rollout", "rollout"]
+__all__ = [
+    "CommandAgent",
+    "FunctionalLitAgent",
+    "LitAgent",
+    "is_v0_1_rollout_api",
+    "llm_rollout",
+    "prompt_rollout",
+    "rollout",
+]
