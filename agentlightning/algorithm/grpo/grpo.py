@@ -31,6 +31,7 @@ from agentlightning.types import Dataset, Rollout, RolloutMode
 from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
+from ..tracking import Tracker, TrackingOption, make_tracker
 from .agents import (
     AgentMatch,
     AgentRollouts,
@@ -61,6 +62,7 @@ from .step_log import (
     log_step,
     require_llm_calls,
 )
+from .tracking import track_event
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -110,6 +112,9 @@ class GRPO(Algorithm):
             `llm_proxy=` is used as it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
             "evaluation" and "checkpoint".
+        tracking: experiment tracking of the settings, every step's record and the evaluations: "tensorboard",
+            "mlflow", "wandb", a list of them, `{name: options}` or a `Tracker` (`agentlightning.algorithm.tracking`);
+            local files go under `output_dir` (else `runs/grpo`). None: no tracking.
         config: a GRPOConfig; keyword settings (`group_size=8`, `learning_rate=...`) override its fields.
     """
 
@@ -129,6 +134,7 @@ class GRPO(Algorithm):
         on_event: Optional[EventCallback] = None,
         proxy: Optional[dict[str, Any]] = None,
         config: Optional[GRPOConfig] = None,
+        tracking: TrackingOption = None,
         **settings: Any,
     ) -> None:
         self.config = GRPOConfig.from_kwargs(config, **settings)
@@ -170,6 +176,8 @@ class GRPO(Algorithm):
         if unknown:
             raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(PROXY_OPTIONS)}")
         self.on_event = on_event
+        self.tracking = tracking
+        self._tracker: Optional[Tracker] = None
         self.step = 0
         self.skips = SkipCounts()
         self.drift = DriftCounts()  # how the run's calls joined into multi-turn sequences
@@ -194,6 +202,11 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
+        try:
+            track_event(self._tracker, kind, payload, self.step)
+        except Exception as exc:  # tracking never stops training
+            logger.warning("Experiment tracking failed on %s (%r); it is turned off for this run", kind, exc)
+            self._tracker = None
         if self.on_event is None:
             return
         try:
@@ -312,6 +325,10 @@ class GRPO(Algorithm):
         if train_dataset is None or len(train_dataset) == 0:
             raise ValueError("GRPO needs a non-empty train_dataset")
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
+        directory = self.output_dir if self.output_dir is not None else Path("runs") / "grpo"
+        self._tracker = make_tracker(self.tracking, directory=directory, run_name=directory.name)
+        if self._tracker is not None:
+            self._tracker.log_params(self.config.to_dict())
         self._build()
         try:
             self._try_resume()
@@ -340,6 +357,9 @@ class GRPO(Algorithm):
 
     def _shutdown(self) -> None:
         self._executor.shutdown(wait=True)
+        if self._tracker is not None:
+            self._tracker.close()
+            self._tracker = None
         if self._own_proxy and self._proxy is not None and self._proxy.is_running():
             self._proxy.stop()
         if self._serving is not None:
