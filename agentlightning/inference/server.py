@@ -1,7 +1,7 @@
 """An OpenAI-compatible inference server for `InferenceEngine`, answering like vLLM (token ids included).
 
-Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`
-(all streaming or not),
+Routes: `GET /health`, `GET /v1/models`, `POST /v1/chat/completions`, `POST /v1/completions`, `POST /v1/responses`,
+`POST /v1/messages` (Anthropic's Messages API, see `messages.py`) (all streaming or not),
 `GET /v1/weights` and `POST /v1/weights` (swap in new weights without a restart: `{"path": ..., "version": ...}`),
 `POST /v1/load_lora_adapter` and `POST /v1/unload_lora_adapter` (vLLM's runtime LoRA API: `{"lora_name": ...,
 "lora_path": <PEFT folder>}`, plus an optional `"version"`): a loaded adapter is served as a model of its own name,
@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from .adapters import AdapterError
 from .engine import InferenceEngine, SequenceState, StreamDelta, WeightsError
+from .messages import serve_messages
 from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -83,7 +84,10 @@ def create_inference_app(
     async def authenticate(request: Request, call_next: Callable[[Request], Any]) -> Any:
         if api_key and request.url.path != "/health":
             given = request.headers.get("authorization", "")
-            if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+            bearer = hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode())
+            # Anthropic's SDKs send the key as x-api-key
+            keyed = hmac.compare_digest(request.headers.get("x-api-key", "").encode(), api_key.encode())
+            if not (bearer or keyed):
                 return error(401, "Missing or wrong API key", kind="authentication_error")
         return await call_next(request)
 
@@ -203,6 +207,10 @@ def create_inference_app(
         body = response_body(request, prompt_ids, sequences[0], parser)
         remember_response_turn(engine, prompt_ids, body["output"], sequences[0].token_ids)
         return body
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Any:
+        return await serve_messages(await request.body(), chat_completions)
 
     @app.post("/v1/completions")
     async def completions(request: CompletionRequest) -> Any:

@@ -211,7 +211,10 @@ def test_a_chat_stream_becomes_anthropic_events_in_order() -> None:
 
 def test_the_anthropic_sdk_assembles_the_translated_stream_into_the_whole_message() -> None:
     anthropic = pytest.importorskip("anthropic")
-    import httpx2 as httpx  # the SDK's own HTTP library
+    try:
+        import httpx2 as httpx  # the HTTP library of the SDK's 2.x releases
+    except ImportError:
+        import httpx
 
     def handler(request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/v1/messages"
