@@ -102,7 +102,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--tasks-per-step", type=int, default=2)
-    parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
+    parser.add_argument(
+        "--learning-rate", type=float, default=None, help="default: GRPO's, 3e-4 with LoRA, 1e-5 for a full fine-tune"
+    )
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument(
@@ -158,7 +160,6 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         logging.getLogger(name).addHandler(file_handler)
 
     lora_rank = args.lora_rank or None
-    learning_rate = args.learning_rate or (3e-4 if lora_rank else 1e-5)
     engine = None
     if args.tiny:
         from agentlightning.inference.tiny import build_tiny_engine
@@ -186,7 +187,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         on_event=view.on_event,
         group_size=args.group_size,
         tasks_per_step=args.tasks_per_step,
-        learning_rate=learning_rate,
+        learning_rate=args.learning_rate,  # None: GRPO's default for LoRA or a full fine-tune
         lora_rank=lora_rank,
         max_minutes=args.minutes,
         max_steps=args.max_steps,
