@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent import arithmetic_agent, lenient_correct, strict_correct
 
 import agentlightning as agl
-from agentlightning.algorithm.grpo import GRPO
+from agentlightning.algorithm.grpo import GRPO, GRPOConfig
 from agentlightning.algorithm.grpo.live import GRPOLiveView
 from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, write_summary
 
@@ -114,6 +114,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help="groups with varying rewards a step looks for (default: tasks per step; 0: train on whatever the first "
         "tasks give, the behaviour before sampling for informative groups)",
     )
+    parser.add_argument(
+        "--no-saturation",
+        action="store_true",
+        help="keep sampling extra tasks after the training reward saturated (GRPO's saturation_reward=None; the "
+        "behaviour before the saturation rule)",
+    )
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
     parser.add_argument(
@@ -193,6 +199,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         max_steps=args.max_steps,
         checkpoint_every=args.checkpoint_every,
         informative_groups=args.informative_groups,
+        saturation_reward=None if args.no_saturation else GRPOConfig.saturation_reward,
         temperature=1.0,
         seed=args.seed,
     )

@@ -18,6 +18,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentlightning.types import Dataset
+
 __all__ = ["Strata", "balanced_tasks_at", "stratify", "stratum_counts"]
 
 
@@ -30,7 +32,7 @@ class Strata:
     stratum_of: tuple[int, ...]  # each dataset index's position in `keys`
 
 
-def stratify(dataset: Sequence[Any], balance_by: Callable[[Any], Hashable], seed: int) -> Strata:
+def stratify(dataset: Dataset[Any], balance_by: Callable[[Any], Hashable], seed: int) -> Strata:
     """Group the tasks of `dataset` by `balance_by`; the strata's cyclic order is a seeded shuffle of their order of
     first appearance. A `balance_by` that raises is a ValueError, an unhashable value a TypeError, each naming the
     task's index."""

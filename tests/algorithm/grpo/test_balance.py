@@ -122,3 +122,16 @@ def test_each_grpo_step_draws_its_tasks_evenly_across_the_strata(tmp_path: Path)
 
 def by_stratum(task: dict[str, Any]) -> str:
     return task["stratum"]
+
+
+def test_grpo_draws_from_the_balanced_stream_at_its_restored_cursor() -> None:
+    pytest.importorskip("torch")
+    from agentlightning.algorithm.grpo import GRPO
+    from agentlightning.algorithm.grpo.grpo import _Rounds
+
+    algorithm = GRPO(balance_by=kind_of, seed=4)
+    algorithm._strata = stratify(DATASET, kind_of, seed=4)
+    algorithm.task_cursor = 7  # as `_try_resume` restores it from a checkpoint
+    rounds = _Rounds(algorithm, len(DATASET), "resources", {})
+    assert rounds.next_tasks(3) + rounds.next_tasks(2) == balanced_tasks_at(algorithm._strata, 4, 7, 5)
+    assert algorithm.task_cursor == 12
