@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from agent import arithmetic_agent, lenient_correct, strict_correct
 
 import agentlightning as agl
-from agentlightning.algorithm.grpo import GRPO
+from agentlightning.algorithm.grpo import GRPO, GRPOConfig
 from agentlightning.algorithm.grpo.live import GRPOLiveView
 from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, write_summary
 
@@ -102,7 +102,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--tasks-per-step", type=int, default=2)
-    parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
+    parser.add_argument(
+        "--learning-rate", type=float, default=None, help="default: GRPO's, 3e-4 with LoRA, 1e-5 for a full fine-tune"
+    )
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument(
@@ -111,6 +113,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         default=None,
         help="groups with varying rewards a step looks for (default: tasks per step; 0: train on whatever the first "
         "tasks give, the behaviour before sampling for informative groups)",
+    )
+    parser.add_argument(
+        "--no-saturation",
+        action="store_true",
+        help="keep sampling extra tasks after the training reward saturated (GRPO's saturation_reward=None; the "
+        "behaviour before the saturation rule)",
     )
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
@@ -158,7 +166,6 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         logging.getLogger(name).addHandler(file_handler)
 
     lora_rank = args.lora_rank or None
-    learning_rate = args.learning_rate or (3e-4 if lora_rank else 1e-5)
     engine = None
     if args.tiny:
         from agentlightning.inference.tiny import build_tiny_engine
@@ -186,12 +193,13 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         on_event=view.on_event,
         group_size=args.group_size,
         tasks_per_step=args.tasks_per_step,
-        learning_rate=learning_rate,
+        learning_rate=args.learning_rate,  # None: GRPO's default for LoRA or a full fine-tune
         lora_rank=lora_rank,
         max_minutes=args.minutes,
         max_steps=args.max_steps,
         checkpoint_every=args.checkpoint_every,
         informative_groups=args.informative_groups,
+        saturation_reward=None if args.no_saturation else GRPOConfig.saturation_reward,
         temperature=1.0,
         seed=args.seed,
     )

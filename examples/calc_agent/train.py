@@ -76,7 +76,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "the same tool pushed the model to call that tool for every question; see docs/benchmarks.md)",
     )
     parser.add_argument("--max-tasks-per-step", type=int, default=8, help="sampling bound per step (default 8)")
-    parser.add_argument("--learning-rate", type=float, default=None, help="default 3e-4 (LoRA) or 1e-5 (full)")
+    parser.add_argument(
+        "--balance-by-op",
+        action="store_true",
+        help="draw each step's questions evenly across products and sums (GRPO's balance_by; not yet benchmarked)",
+    )
+    parser.add_argument(
+        "--learning-rate", type=float, default=None, help="default: GRPO's, 3e-4 with LoRA, 1e-5 for a full fine-tune"
+    )
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
     parser.add_argument("--aggregation", choices=["trajectory", "transition"], default="trajectory")
     parser.add_argument("--credit", choices=["final", "turn"], default="final")
@@ -130,7 +137,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         group_size=args.group_size,
         tasks_per_step=args.tasks_per_step,
         max_tasks_per_step=args.max_tasks_per_step,
-        learning_rate=args.learning_rate or (3e-4 if lora_rank else 1e-5),
+        balance_by=balance_by_op if args.balance_by_op else None,
+        learning_rate=args.learning_rate,  # None: GRPO's default for LoRA or a full fine-tune
         lora_rank=lora_rank,
         max_minutes=args.minutes,
         max_steps=args.max_steps,
@@ -158,6 +166,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     if isinstance(failure, KeyboardInterrupt):
         raise failure
     return summary
+
+
+def balance_by_op(task: dict[str, Any]) -> str:
+    """The stratum of a question for `--balance-by-op`: the tool it asks for."""
+    return str(task["op"])
 
 
 def _configure_logging(run_dir: Path) -> None:

@@ -47,3 +47,19 @@ def test_training_script_trains_the_plain_openai_agent_on_a_tiny_model(tmp_path:
     written = json.loads((run_dir / "summary.json").read_text())
     assert written["steps"] == 1 and written["settings"]["group_size"] == 2
     assert (run_dir / "store.db").exists() and (run_dir / "train.log").exists()
+
+
+def test_balance_by_op_gives_each_step_of_four_questions_two_products_and_two_sums() -> None:
+    from agentlightning.algorithm.grpo.balance import balanced_tasks_at, stratify
+
+    train_script = load("calc_agent", "train")
+    assert train_script.parse_args([]).balance_by_op is False  # off unless asked for
+    train, _ = task.split_tasks()
+    strata = stratify(train, train_script.balance_by_op, seed=0)
+    assert sorted((str(key), len(members)) for key, members in zip(strata.keys, strata.members, strict=True)) == [
+        ("add", 120),
+        ("multiply", 120),
+    ]
+    for step in range(20):
+        ops = sorted(train[i]["op"] for i in balanced_tasks_at(strata, 0, 4 * step, 4))
+        assert ops == ["add", "add", "multiply", "multiply"]

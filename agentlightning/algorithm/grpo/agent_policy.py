@@ -82,7 +82,7 @@ class AgentPolicies:
             for parameter in parameters:
                 parameter.requires_grad_(True)
             self.optimizers[agent] = torch.optim.AdamW(
-                parameters, lr=config.learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
+                parameters, lr=config.effective_learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
             )
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if pad is None:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from agentlightning.utils.device import validate_device_name, validate_precision
 
-__all__ = ["GRPOConfig"]
+__all__ = ["FULL_FINE_TUNE_LEARNING_RATE", "LORA_LEARNING_RATE", "GRPOConfig"]
+
+LORA_LEARNING_RATE = 3e-4
+"""The learning rate of a LoRA run that sets none (what the arithmetic and calculator examples train with)."""
+FULL_FINE_TUNE_LEARNING_RATE = 1e-5
+"""The learning rate of a full fine-tune that sets none."""
 
 LossAggregation = Literal["token", "sequence"]
+LossNormaliser = Union[Literal["tokens", "constant"], float]
 SampleAggregation = Literal["trajectory", "transition"]
 Credit = Literal["final", "turn"]
 
@@ -26,7 +32,9 @@ class GRPOConfig:
         max_minutes: stop starting new steps after this many minutes of training (None: no time limit).
         epochs: passes over the training data (ignored when `max_steps` or `max_minutes` bounds the run: the data
             is then cycled).
-        learning_rate: AdamW learning rate (LoRA typically 1e-4..5e-4, full fine-tune 1e-6..3e-5).
+        learning_rate: AdamW learning rate (None: `LORA_LEARNING_RATE`, 3e-4, with `lora_rank`, else
+            `FULL_FINE_TUNE_LEARNING_RATE`, 1e-5; see `effective_learning_rate`). LoRA typically wants 1e-4..5e-4,
+            a full fine-tune 1e-6..3e-5.
         weight_decay: AdamW weight decay.
         max_grad_norm: gradient clipping norm (None: no clipping).
         clip_epsilon: the PPO clipping range of the probability ratio.
@@ -38,6 +46,11 @@ class GRPOConfig:
             memory when multi-turn sequences are long.
         loss_aggregation: "token" (mean over all response tokens of the batch) or "sequence" (mean per sequence,
             then over sequences, as in the GRPO paper).
+        loss_normaliser: what the summed loss of an update is divided by. "tokens": the response tokens the update
+            trains on ("token" aggregation) or its samples ("sequence"), so the step size depends on how many
+            completions the step kept. "constant" (as in Dr. GRPO): `max_response_tokens` x `group_size` x
+            `tasks_per_step` ("token") or `group_size` x `tasks_per_step` ("sequence"), the same every step. A
+            positive number: that divisor, whatever the aggregation.
         scale_rewards: divide the group-centred rewards by the group's standard deviation.
         min_reward_std: groups whose reward standard deviation is at most this carry no signal and are skipped.
         lora_rank: train a LoRA adapter of this rank (None: full fine-tune; needs peft).
@@ -57,6 +70,11 @@ class GRPOConfig:
             are sampled (up to `max_tasks_per_step`). None: `tasks_per_step`; 0: never sample more.
         max_tasks_per_step: the most tasks one step may sample while looking for informative groups (None:
             4 x `tasks_per_step`).
+        saturation_reward: once the mean training reward of the last `saturation_window` steps is at least this,
+            steps sample no extra tasks (the reward saturated: nearly every group is all right, and looking for
+            informative ones costs more than it gives); they resume when it falls below. None: never stop. The
+            default fits rewards where 1 is best.
+        saturation_window: the steps `saturation_reward` averages over.
         checkpoint_every: save a checkpoint every this many steps (also at the end and on Ctrl-C).
         keep_checkpoints: checkpoints kept on disk (older ones are deleted).
         rollout_timeout: seconds to wait for one step's rollouts; unfinished ones are cancelled and counted.
@@ -76,7 +94,7 @@ class GRPOConfig:
     max_steps: Optional[int] = None
     max_minutes: Optional[float] = None
     epochs: int = 1
-    learning_rate: float = 1e-5
+    learning_rate: Optional[float] = None
     weight_decay: float = 0.0
     max_grad_norm: Optional[float] = 1.0
     clip_epsilon: float = 0.2
@@ -85,6 +103,7 @@ class GRPOConfig:
     micro_batch_size: int = 8
     micro_batch_tokens: int = 4096
     loss_aggregation: LossAggregation = "token"
+    loss_normaliser: LossNormaliser = "tokens"
     scale_rewards: bool = True
     min_reward_std: float = 1e-6
     lora_rank: Optional[int] = None
@@ -96,6 +115,8 @@ class GRPOConfig:
     credit: Credit = "final"
     informative_groups: Optional[int] = None
     max_tasks_per_step: Optional[int] = None
+    saturation_reward: Optional[float] = 0.9
+    saturation_window: int = 5
     checkpoint_every: int = 10
     keep_checkpoints: int = 2
     rollout_timeout: float = 600.0
@@ -108,7 +129,13 @@ class GRPOConfig:
         validate_precision(self.precision)
         for name in ("group_size", "tasks_per_step", "epochs", "ppo_epochs", "micro_batch_size"):
             _positive_int(name, getattr(self, name))
-        for name in ("checkpoint_every", "keep_checkpoints", "max_response_tokens", "micro_batch_tokens"):
+        for name in (
+            "checkpoint_every",
+            "keep_checkpoints",
+            "max_response_tokens",
+            "micro_batch_tokens",
+            "saturation_window",
+        ):
             _positive_int(name, getattr(self, name))
         if self.group_size < 2:
             raise ValueError("group_size must be at least 2: advantages compare the rollouts of one task")
@@ -123,6 +150,8 @@ class GRPOConfig:
             )
         for name in ("learning_rate", "rollout_timeout", "temperature"):
             value = getattr(self, name)
+            if name == "learning_rate" and value is None:
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         for name in ("weight_decay", "kl_coef", "clip_epsilon", "min_reward_std"):
@@ -133,6 +162,13 @@ class GRPOConfig:
             raise ValueError(f"max_grad_norm must be positive or None, got {self.max_grad_norm!r}")
         if self.loss_aggregation not in ("token", "sequence"):
             raise ValueError(f"loss_aggregation must be 'token' or 'sequence', got {self.loss_aggregation!r}")
+        _check_loss_normaliser(self.loss_normaliser)
+        if self.saturation_reward is not None and not (
+            isinstance(self.saturation_reward, (int, float))
+            and not isinstance(self.saturation_reward, bool)
+            and math.isfinite(self.saturation_reward)
+        ):
+            raise ValueError(f"saturation_reward must be a finite number or None, got {self.saturation_reward!r}")
         if self.aggregation not in ("trajectory", "transition"):
             raise ValueError(f"aggregation must be 'trajectory' or 'transition', got {self.aggregation!r}")
         if self.credit not in ("final", "turn"):
@@ -158,6 +194,13 @@ class GRPOConfig:
             _positive_int("lora_alpha", self.lora_alpha)
 
     @property
+    def effective_learning_rate(self) -> float:
+        """`learning_rate`, or when it is None the default for the kind of run (LoRA or full fine-tune)."""
+        if self.learning_rate is not None:
+            return float(self.learning_rate)
+        return LORA_LEARNING_RATE if self.lora_rank is not None else FULL_FINE_TUNE_LEARNING_RATE
+
+    @property
     def target_informative_groups(self) -> int:
         """Informative groups a step looks for (0: take what the first batch of tasks gives)."""
         return self.tasks_per_step if self.informative_groups is None else self.informative_groups
@@ -179,7 +222,16 @@ class GRPOConfig:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The settings as given, plus `effective_learning_rate` (the learning rate the optimizer uses)."""
+        return {**asdict(self), "effective_learning_rate": self.effective_learning_rate}
+
+
+def _check_loss_normaliser(value: Any) -> None:
+    if value in ("tokens", "constant") and isinstance(value, str):
+        return
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return
+    raise ValueError(f"loss_normaliser must be 'tokens', 'constant' or a positive number, got {value!r}")
 
 
 def _positive_int(name: str, value: Any) -> None:

@@ -22,7 +22,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -41,6 +41,7 @@ from .agents import (
     parse_agent_match,
     read_agent_rollouts,
 )
+from .balance import Strata, balanced_tasks_at, stratify, stratum_counts
 from .build import build_policy_and_serving, check_serving_arguments
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
@@ -52,6 +53,7 @@ from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newes
 from .samples import DriftCounts, StepSamples, build_samples
 from .sampling import sample_groups
 from .sampling_check import SamplingMismatches
+from .saturation import reward_saturated
 from .schedule import SamplingCounts, deadline, max_steps, tasks_at
 from .step_log import (
     check_sampling,
@@ -106,6 +108,9 @@ class GRPO(Algorithm):
             `agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
             engine, or by vLLM with `serving="vllm"` (each agent's adapter loaded as `<agent>@step-N`; docs/vllm.md).
         resource_name: the name of the LLM resource the agent reads.
+        balance_by: `task -> stratum` (any hashable value, e.g. `lambda task: task["kind"]`): each step draws its
+            tasks evenly across the strata (see `balance.py`; each step's history says how many of each it drew).
+            None: a seeded shuffle of the whole dataset.
         proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
             runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
             resource), `port`, `api_key` (required off loopback; default `$AGL_PROXY_API_KEY`). A Trainer
@@ -131,6 +136,7 @@ class GRPO(Algorithm):
         resume: bool = True,
         agent_match: AgentMatch = None,
         resource_name: str = "main_llm",
+        balance_by: Optional[Callable[[Any], Hashable]] = None,
         on_event: Optional[EventCallback] = None,
         proxy: Optional[dict[str, Any]] = None,
         config: Optional[GRPOConfig] = None,
@@ -171,6 +177,10 @@ class GRPO(Algorithm):
         self.agent_evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
         self.last_agent_samples: dict[str, list[Sample]] = {}
         self.resource_name = resource_name
+        if balance_by is not None and not callable(balance_by):
+            raise TypeError(f"balance_by must be a callable task -> stratum, got {balance_by!r}")
+        self.balance_by = balance_by
+        self._strata: Optional[Strata] = None
         self.proxy_options = dict(proxy or {})
         unknown = sorted(set(self.proxy_options) - PROXY_OPTIONS)
         if unknown:
@@ -219,6 +229,11 @@ class GRPO(Algorithm):
         import torch
 
         torch.manual_seed(self.config.seed)  # LoRA's initialisation (a resumed run restores the RNG state later)
+        logger.info(
+            "GRPO learning rate %g%s",
+            self.config.effective_learning_rate,
+            "" if self.config.learning_rate is not None else " (the default for a LoRA run or a full fine-tune)",
+        )
         built = build_policy_and_serving(
             self.config,
             serving=self.serving,
@@ -324,6 +339,8 @@ class GRPO(Algorithm):
         """Train on `train_dataset`; evaluate `val_dataset` greedily before and after (if given)."""
         if train_dataset is None or len(train_dataset) == 0:
             raise ValueError("GRPO needs a non-empty train_dataset")
+        if self.balance_by is not None:  # before anything loads: a balance_by that fails on a task stops here
+            self._strata = stratify(train_dataset, self.balance_by, self.config.seed)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
         directory = self.output_dir if self.output_dir is not None else Path("runs") / "grpo"
         self._tracker = make_tracker(self.tracking, directory=directory, run_name=directory.name)
@@ -419,8 +436,14 @@ class GRPO(Algorithm):
         started = time.monotonic()
         resources_id = await self._publish_resources(temperature=config.temperature)
         meta = {"step": self.step + 1, "version": self._version}
+        saturated = reward_saturated(self.history, config.saturation_reward, config.saturation_window)
         sampled = await sample_groups(
-            dataset, config, self.group_sampling, _Rounds(self, len(dataset), resources_id, meta), self.agents
+            dataset,
+            config,
+            self.group_sampling,
+            _Rounds(self, len(dataset), resources_id, meta),
+            self.agents,
+            extra=not saturated,
         )
         step_skips = count_skips(sampled.data)
         mismatches = check_sampling(self.step + 1, sampled.data, config.temperature, self.sampling_mismatches)
@@ -464,6 +487,9 @@ class GRPO(Algorithm):
         if self.agents is not None:
             entry = agent_history_entry(entry, sampled.agents, per_agent, metrics)
         entry["sampling_mismatches"] = mismatches.to_dict()
+        entry["reward_saturated"] = saturated  # no extra tasks were sampled (see saturation.py)
+        if self._strata is not None:
+            entry["strata"] = stratum_counts(self._strata, sampled.indices)
         entry["seconds"] = {
             "rollout": round(sampled.rollout_seconds, 3),
             "adapter": round(sampled.adapter_seconds, 3),
@@ -553,7 +579,10 @@ class _Rounds:
 
     def next_tasks(self, count: int) -> list[int]:
         algorithm = self.algorithm
-        indices = tasks_at(algorithm.config, self.n, algorithm.task_cursor, count)
+        if algorithm._strata is not None:
+            indices = balanced_tasks_at(algorithm._strata, algorithm.config.seed, algorithm.task_cursor, count)
+        else:
+            indices = tasks_at(algorithm.config, self.n, algorithm.task_cursor, count)
         algorithm.task_cursor += count
         return indices
 

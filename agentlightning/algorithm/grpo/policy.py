@@ -90,7 +90,7 @@ class Policy:
         if not trainable:
             raise PolicyError("The policy has no trainable parameters")
         self.optimizer = torch.optim.AdamW(
-            trainable, lr=config.learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
+            trainable, lr=config.effective_learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
         )
         self._reference: Optional[Any] = None
         self.shared: Optional[SharedBase] = None

@@ -70,9 +70,12 @@ async def sample_groups(
     counts: SamplingCounts,
     runner: RoundRunner,
     agents: Optional[Mapping[str, str]] = None,
+    *,
+    extra: bool = True,
 ) -> SampledGroups:
-    """Sample the step's groups from `dataset` (tasks as `runner.next_tasks` picks them) and add to `counts`."""
-    target = config.target_informative_groups
+    """Sample the step's groups from `dataset` (tasks as `runner.next_tasks` picks them) and add to `counts`;
+    `extra=False` (the reward saturated, see `saturation`) trains on what the first tasks give."""
+    target = config.target_informative_groups if extra else 0
     budget = max(config.task_budget_per_step, config.tasks_per_step)
     sampled = SampledGroups()
     count = config.tasks_per_step

@@ -8,6 +8,7 @@ from typing import Any
 
 from .config import GRPOConfig
 from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
+from .normaliser import loss_normalisers
 from .policy import Policy
 
 __all__ = ["apply_update", "micro_batches"]
@@ -44,6 +45,7 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     chunks = micro_batches(samples, config.micro_batch_size, config.micro_batch_tokens)
     batches = [make_batch(chunk, policy.pad_token_id, device=policy.device) for chunk in chunks]
     total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
+    token_normaliser, sequence_normaliser = loss_normalisers(config, len(samples), total_tokens)
     model = policy.model
     model.train()
     old: list[Any] = []
@@ -72,8 +74,8 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
                 ref_log_probs=reference[index] if reference else None,
                 kl_coef=config.kl_coef,
                 aggregation=config.loss_aggregation,
-                token_normaliser=total_tokens,
-                sequence_normaliser=float(len(samples)),
+                token_normaliser=token_normaliser,
+                sequence_normaliser=sequence_normaliser,
             )
             loss.backward()
             loss_total += float(loss.detach())
