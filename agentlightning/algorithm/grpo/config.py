@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Optional
 
@@ -69,6 +70,8 @@ class GRPOConfig:
             autocast) or "bfloat16" (autocast on any device, the CPU included, and the inference engine GRPO builds
             holds bfloat16 weights; parameters and optimizer state stay float32). On CPUs without native bfloat16
             (AVX512-BF16/AMX) "bfloat16" is emulated and slower than float32.
+        balance_by: a task's stratum (its kind), e.g. `lambda task: task["kind"]`: each step's health record then
+            holds the mean reward per stratum (`reward_by_stratum`), and a stratum left far behind is warned about.
     """
 
     group_size: int = 8
@@ -102,6 +105,7 @@ class GRPOConfig:
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"
+    balance_by: Optional[Callable[[Any], Any]] = None
 
     def __post_init__(self) -> None:
         validate_device_name(self.device)
@@ -156,6 +160,8 @@ class GRPOConfig:
             _positive_int("lora_rank", self.lora_rank)
         if self.lora_alpha is not None:
             _positive_int("lora_alpha", self.lora_alpha)
+        if self.balance_by is not None and not callable(self.balance_by):
+            raise ValueError(f"balance_by must be a callable (task -> its kind) or None, got {self.balance_by!r}")
 
     @property
     def target_informative_groups(self) -> int:

@@ -45,6 +45,7 @@ from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
 from .evaluation import EvaluationReport, evaluation_report
+from .health_log import RunHealth, log_verdict
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
@@ -191,6 +192,7 @@ class GRPO(Algorithm):
         self._version = "base"
         self._serves_policy_weights = False  # True when the served model is known to hold the policy's weights
         self.sampling_mismatches = SamplingMismatches()
+        self.health = RunHealth(self.config.balance_by)  # each step's health record and warnings (docs/algorithms.md)
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -327,6 +329,7 @@ class GRPO(Algorithm):
             await self._train(train_dataset)
             if val_dataset is not None and len(val_dataset):
                 await self.evaluate(val_dataset, label="after")
+                log_verdict(self.history, self.evaluations)
             self._checkpoint(final=True)
         except (KeyboardInterrupt, asyncio.CancelledError):
             logger.warning("GRPO interrupted at step %d; saving a checkpoint before stopping", self.step)
@@ -451,6 +454,7 @@ class GRPO(Algorithm):
             "weight_swap": round(swap_seconds, 3),
             "total": round(time.monotonic() - started, 3),
         }
+        self.health.observe(entry, self.history, metrics, sampled, dataset)
         self.history.append(entry)
         log_step(entry, built, metrics)
         self._emit("step", **entry)
