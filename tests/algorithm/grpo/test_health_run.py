@@ -3,6 +3,7 @@ summary.json, with the held-out verdict at the end."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -16,12 +17,15 @@ import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
 from agentlightning.algorithm.grpo.report import training_summary, write_summary
 from agentlightning.inference.tiny import build_tiny_engine
+from agentlightning.store.memory import InMemoryLightningStore
+from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
 
 from .agents import digit_agent, quirky_agent
 
 
-def _fit(algorithm: GRPO, agent: Any, train: list[Any], val: Any = None) -> None:
-    agl.Trainer(algorithm=algorithm, n_runners=2, strategy="cs", progress="off").fit(agent, train, val_dataset=val)
+def _fit(algorithm: GRPO, agent: Any, train: list[Any], val: Any = None, store: Any = None) -> None:
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=2, strategy="cs", progress="off", store=store)
+    trainer.fit(agent, train, val_dataset=val)
 
 
 def test_each_step_records_its_health_and_summary_json_holds_it_with_the_verdict(tmp_path: Path) -> None:
@@ -37,7 +41,8 @@ def test_each_step_records_its_health_and_summary_json_holds_it_with_the_verdict
         on_event=lambda kind, payload: events.append(payload) if kind == "step" else None,
     )
     train = [{"id": i, "kind": "even" if i % 2 == 0 else "odd"} for i in range(4)]
-    _fit(algorithm, digit_agent, train, val=[{"id": 100 + i, "kind": "even"} for i in range(4)])
+    store = InMemoryLightningStore()
+    _fit(algorithm, digit_agent, train, val=[{"id": 100 + i, "kind": "even"} for i in range(4)], store=store)
     for entry in algorithm.history:
         health = entry["health"]
         assert health["step"] == entry["step"] and isinstance(entry["warnings"], list)
@@ -51,6 +56,13 @@ def test_each_step_records_its_health_and_summary_json_holds_it_with_the_verdict
     verdict = summary["health"]["verdict"]
     assert verdict["moved"] in (True, False) and verdict["tasks"] == 4 and verdict["message"]
     assert summary["history"][-1]["health"]["entropy"] == algorithm.history[-1]["health"]["entropy"]
+    # The dashboard's copy: one bookkeeping rollout that every rollout of the run names
+    rollouts = asyncio.run(store.query_rollouts())
+    (record,) = [r for r in rollouts if is_bookkeeping_rollout(r)]
+    assert {r.metadata["grpo"]["health_record"] for r in rollouts if r is not record} == {record.rollout_id}
+    stored = record.metadata["grpo_health"]
+    assert [s["step"] for s in stored["steps"]] == [1, 2] and stored["verdict"] == verdict
+    assert stored["steps"][-1]["entropy"] == algorithm.history[-1]["health"]["entropy"]
 
 
 def test_a_run_with_nothing_to_learn_warns_once_and_names_it_in_the_summary(
