@@ -66,7 +66,9 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
         stats = {"kl": 0.0, "clip_fraction": 0.0}
         for index, batch in enumerate(batches):
             with policy.autocast():
-                log_probs = sequence_log_probs(model, batch, config.temperature, entropy if epoch == 0 else None)
+                log_probs = sequence_log_probs(
+                    model, batch, config.temperature, entropy=entropy if epoch == 0 else None
+                )
             if epoch == 0:
                 sampled_nll -= float((log_probs.detach() * batch.response_mask).sum())
             old_log_probs = old[index] if old else log_probs.detach()
