@@ -61,6 +61,14 @@ def _likely_reason(history: Sequence[Mapping[str, Any]]) -> dict[str, str]:
             "fix": last["fix"],
         }
     updated = sum(1 for e in history if e.get("samples"))
+    if history and not updated:
+        return {
+            "code": "no_signal",
+            "message": "No step had an informative group: every group's rollouts got the same reward, so the "
+            "weights never changed.",
+            "fix": "Give tasks this model sometimes solves (or a reward with partial credit), a higher temperature "
+            "or a larger group_size.",
+        }
     if updated < MIN_UPDATED_STEPS:
         return {
             "code": "too_short",

@@ -154,4 +154,6 @@ def test_without_warnings_the_verdict_reads_the_training_reward() -> None:
     level = [{"step": s, "samples": 4, "reward_mean": 0.3} for s in range(1, 9)]
     assert held_out_verdict(flat, flat, level)["reason"]["code"] == "reward_flat"
     assert held_out_verdict(flat, flat, level[:2])["reason"]["code"] == "too_short"
+    never_updated = [{"step": s, "samples": 0, "reward_mean": 0.0} for s in range(1, 3)]
+    assert held_out_verdict(flat, flat, never_updated)["reason"]["code"] == "no_signal"
     assert held_out_verdict(None, flat, level)["moved"] is None
