@@ -30,6 +30,7 @@ from agent import arithmetic_agent, lenient_correct, strict_correct
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO, GRPOConfig
+from agentlightning.algorithm.grpo.health_log import health_summary
 from agentlightning.algorithm.grpo.live import GRPOLiveView
 from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, write_summary
 
@@ -260,6 +261,7 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
         "skips": algorithm.skips.to_dict(),
         "group_sampling": algorithm.group_sampling.to_dict(),
         "drift": algorithm.drift.to_dict(),
+        "health": health_summary(history, algorithm.evaluations),
         "load_average": os.getloadavg(),
         "history": history,
         "evaluations": reports,

@@ -47,6 +47,8 @@ from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
 from .evaluation import EvaluationReport, evaluation_report
+from .health_log import RunHealth, log_verdict
+from .health_store import POINTER_KEY, HealthRecordWriter
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
@@ -109,7 +111,8 @@ class GRPO(Algorithm):
             engine, or by vLLM with `serving="vllm"` (each agent's adapter loaded as `<agent>@step-N`; docs/vllm.md).
         resource_name: the name of the LLM resource the agent reads.
         balance_by: `task -> stratum` (any hashable value, e.g. `lambda task: task["kind"]`): each step draws its
-            tasks evenly across the strata (see `balance.py`; each step's history says how many of each it drew).
+            tasks evenly across the strata (see `balance.py`; each step's history says how many of each it drew),
+            and its health record holds the mean reward per stratum (a stratum left far behind is warned about).
             None: a seeded shuffle of the whole dataset.
         proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
             runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
@@ -209,6 +212,8 @@ class GRPO(Algorithm):
         self._version = "base"
         self._serves_policy_weights = False  # True when the served model is known to hold the policy's weights
         self.sampling_mismatches = SamplingMismatches()
+        self.health = RunHealth(self.balance_by)  # each step's health record and warnings (docs/algorithms.md)
+        self._health_writer: Optional[HealthRecordWriter] = None  # the record in the store, for the dashboard
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -355,12 +360,15 @@ class GRPO(Algorithm):
                 await asyncio.to_thread(self._publish_weights)
                 self._serves_policy_weights = True
             await cancel_stale_rollouts(self.get_store())
+            self._health_writer = HealthRecordWriter(self.get_store())
+            await self._health_writer.save(self.history)
             self._start_proxy()
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
                 await self.evaluate(val_dataset, label="before")
             await self._train(train_dataset)
             if val_dataset is not None and len(val_dataset):
                 await self.evaluate(val_dataset, label="after")
+                await self._health_writer.save(self.history, log_verdict(self.history, self.evaluations))
             self._checkpoint(final=True)
         except (KeyboardInterrupt, asyncio.CancelledError):
             logger.warning("GRPO interrupted at step %d; saving a checkpoint before stopping", self.step)
@@ -414,6 +422,9 @@ class GRPO(Algorithm):
         self, tasks: Sequence[Any], mode: RolloutMode, resources_id: str, repeat: int, meta: dict[str, Any]
     ) -> tuple[list[Rollout], list[int]]:
         """Enqueue `repeat` rollouts per task; return the finished rollouts and each one's task index."""
+
+        if self._health_writer is not None and self._health_writer.rollout_id is not None:
+            meta = {**meta, POINTER_KEY: self._health_writer.rollout_id}
 
         def progress(done: int, total: int) -> None:
             self._emit("rollouts", step=self.step + 1, mode=mode, done=done, total=total)
@@ -497,7 +508,10 @@ class GRPO(Algorithm):
             "weight_swap": round(swap_seconds, 3),
             "total": round(time.monotonic() - started, 3),
         }
+        self.health.observe(entry, self.history, metrics, sampled, dataset)
         self.history.append(entry)
+        if self._health_writer is not None:
+            await self._health_writer.save(self.history)
         log_step(entry, built, metrics)
         self._emit("step", **entry)
 

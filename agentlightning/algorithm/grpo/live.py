@@ -21,6 +21,31 @@ def sparkline(values: list[float], width: int = 40) -> str:
     return "".join(_BARS[min(len(_BARS) - 1, max(0, int(v * (len(_BARS) - 1) + 0.5)))] for v in tail)
 
 
+def _share(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def describe_health(health: dict[str, Any]) -> str:
+    """One line of a step's health record: informative groups, entropy, tools, truncation, sampler gap."""
+    parts = [f"informative groups {_share(health.get('informative_share'))}"]
+    if health.get("entropy") is not None:
+        parts.append(f"entropy {health['entropy']:.3f}")
+    tools = health.get("tool_calls")
+    if tools and tools.get("top_tool") is not None:
+        parts.append(
+            f"tool calls valid {_share(tools.get('validity'))}, top {tools['top_tool']} {_share(tools['top_share'])}"
+        )
+    for name, label in (("truncation_rate", "truncated"), ("drift_rate", "drift")):
+        if health.get(name) is not None:
+            parts.append(f"{label} {_share(health[name])}")
+    if health.get("sampler_gap_mean") is not None:
+        parts.append(f"sampler gap {health['sampler_gap_mean']:.3f}")
+    strata = health.get("reward_by_stratum")
+    if strata:
+        parts.append("reward " + ", ".join(f"{key} {value:.2f}" for key, value in strata.items()))
+    return ", ".join(parts)
+
+
 class GRPOLiveView:
     """Shows step, time budget, reward curve, last step's timing split, rollouts of the running step, evaluations."""
 
@@ -36,6 +61,7 @@ class GRPOLiveView:
         self.evaluations: dict[str, Any] = {}
         self.notes: list[str] = []
         self.drift = {"continuations": 0, "drifted": 0}  # the run's multi-turn calls so far
+        self.warnings: list[dict[str, Any]] = []  # the health warnings active at the last step
         self._lock = threading.Lock()
         self._live: Any = None
 
@@ -68,6 +94,7 @@ class GRPOLiveView:
                 drift = payload.get("drift") or {}
                 for key in self.drift:
                     self.drift[key] += int(drift.get(key, 0))
+                self.warnings = list(payload.get("warnings") or [])
                 if not self.live:
                     seconds = payload.get("seconds", {})
                     reward = payload.get("reward_mean")
@@ -77,6 +104,11 @@ class GRPOLiveView:
                         + ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()),
                         flush=True,
                     )
+                    if payload.get("health"):
+                        print(f"  health: {describe_health(payload['health'])}", flush=True)
+                    for warning in self.warnings:
+                        if warning.get("since") == self.step:
+                            print(f"  warning: {warning['message']} {warning['fix']}", flush=True)
             elif kind == "evaluation":
                 self.evaluations[payload["label"]] = payload.get("mean_reward")
                 if not self.live:
@@ -127,6 +159,10 @@ class GRPOLiveView:
             table.add_row("curve", sparkline(self.rewards))
         if self.last:
             table.add_row("multi-turn", self._multi_turn())
+        if self.last.get("health"):
+            table.add_row("health", describe_health(self.last["health"]))
+        for warning in self.warnings:
+            table.add_row("[bold yellow]warning[/]", f"{warning['message']} [dim]{warning['fix']}[/]")
         seconds = self.last.get("seconds")
         if seconds:
             table.add_row("last step", ", ".join(f"{k} {v:.1f}s" for k, v in seconds.items()))

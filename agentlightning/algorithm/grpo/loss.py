@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 if TYPE_CHECKING:
     import torch
 
+    from .entropy import EntropySum
+
 __all__ = ["PolicyBatch", "Sample", "clipped_policy_loss", "make_batch", "sequence_log_probs"]
 
 
@@ -135,13 +137,16 @@ def _common_prefix(rows: Sequence[list[int]], limit: int) -> int:
     return max(length, 0)
 
 
-def sequence_log_probs(model: Any, batch: PolicyBatch, temperature: float = 1.0) -> torch.Tensor:
+def sequence_log_probs(
+    model: Any, batch: PolicyBatch, temperature: float = 1.0, entropy: Optional[EntropySum] = None
+) -> torch.Tensor:
     """Log-probability of every next token of the rows under `model` sampled at `temperature`, shape
     (batch, width - 1): the logits are divided by the temperature first, as the inference server does when it
     samples, so the ratio and the gradient are those of the distribution the responses were drawn from.
 
     Only predictions from `batch.first_prediction` on are computed (earlier positions hold 0); a `shared_prefix` is
     run once for all rows. Positions outside `response_mask` hold values too, but are meaningless; callers mask them.
+    With `entropy`, the entropy of the sampling distribution at every trained position is added to it (detached).
     """
     import torch
 
@@ -177,6 +182,8 @@ def sequence_log_probs(model: Any, batch: PolicyBatch, temperature: float = 1.0)
     logits = logits[:, -(width - start) : -1, :].float()  # predictions of positions start .. width - 2
     if temperature != 1.0:
         logits = logits / temperature
+    if entropy is not None:
+        entropy.add(logits, batch.response_mask[:, start:])
     targets = batch.input_ids[:, start + 1 :]
     computed = -torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none"

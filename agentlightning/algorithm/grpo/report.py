@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from .health_log import health_summary
+
 __all__ = ["plot_accuracy", "plot_rewards", "training_summary", "write_summary"]
 
 _TIMED_PARTS = ("rollout", "adapter", "update", "weight_swap", "total")
@@ -15,7 +17,8 @@ _TIMED_PARTS = ("rollout", "adapter", "update", "weight_swap", "total")
 def training_summary(algorithm: Any) -> dict[str, Any]:
     """What a GRPO run did, for its summary.json: steps, settings, mean seconds per step (this run's steps), what
     was skipped, how its calls joined into multi-turn samples (drift per run and per rollout that drifted), and what
-    it sampled to find informative groups. `algorithm` is a `GRPO` after (or during) `run`."""
+    it sampled to find informative groups, and its health: the warnings seen and the held-out verdict (see
+    docs/algorithms.md, "Reading a run's health"). `algorithm` is a `GRPO` after (or during) `run`."""
     history = algorithm.history
     timed = [e for e in history if e["step"] > algorithm.start_step and "seconds" in e]
     calls = [e["calls_per_rollout"] for e in timed if e.get("calls_per_rollout") is not None]
@@ -43,6 +46,7 @@ def training_summary(algorithm: Any) -> dict[str, Any]:
             else None,
         },
         "skips": algorithm.skips.to_dict(),
+        "health": health_summary(history, algorithm.evaluations),
         "history": history,
     }
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .config import GRPOConfig
+from .entropy import EntropySum
 from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
 from .normaliser import loss_normalisers
 from .policy import Policy
@@ -33,7 +34,9 @@ def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> 
 
 
 def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) -> dict[str, float]:
-    """`ppo_epochs` optimisation passes over `samples` in micro-batches; returns loss, KL, clip fraction, grad norm.
+    """`ppo_epochs` optimisation passes over `samples` in micro-batches; returns loss, KL, clip fraction, grad norm,
+    and, from the first pass (the weights the samples were drawn with), the mean entropy of the sampling distribution
+    over the trained tokens (`entropy`) and their mean negative log-probability (`sampled_nll`).
 
     A pass accumulates the gradients of every micro-batch (normalised as one batch) and takes one optimizer step.
     A non-finite loss or gradient skips the optimizer step (counted in `skipped_nonfinite`). Weights shared with an
@@ -57,13 +60,19 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
             with policy.reference() as ref_model:
                 reference = [sequence_log_probs(ref_model, batch, config.temperature) for batch in batches]
     metrics = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "skipped_nonfinite": 0.0}
-    for _ in range(config.ppo_epochs):
+    entropy = EntropySum()
+    sampled_nll = 0.0
+    for epoch in range(config.ppo_epochs):
         policy.optimizer.zero_grad(set_to_none=True)
         loss_total = 0.0
         stats = {"kl": 0.0, "clip_fraction": 0.0}
         for index, batch in enumerate(batches):
             with policy.autocast():
-                log_probs = sequence_log_probs(model, batch, config.temperature)
+                log_probs = sequence_log_probs(
+                    model, batch, config.temperature, entropy=entropy if epoch == 0 else None
+                )
+            if epoch == 0:
+                sampled_nll -= float((log_probs.detach() * batch.response_mask).sum())
             old_log_probs = old[index] if old else log_probs.detach()
             loss, batch_stats = clipped_policy_loss(
                 log_probs,
@@ -92,4 +101,6 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
             policy.optimizer.step()
         metrics.update(loss=loss_total, grad_norm=grad_norm, **stats)
     policy.optimizer.zero_grad(set_to_none=True)
+    if entropy.mean is not None:
+        metrics.update(entropy=entropy.mean, sampled_nll=sampled_nll / max(total_tokens, 1.0))
     return metrics

@@ -42,3 +42,43 @@ def test_the_live_panel_has_a_multi_turn_row() -> None:
     console.print(view._render())
     text = console.export_text()
     assert "multi-turn" in text and "drift 25% (run 25%)" in text
+
+
+HEALTH = {
+    "informative_share": 0.5,
+    "entropy": 1.234,
+    "tool_calls": {"validity": 0.75, "top_tool": "add", "top_share": 0.92},
+    "truncation_rate": 0.4,
+    "drift_rate": None,
+    "reward_by_stratum": {"product": 0.0, "sum": 1.0},
+}
+COLLAPSE = {"code": "tool_collapse", "message": "92% of calls pick 'add'.", "fix": "Try balanced steps.", "since": 2}
+
+
+def test_plain_progress_prints_the_health_and_a_warning_only_at_the_step_it_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    view = GRPOLiveView("test", live=False)
+    for step in (2, 3):
+        view.on_event("step", {**_step(step, 0, 0), "health": HEALTH, "warnings": [COLLAPSE]})
+    out = capsys.readouterr().out
+    assert out.count("warning: 92% of calls pick 'add'. Try balanced steps.") == 1
+    assert (
+        "health: informative groups 50%, entropy 1.234, tool calls valid 75%, top add 92%, truncated 40%, "
+        "reward product 0.00, sum 1.00" in out
+    )
+
+
+def test_the_live_panel_shows_health_and_active_warnings() -> None:
+    from rich.console import Console
+
+    view = GRPOLiveView("test", live=False)
+    view.on_event("step", {**_step(2, 0, 0), "health": HEALTH, "warnings": [COLLAPSE]})
+    console = Console(width=250, record=True)
+    console.print(view._render())
+    text = console.export_text()
+    assert "entropy 1.234" in text and "warning" in text and "92% of calls pick 'add'. Try balanced steps." in text
+    view.on_event("step", {**_step(3, 0, 0), "health": HEALTH, "warnings": []})
+    console = Console(width=250, record=True)
+    console.print(view._render())
+    assert "92% of calls" not in console.export_text()

@@ -57,9 +57,9 @@ def test_the_update_computes_log_probs_at_the_configured_temperature(monkeypatch
     seen: list[float] = []
     original = update.sequence_log_probs
 
-    def recording(model: Any, batch: Any, temperature: float = 1.0) -> Any:
+    def recording(model: Any, batch: Any, temperature: float = 1.0, **options: Any) -> Any:
         seen.append(temperature)
-        return original(model, batch, temperature)
+        return original(model, batch, temperature, **options)
 
     monkeypatch.setattr(update, "sequence_log_probs", recording)
     config = GRPOConfig(temperature=0.6, ppo_epochs=2, kl_coef=0.1, lora_rank=4, learning_rate=1e-2)

@@ -1,6 +1,6 @@
 // Overview: "is my training working?" — rollouts by status, throughput, reward over time and per resources
 // version (recent rollouts here; the whole run from the server's aggregates), the drift rate of recent rollouts'
-// token ids, runners alive, and why rollouts fail, grouped and counted.
+// token ids, runners alive, why rollouts fail, grouped and counted, and a GRPO run's health (views/health.js).
 
 import { timeChart, barList } from "../charts.js";
 import { h, replace, setText } from "../dom.js";
@@ -17,6 +17,7 @@ import {
 } from "../stats.js";
 import { link } from "./common.js";
 import { DRIFT_SAMPLE, driftSection } from "./drift.js";
+import { healthRecordId, healthSection } from "./health.js";
 import { wholeRunSection } from "./whole_run.js";
 
 export const RECENT_FINISHED = 200;
@@ -46,6 +47,7 @@ export function createOverview({ api, facts }) {
   const failureSlot = h("div", { id: "failure-reasons" });
   const wholeRun = wholeRunSection();
   const drift = driftSection();
+  const health = healthSection();
   const runnersSlot = h("div", { id: "runner-summary" });
   const problems = h("div", { class: "view-problems" });
   const element = h(
@@ -55,6 +57,7 @@ export function createOverview({ api, facts }) {
     problems,
     statusRow,
     totals,
+    health.element,
     wholeRun.element,
     drift.element,
     h(
@@ -100,6 +103,7 @@ export function createOverview({ api, facts }) {
       renderCounts(withoutBookkeeping(byStatus, bookkeeping));
       renderRunners(workers.items);
       renderThroughput(finished);
+      await renderHealth(recent.items, signal);
       const rolloutFacts = await facts.getAll(finished, signal);
       const signature = JSON.stringify([finished.map((r) => [r.rollout_id, r.status]), rolloutFacts.map((f) => f?.reward)]);
       if (signature !== lastSignature) {
@@ -112,6 +116,16 @@ export function createOverview({ api, facts }) {
       throw error;
     }
     await wholeRunDrawn;
+  }
+
+  async function renderHealth(rollouts, signal) {
+    const id = healthRecordId(rollouts);
+    if (!id) return health.render(null);
+    const record = await api.rollout(id, { signal }).catch((error) => {
+      if (error.name === "ApiError" && error.status === 404) return null; // the record was removed
+      throw error;
+    });
+    health.render(record?.metadata?.grpo_health ?? null);
   }
 
   function renderCounts(byStatus) {
