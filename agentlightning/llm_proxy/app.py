@@ -23,6 +23,7 @@ from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundErr
 from agentlightning.tracer.scope import untraced_asgi
 
 from .auth import ProxyKeyMiddleware
+from .known_attempts import KnownAttempts
 from .models import AGENT_HEADER, ModelRouter, Upstream, token_id_server
 from .record import CallRecord, StreamAssembler
 from .token_id_support import FIELD, rejects_return_token_ids
@@ -51,6 +52,7 @@ class ProxyState:
     writer_options: dict[str, Any] = field(default_factory=dict)
     loop: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    known_attempts: KnownAttempts = field(default_factory=KnownAttempts)
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error", code: Optional[str] = None) -> Any:
@@ -161,6 +163,9 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
             404, f"The model {model!r} is not served by this proxy; known models: {state.router.model_names}",
             code="model_not_found",
         )  # fmt: skip
+    unknown = await state.known_attempts.check(state.store, rollout_id, attempt_id)
+    if unknown is not None:
+        return _error(404, unknown[1], code=unknown[0])
     sequence_id: Optional[int] = None
     try:
         sequence_id = await state.store.get_next_span_sequence_id(rollout_id, attempt_id)
@@ -265,46 +270,65 @@ def _relay_stream(
 
     submitted = False
 
-    def submit(completed: bool) -> None:
-        # Called before the final event reaches the client: once a client has read `[DONE]`, `proxy.flush()` finds
-        # the call's record already queued.
+    def submit(failure: Optional[tuple[str, str]] = None) -> None:
+        # Called before the final event reaches the client: once a client has read `[DONE]` (or the error event),
+        # `proxy.flush()` finds the call's record already queued.
         nonlocal submitted
         if submitted:
             return
         submitted = True
-        if completed:
+        if failure is None:
             record.finish(response=assembler.response(), status_code=200)
         else:
             record.response = assembler.response()
-            record.fail("StreamInterrupted", "The stream ended early (client disconnected or upstream failed)")
+            record.fail(failure[0], failure[1])
         assert state.writer is not None
         state.writer.submit(record)
 
     async def relay() -> AsyncIterator[bytes]:
         buffer = b""
-        completed = False
+        ended = False  # the upstream sent its end: `[DONE]`, or a Responses stream's terminal event
         try:
-            async for piece in response.iter_chunks():
-                buffer += piece
-                while b"\n\n" in buffer:
-                    event, buffer = buffer.split(b"\n\n", 1)
-                    keep = _inspect_event(event, assembler, wants_usage)
-                    if _is_done(event) or assembler.finished:
-                        submit(completed=True)
+            try:
+                async for piece in response.iter_chunks():
+                    buffer += piece
+                    while b"\n\n" in buffer:
+                        event, buffer = buffer.split(b"\n\n", 1)
+                        keep = _inspect_event(event, assembler, wants_usage)
+                        if _is_done(event) or assembler.finished:
+                            ended = True
+                            submit()
+                        if keep:
+                            yield event + b"\n\n"
+                if buffer.strip():
+                    keep = _inspect_event(buffer, assembler, wants_usage)
+                    if _is_done(buffer) or assembler.finished:
+                        ended = True
+                        submit()
                     if keep:
-                        yield event + b"\n\n"
-            if buffer.strip():
-                keep = _inspect_event(buffer, assembler, wants_usage)
-                if _is_done(buffer) or assembler.finished:
-                    submit(completed=True)
-                if keep:
-                    yield buffer
-            completed = True
+                        yield buffer + b"\n\n"
+                failure = (
+                    None if ended else ("UpstreamStreamIncomplete", "the upstream closed the stream before its end")
+                )
+            except Exception as exc:  # the upstream died mid-stream: connection lost, body cut short, read timeout
+                failure = (type(exc).__name__, f"the upstream's stream broke off: {exc!r}")
+            if failure is not None and not ended:
+                logger.warning("LLM proxy: %s (%s); the client gets an error event", failure[1], record.upstream)
+                submit((failure[0], f"Upstream {record.upstream}: {failure[1]}"))
+                yield _stream_error_event(f"Upstream {record.upstream}: {failure[1]}")
         finally:
             await response.close()
-            submit(completed)
+            if not submitted:  # the client went away before the stream ended
+                submit(("StreamInterrupted", "The client disconnected before the stream ended"))
 
     return StreamingResponse(relay(), media_type="text/event-stream")
+
+
+def _stream_error_event(message: str) -> bytes:
+    """The event that ends a stream the upstream broke off: an SSE `data:` object with an `error` object, which the
+    OpenAI SDKs raise as `APIError` (Python: `openai.APIError`)."""
+    error = {"message": message, "type": "upstream_error", "param": None, "code": "upstream_stream_interrupted"}
+    return b"data: " + json.dumps({"error": error}, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _is_done(event: bytes) -> bool:
