@@ -404,3 +404,20 @@ def test_a_call_in_a_named_langgraph_graph_names_the_graph_and_the_node(js: Any)
         """,
     )
     assert names == ["calculator \u203a agent", "coder"]  # graph, a right-pointing angle quote, node
+
+
+def test_a_call_under_an_opentelemetry_genai_invoke_agent_span_names_that_agent(js: Any) -> None:
+    names = js(
+        "spans",
+        """
+        const span = (id, parent, name, attributes) => ({trace_id: 't', span_id: id, parent_id: parent, name, start_time: 1, attributes});
+        const tree = m.buildTree([
+          span('a', null, 'invoke_agent solver', {'gen_ai.operation.name': 'invoke_agent'}), span('c', 'a', 'openai.chat.completion', {}),
+          span('b', null, 'invoke_agent', {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'critic'}),
+          span('c2', 'b', 'openai.chat.completion', {}),
+        ]);
+        const parentOf = (node) => node.span.parent_id ? tree.nodes.get(`t/${node.span.parent_id}`) : null;
+        return [m.agentNameOf(tree.nodes.get('t/c'), parentOf), m.agentNameOf(tree.nodes.get('t/c2'), parentOf), m.spanKind(tree.nodes.get('t/a').span)];
+        """,
+    )
+    assert names == ["solver", "critic", "agent"]

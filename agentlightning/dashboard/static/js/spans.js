@@ -165,7 +165,7 @@ export function spanKind(span) {
     return "llm";
   }
   if (kind === "TOOL" || "tool.name" in attributes) return "tool";
-  if (kind === "AGENT" || "agent.name" in attributes) return "agent";
+  if (kind === "AGENT" || "agent.name" in attributes || genAiAgentName(span)) return "agent";
   if (name === ANNOTATION_SPAN) return "annotation";
   if (name === "agentlightning.message") return "message";
   if (name === "agentlightning.object") return "object";
@@ -394,16 +394,38 @@ export function llmWrappers(tree) {
   return wrappers;
 }
 
+const INVOKE_AGENT = "invoke_agent";
+
 /**
- * The name of the agent a span ran under: the nearest ancestor (or itself) naming one. A LangGraph node of a graph
- * given a name reads "graph › node" (`create_react_agent(name="calculator")` gives "calculator › agent").
+ * The agent an OpenTelemetry GenAI `invoke_agent` span invokes (as `invoked_agent_name` in
+ * agentlightning/adapter/trace_tree.py): `gen_ai.agent.name`, else the name in the span name `invoke_agent <name>`,
+ * else `gen_ai.agent.id`; null for other spans.
+ */
+export function genAiAgentName(span) {
+  const attributes = attrs(span);
+  const named = attributes["gen_ai.agent.name"];
+  if (typeof named === "string" && named) return named;
+  const name = String(span?.name ?? "");
+  const prefixed = name.startsWith(`${INVOKE_AGENT} `);
+  if (attributes["gen_ai.operation.name"] !== INVOKE_AGENT && !prefixed) return null;
+  const fromName = prefixed ? name.slice(INVOKE_AGENT.length + 1).trim() : "";
+  if (fromName) return fromName;
+  const id = attributes["gen_ai.agent.id"];
+  return typeof id === "string" && id ? id : null;
+}
+
+/**
+ * The name of the agent a span ran under: the nearest ancestor (or itself) naming one (`agent.name`,
+ * `graph.node.id`, or the OpenTelemetry GenAI conventions' `gen_ai.agent.name` / `invoke_agent <name>`). A LangGraph
+ * node of a graph given a name reads "graph › node" (`create_react_agent(name="calculator")` gives
+ * "calculator › agent").
  */
 export function agentNameOf(node, parentOf) {
   let current = node;
   let guard = 0;
   while (current && guard < 1000) {
     const attributes = attrs(current.span);
-    const name = attributes["agent.name"] ?? attributes["graph.node.id"];
+    const name = attributes["agent.name"] ?? attributes["graph.node.id"] ?? genAiAgentName(current.span);
     if (typeof name === "string" && name) {
       const graph = typeof attributes["langgraph.node"] === "string" ? parentOf(current) : null;
       const graphName = graph ? String(graph.span?.name ?? "") : "";
