@@ -23,6 +23,7 @@ from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundErr
 from agentlightning.tracer.scope import untraced_asgi
 
 from .auth import ProxyKeyMiddleware
+from .call_link import REQUEST_ID_HEADER, proxy_request_id
 from .known_attempts import KnownAttempts
 from .models import AGENT_HEADER, ModelRouter, Upstream, token_id_server
 from .record import CallRecord, StreamAssembler
@@ -55,8 +56,16 @@ class ProxyState:
     known_attempts: KnownAttempts = field(default_factory=KnownAttempts)
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error", code: Optional[str] = None) -> Any:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status)
+def _error(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    code: Optional[str] = None,
+    headers: Optional[dict[str, str]] = None,
+) -> Any:
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status, headers=headers
+    )
 
 
 def create_proxy_app(state: ProxyState) -> Any:
@@ -180,6 +189,7 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         upstream=upstream.api_base, stream=stream, sequence_id=sequence_id, requested_model=model,
     )  # fmt: skip
     path_upstream = UPSTREAM_PATHS[kind]
+    linked = {REQUEST_ID_HEADER: proxy_request_id(record.span_id)}  # names this call's record to the client
     assert state.upstream is not None and state.writer is not None
     result = await state.upstream.send(upstream, path_upstream, upstream_body)
     error_body: Optional[bytes] = None
@@ -200,7 +210,7 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         message = f"Upstream {upstream.api_base} is unreachable: {result.error}"
         record.fail(type(result.error).__name__, message, 502)
         state.writer.submit(record)
-        return _error(502, message, kind="upstream_error", code="upstream_unreachable")
+        return _error(502, message, kind="upstream_error", code="upstream_unreachable", headers=linked)
     response = result.response
     if response.status_code != 200:
         raw = error_body if error_body is not None else await response.read()
@@ -209,20 +219,20 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
             "UpstreamHTTPError", f"Upstream answered {response.status_code}: {raw[:2000]!r}", response.status_code
         )
         state.writer.submit(record)
-        return _passthrough_error(response.status_code, raw)
+        return _passthrough_error(response.status_code, raw, linked)
     if stream:
-        return _relay_stream(state, record, response, kind, wants_usage=_client_wants_usage(body))
+        return _relay_stream(state, record, response, kind, wants_usage=_client_wants_usage(body), headers=linked)
     try:
         payload = json.loads(await response.read())
     except ValueError as exc:
         record.fail("UpstreamProtocolError", f"Upstream returned invalid JSON: {exc}", 502)
         state.writer.submit(record)
-        return _error(502, "The upstream returned invalid JSON", kind="upstream_error")
+        return _error(502, "The upstream returned invalid JSON", kind="upstream_error", headers=linked)
     finally:
         await response.close()
     record.finish(response=payload, status_code=200)
     state.writer.submit(record)
-    return JSONResponse(payload)
+    return JSONResponse(payload, headers=linked)
 
 
 def _client_wants_usage(body: dict[str, Any]) -> bool:
@@ -255,16 +265,22 @@ def _upstream_body(
     return forwarded
 
 
-def _passthrough_error(status: int, raw: bytes) -> Any:
+def _passthrough_error(status: int, raw: bytes, headers: dict[str, str]) -> Any:
     try:
         payload = json.loads(raw)
     except ValueError:
-        return Response(content=raw, status_code=status, media_type="text/plain")
-    return JSONResponse(payload, status_code=status)
+        return Response(content=raw, status_code=status, media_type="text/plain", headers=headers)
+    return JSONResponse(payload, status_code=status, headers=headers)
 
 
 def _relay_stream(
-    state: ProxyState, record: CallRecord, response: UpstreamResponse, kind: str, *, wants_usage: bool
+    state: ProxyState,
+    record: CallRecord,
+    response: UpstreamResponse,
+    kind: str,
+    *,
+    wants_usage: bool,
+    headers: dict[str, str],
 ) -> Any:
     assembler = StreamAssembler(kind)
 
@@ -321,7 +337,7 @@ def _relay_stream(
             if not submitted:  # the client went away before the stream ended
                 submit(("StreamInterrupted", "The client disconnected before the stream ended"))
 
-    return StreamingResponse(relay(), media_type="text/event-stream")
+    return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
 
 
 def _stream_error_event(message: str) -> bytes:
