@@ -437,6 +437,59 @@ export function agentNameOf(node, parentOf) {
   return null;
 }
 
+const PROXY_SERVICE = "agentlightning.llm_proxy"; // service.name of the LLM proxy's call records
+const PROXY_SPAN_ID = "agentlightning.llm.proxy_span_id"; // on a client span: the span id of the proxy's record
+
+/** True for a span the LLM proxy recorded (the record of a call it relayed). */
+export const isProxyRecord = (span) => span?.resource?.attributes?.["service.name"] === PROXY_SERVICE;
+
+function callKeys(span) {
+  const attributes = attrs(span);
+  const keys = [`span:${span?.span_id ?? ""}`];
+  const responseId = attributes["gen_ai.response.id"];
+  if (typeof responseId === "string" && responseId) keys.push(`response:${responseId}`);
+  const linked = attributes[PROXY_SPAN_ID];
+  if (typeof linked === "string" && linked) keys.push(`span:${linked}`);
+  return keys;
+}
+
+/**
+ * LLM-call nodes grouped by call, as agentlightning/adapter/call_identity.py groups spans: nodes whose spans share a
+ * `gen_ai.response.id`, or a client span and the proxy record it names (`agentlightning.llm.proxy_span_id`), are one
+ * call (with client capture and the LLM proxy both on, each call is recorded by both). Returns [{nodes, record,
+ * sources}] in the order of each group's first node: `record` is the proxy's node when there is one (the exact
+ * request, answer and token ids), else the first; `sources` are "LLM proxy" and/or "client".
+ */
+export function callGroups(nodes) {
+  const parent = nodes.map((_, index) => index);
+  const root = (index) => {
+    while (parent[index] !== index) index = parent[index] = parent[parent[index]];
+    return index;
+  };
+  const owner = new Map();
+  nodes.forEach((node, index) => {
+    for (const key of callKeys(node.span)) {
+      if (!owner.has(key)) owner.set(key, index);
+      else {
+        const [a, b] = [root(owner.get(key)), root(index)];
+        if (a !== b) parent[Math.max(a, b)] = Math.min(a, b);
+      }
+    }
+  });
+  const groups = new Map();
+  nodes.forEach((node, index) => {
+    const key = root(index);
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(node);
+  });
+  return [...groups.keys()].sort((a, b) => a - b).map((key) => {
+    const members = groups.get(key);
+    const record = members.find((node) => isProxyRecord(node.span)) ?? members[0];
+    const sources = [...new Set(members.map((node) => (isProxyRecord(node.span) ? "LLM proxy" : "client")))];
+    return { nodes: members, record, sources };
+  });
+}
+
 const SECRET_KEY = /(^|[._-])(api[_-]?key|authorization|password|passwd|secret|access[_-]?token|bearer)$/i;
 
 /** True for attribute names whose values are credentials (shown masked). */
