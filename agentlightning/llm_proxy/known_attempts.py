@@ -26,9 +26,6 @@ class KnownAttempts:
         self.capacity = capacity
         self._pairs: OrderedDict[tuple[str, str], None] = OrderedDict()
 
-    def __contains__(self, pair: object) -> bool:
-        return pair in self._pairs
-
     def remember(self, rollout_id: str, attempt_id: str) -> None:
         pair = (rollout_id, attempt_id)
         self._pairs[pair] = None
