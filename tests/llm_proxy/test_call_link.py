@@ -16,7 +16,7 @@ pytest.importorskip("openinference.instrumentation.openai", reason="the openai c
 from agentlightning.adapter import TracerTraceToTriplet  # noqa: E402
 from agentlightning.adapter.call_identity import count_llm_calls  # noqa: E402
 from agentlightning.llm_proxy import LLMProxy  # noqa: E402
-from agentlightning.llm_proxy.call_link import PROXY_SPAN_ID, VIA_PROXY  # noqa: E402
+from agentlightning.llm_proxy.call_link import PROXY_SPAN_ID, VIA_PROXY, proxy_url_of  # noqa: E402
 from agentlightning.store import InMemoryLightningStore  # noqa: E402
 from agentlightning.tracer.otel import OtelTracer  # noqa: E402
 from agentlightning.types import Span  # noqa: E402
@@ -142,3 +142,17 @@ def test_a_proxied_call_is_answered_with_the_span_id_of_its_record(
     finally:
         proxy.stop()
     assert raw.headers["x-request-id"] == f"agl-{span.span_id}"
+
+
+@pytest.mark.parametrize(
+    "base_url, headers, expected",
+    [
+        ("http://p:4000/rollout/ro-1/attempt/at-1/v1/", None, "http://p:4000/rollout/ro-1/attempt/at-1"),
+        ("http://p:4000/rollout/ro-1/attempt/at-1", None, "http://p:4000/rollout/ro-1/attempt/at-1"),
+        ("http://p:4000/v1/", {"X-Rollout-Id": "ro-1", "x-attempt-id": "at-1"}, "http://p:4000/v1"),
+        ("http://p:4000/v1/", {"x-rollout-id": "ro-1"}, None),
+        ("https://api.openai.com/v1/", None, None),
+    ],
+)
+def test_a_call_to_the_proxy_is_recognised_by_its_url_or_headers(base_url: str, headers: Any, expected: Any) -> None:
+    assert proxy_url_of(base_url, headers) == expected
