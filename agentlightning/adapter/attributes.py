@@ -1,5 +1,5 @@
-"""Reading span attributes written by different recorders (lists, JSON text or Python-literal text), and the image
-URLs of multimodal prompts."""
+"""Reading span attributes written by different recorders (lists, JSON text or Python-literal text), the image
+URLs of multimodal prompts, and the agent an OpenTelemetry GenAI `invoke_agent` span names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import ast
 import json
 from typing import Any, Optional
 
-__all__ = ["image_urls", "parse_literal", "token_id_list"]
+__all__ = ["image_urls", "invoked_agent_name", "parse_literal", "token_id_list"]
 
 
 def parse_literal(value: Any) -> Any:
@@ -71,3 +71,22 @@ def image_urls(messages: Any) -> list[str]:
             if isinstance(parts, list):
                 urls.extend(url for url in map(_part_image_url, parts) if url)  # type: ignore[arg-type]
     return urls
+
+
+INVOKE_AGENT = "invoke_agent"
+"""`gen_ai.operation.name` of an agent invocation in the OpenTelemetry GenAI conventions; its span is named
+`invoke_agent {gen_ai.agent.name}` (or `invoke_agent` alone when the agent has no name)."""
+
+
+def invoked_agent_name(span_name: str, attributes: dict[str, Any]) -> Optional[str]:
+    """The agent an OpenTelemetry GenAI `invoke_agent` span invokes (by its operation or its span name), read from
+    the span name, else from `gen_ai.agent.id`; None for other spans and for an invocation that names no agent."""
+    operation = attributes.get("gen_ai.operation.name")
+    if operation != INVOKE_AGENT and not span_name.startswith(f"{INVOKE_AGENT} "):
+        return None
+    if span_name.startswith(f"{INVOKE_AGENT} "):
+        name = span_name[len(INVOKE_AGENT) + 1 :].strip()
+        if name:
+            return name
+    agent_id = attributes.get("gen_ai.agent.id")
+    return agent_id if isinstance(agent_id, str) and agent_id else None

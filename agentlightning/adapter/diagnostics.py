@@ -3,9 +3,15 @@
 Every triplet adapter records a `TrajectoryDiagnosis` for its last call and logs a warning when the trajectory is
 empty or when calls lack token ids, naming the cause and the counts:
 - no spans at all;
-- no LLM call captured (no span matched the LLM-call pattern; the most frequent span names are listed);
+- every LLM call failed without an answer (nothing reached the LLM proxy the calls were sent to, or the model
+  server): the first error and the fix;
+- no LLM call captured, with the cause the spans show: the agent's client is LiteLLM (its own spans are there), the
+  calls were recorded under other span names, or no instrumented client recorded a call;
 - the agent filter matched nothing (the agent names seen are listed);
 - the calls carry no token ids (the server did not return them, e.g. vLLM without `return_token_ids`).
+
+Calls are counted once however many spans record them (the client's span and the LLM proxy's, see
+`call_identity`).
 
 A caller that reports diagnoses itself, once per run rather than once per rollout (Baseline), adapts inside
 `quiet_diagnoses()` and reads `last_diagnosis`.
@@ -22,11 +28,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
+from agentlightning.llm_proxy.call_link import VIA_PROXY
 from agentlightning.types import Span, Triplet
+
+from .call_identity import count_llm_calls, group_llm_calls
 
 __all__ = ["TrajectoryDiagnosis", "diagnose_trajectory", "quiet_diagnoses"]
 
 logger = logging.getLogger("agentlightning.adapter")
+
+OPENINFERENCE_KIND = "openinference.span.kind"
+PROXY_SERVICE = "agentlightning.llm_proxy"
+"""`service.name` of the spans the LLM proxy records."""
+LITELLM_SPAN_NAMES = frozenset({"litellm_request", "raw_gen_ai_request"})
+"""Span names of LiteLLM's own OpenTelemetry callback."""
 
 _quiet: contextvars.ContextVar[bool] = contextvars.ContextVar("agl_quiet_diagnoses", default=False)
 
@@ -76,9 +91,9 @@ def diagnose_trajectory(
 
     `llm_call_spans` overrides the count of LLM-call spans (otherwise: spans whose name matches `llm_call_match`).
     """
+    pattern = re.compile(llm_call_match)
     if llm_call_spans is None:
-        pattern = re.compile(llm_call_match)
-        llm_calls = sum(1 for span in spans if pattern.search(span.name))
+        llm_calls = count_llm_calls([span for span in spans if pattern.search(span.name)])
     else:
         llm_calls = llm_call_spans
     names = Counter(span.name for span in spans)
@@ -94,22 +109,13 @@ def diagnose_trajectory(
         agent_names=sorted(set(agent_names)),
         top_span_names=[f"{name} ({count})" for name, count in names.most_common(8)],
     )
+    failed = failed_llm_calls(spans, pattern)
     if not spans:
         diagnosis.reason = "no spans: the trace is empty (was the agent run inside the tracer's trace context?)"
+    elif failed and not triplets and len(failed) >= llm_calls:
+        diagnosis.reason = _failed_calls_reason(failed)
     elif llm_calls == 0:
-        unmatched = _unmatched_llm_names(spans)
-        if unmatched:
-            diagnosis.reason = (
-                f"no LLM call matched llm_call_match={llm_call_match!r}, but {sum(unmatched.values())} spans record "
-                f"LLM calls under other names ({', '.join(f'{n} ({c})' for n, c in unmatched.most_common(4))}): "
-                "pass an llm_call_match that covers them"
-            )
-        else:
-            diagnosis.reason = (
-                f"no LLM call captured: none of the {len(spans)} spans matched llm_call_match={llm_call_match!r} "
-                f"(most frequent span names: {', '.join(diagnosis.top_span_names)}). Is the LLM client instrumented "
-                "(agentlightning.instrument_all() or OtelTracer(instrument=True))?"
-            )
+        diagnosis.reason = _no_call_reason(spans, llm_call_match, diagnosis.top_span_names)
     elif not triplets and agent_match is not None and diagnosis.selected_llm_calls == 0:
         diagnosis.reason = (
             f"the agent filter matched nothing: {llm_calls} LLM calls were captured but none lies under an agent "
@@ -127,14 +133,93 @@ def diagnose_trajectory(
     if diagnosis.reason is not None:
         logger.warning("%s produced an empty trajectory: %s", adapter, diagnosis.reason)
     elif diagnosis.triplets_without_token_ids:
+        cause = (
+            f"{len(failed)} of the calls failed: {_failed_calls_reason(failed)}"
+            if failed
+            else "the server did not return them, e.g. vLLM without return_token_ids"
+        )
         logger.warning(
-            "%s: %d of %d triplets have no prompt or response token ids (the server did not return them, e.g. vLLM "
-            "without return_token_ids); they cannot be used for RL training",
+            "%s: %d of %d triplets have no prompt or response token ids (%s); they cannot be used for RL training",
             adapter,
             diagnosis.triplets_without_token_ids,
             len(triplets),
+            cause,
         )
     return diagnosis
+
+
+def failed_llm_calls(spans: Sequence[Span], pattern: re.Pattern[str]) -> list[list[Span]]:
+    """The LLM calls (grouped as in `call_identity`) whose every span failed and carries no token ids: calls that
+    never got an answer (a server or proxy that was down, refused the connection, or answered an error)."""
+    calls = [
+        span
+        for span in spans
+        if pattern.search(span.name) or VIA_PROXY in span.attributes or span.attributes.get(OPENINFERENCE_KIND) == "LLM"
+    ]
+    return [
+        group
+        for group in group_llm_calls(calls)
+        if all(span.status.status_code == "ERROR" and not span.attributes.get("prompt_token_ids") for span in group)
+    ]
+
+
+def _failed_calls_reason(failed: list[list[Span]]) -> str:
+    first = failed[0][0]
+    error = first.status.description or first.attributes.get("error.message") or _exception_message(first) or "?"
+    proxies = sorted(
+        {str(span.attributes[VIA_PROXY]) for group in failed for span in group if VIA_PROXY in span.attributes}
+    )
+    reached_proxy = any(
+        span.resource.attributes.get("service.name") == PROXY_SERVICE for group in failed for span in group
+    )
+    if proxies and not reached_proxy:
+        return (
+            f"nothing reached the LLM proxy: the {len(failed)} LLM calls to {', '.join(proxies)} failed (first error: "
+            f"{error}). Is the proxy running at that address? A Trainer(llm_proxy=...) starts its proxy for the run; "
+            "a proxy you create yourself needs proxy.start() before the agents call it"
+        )
+    return (
+        f"the {len(failed)} LLM calls failed, none got an answer (first error: {error}): is the model server (or "
+        "LLM proxy) the agent calls running and reachable at the LLM resource's endpoint?"
+    )
+
+
+def _no_call_reason(spans: Sequence[Span], llm_call_match: str, top_span_names: list[str]) -> str:
+    unmatched = _unmatched_llm_names(spans)
+    litellm = sorted({span.name for span in spans if _is_litellm_span(span)})
+    if litellm:
+        return (
+            f"no LLM call captured: the agent calls its model through LiteLLM (its spans: {', '.join(litellm)}), "
+            "whose calls are not OpenAI SDK calls, so zero-code capture does not record them. Point LiteLLM at an "
+            "LLMProxy (api_base=llm.get_base_url(rollout_id, attempt_id)): the proxy records every call with its "
+            "token ids, whatever the client (spans of v0.2's LiteLLM proxy are read by LlmProxyTraceToTriplet)"
+        )
+    if unmatched:
+        return (
+            f"no LLM call matched llm_call_match={llm_call_match!r}, but {sum(unmatched.values())} spans record "
+            f"LLM calls under other names ({', '.join(f'{n} ({c})' for n, c in unmatched.most_common(4))}): "
+            "pass an llm_call_match that covers them"
+        )
+    return (
+        f"no LLM call captured: none of the {len(spans)} spans matched llm_call_match={llm_call_match!r} "
+        f"(most frequent span names: {', '.join(top_span_names)}), so no instrumented LLM client recorded a call. "
+        "Is the LLM client instrumented (agentlightning.instrument_all() or OtelTracer(instrument=True); the "
+        "Trainer's default tracer instruments the OpenAI SDK and the supported frameworks)? Any client is recorded "
+        "when its calls go through an LLMProxy"
+    )
+
+
+def _is_litellm_span(span: Span) -> bool:
+    return span.name in LITELLM_SPAN_NAMES or span.attributes.get("gen_ai.system") == "litellm"
+
+
+def _exception_message(span: Span) -> Optional[str]:
+    for event in span.events:
+        if event.name == "exception":
+            message = event.attributes.get("exception.message")
+            if message:
+                return str(message)
+    return None
 
 
 def _unmatched_llm_names(spans: Sequence[Span]) -> Counter[str]:

@@ -29,6 +29,7 @@ from agentlightning.emitter.reward import get_reward_value
 from agentlightning.types import Span, Triplet
 
 from .attributes import parse_literal, token_id_list
+from .call_identity import count_llm_calls
 from .diagnostics import diagnose_trajectory
 from .trace_tree import add_raw_content
 from .triplet import TraceToTripletBase
@@ -133,7 +134,7 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
             spans,
             triplets,
             llm_call_match="raw_gen_ai_request, litellm_request or spans with gen_ai.* / token-id attributes",
-            llm_call_spans=sum(1 for span in spans if _looks_like_llm_call(span)),
+            llm_call_spans=count_llm_calls([span for span in spans if _looks_like_llm_call(span)]),
             reward_spans=len(rewards),
             adapter=type(self).__name__,
         )

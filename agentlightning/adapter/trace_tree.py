@@ -19,7 +19,7 @@ from agentlightning.emitter.reward import get_reward_value
 from agentlightning.semconv import AGL_VIRTUAL
 from agentlightning.types import Span, Triplet
 
-from .attributes import image_urls, parse_literal, token_id_list
+from .attributes import image_urls, invoked_agent_name, parse_literal, token_id_list
 
 __all__ = ["LLM_CALL_MATCH", "RewardMatchPolicy", "TraceTree"]
 
@@ -181,16 +181,20 @@ class TraceTree:
         """The agent this span stands for, if any (first rule that applies).
 
         `agent.name` (OpenAI Agents SDK, LangGraph nodes, ...); `gen_ai.agent.name` (OpenTelemetry GenAI
-        conventions, e.g. AutoGen's `invoke_agent` spans); `operation.name` of an AgentOps agent span;
-        `recipient_agent_type` (AutoGen runtime); `langchain.chain.type`; `executor.id` (Microsoft Agent Framework);
-        for an OpenInference AGENT span its `graph.node.id`, else its name; for a LangGraph graph given a name, that
-        name.
+        conventions: pydantic-ai, AutoGen, ...); for an `invoke_agent` span of those conventions without that
+        attribute (`gen_ai.operation.name == "invoke_agent"`, or a span named `invoke_agent <name>`) the name in the
+        span name, else `gen_ai.agent.id`; `operation.name` of an AgentOps agent span; `recipient_agent_type`
+        (AutoGen runtime); `langchain.chain.type`; `executor.id` (Microsoft Agent Framework); for an OpenInference
+        AGENT span its `graph.node.id`, else its name; for a LangGraph graph given a name, that name.
         """
         attributes = self.span.attributes
         for key in ("agent.name", "gen_ai.agent.name"):
             name = attributes.get(key)
             if isinstance(name, str) and name:
                 return name
+        invoked = invoked_agent_name(self.span.name, attributes)
+        if invoked is not None:
+            return invoked
         if attributes.get("agentops.span.kind") == "agent":
             name = attributes.get("operation.name")
             if isinstance(name, str) and name:

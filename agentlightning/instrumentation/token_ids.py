@@ -40,6 +40,13 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from agentlightning.env_var import LightningEnvVar, resolve_bool_env_var
+from agentlightning.llm_proxy.call_link import (
+    PROXY_SPAN_ID,
+    REQUEST_ID_HEADER,
+    VIA_PROXY,
+    proxy_span_id_from_request_id,
+    proxy_url_of,
+)
 from agentlightning.llm_proxy.token_id_support import FIELD, TokenIdSupport, rejects_return_token_ids
 
 __all__ = [
@@ -312,25 +319,74 @@ def _refused(exc: BaseException) -> Optional[str]:
     return bytes(content).decode("utf-8", "replace")
 
 
+def _mark_via_proxy(span: Any, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Set `agentlightning.llm.via_proxy` on the span of a call sent to the LLM proxy (see `llm_proxy.call_link`);
+    True when it was."""
+    try:
+        options = args[1] if len(args) > 1 else kwargs.get("options")
+        headers: dict[str, Any] = dict(getattr(client, "default_headers", None) or {})
+        extra = getattr(options, "headers", None)
+        if isinstance(extra, Mapping):
+            headers.update(extra)  # type: ignore[arg-type]
+        url = proxy_url_of(str(getattr(client, "base_url", "")), headers)
+        if url is not None and span.is_recording():
+            span.set_attribute(VIA_PROXY, url)
+            return True
+    except Exception:  # never break the agent's call
+        logger.debug("Could not tell whether a call goes through the LLM proxy", exc_info=True)
+    return False
+
+
+def _request_id_of(response: Any) -> Optional[str]:
+    """The `x-request-id` a response (or an API error) came with: an SDK error's `request_id`, a parsed object's
+    `_request_id`, or a stream's (or raw response's) headers."""
+    for name in ("request_id", "_request_id"):
+        value = getattr(response, name, None)
+        if isinstance(value, str):
+            return value
+    http = getattr(response, "response", None) if not hasattr(response, "headers") else response
+    headers = getattr(http, "headers", None)
+    try:
+        value = headers.get(REQUEST_ID_HEADER) if headers is not None else None
+    except Exception:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _link_proxy_record(span: Any, response: Any) -> None:
+    """Name the proxy's record of the call (`agentlightning.llm.proxy_span_id`) on its client span."""
+    span_id = proxy_span_id_from_request_id(_request_id_of(response))
+    if span_id is not None and span.is_recording():
+        span.set_attribute(PROXY_SPAN_ID, span_id)
+
+
 def _wrap_sync(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         span = _current_llm_span()
+        via_proxy = span is not None and _mark_via_proxy(span, self, args, kwargs)
         added = _add_token_id_request(self, args, kwargs)
-        if added is None:
-            response = original(self, *args, **kwargs)
-        else:
-            try:
-                new_args, new_kwargs = _with_options(args, kwargs, added[0])
-                response = original(self, *new_args, **new_kwargs)
-            except Exception as exc:
-                detail = _refused(exc)
-                if detail is None:
-                    raise
-                _support.rejected(added[1], detail)
+        try:
+            if added is None:
                 response = original(self, *args, **kwargs)
             else:
-                _support.accepted(added[1])
+                try:
+                    new_args, new_kwargs = _with_options(args, kwargs, added[0])
+                    response = original(self, *new_args, **new_kwargs)
+                except Exception as exc:
+                    detail = _refused(exc)
+                    if detail is None:
+                        raise
+                    _support.rejected(added[1], detail)
+                    response = original(self, *args, **kwargs)
+                else:
+                    _support.accepted(added[1])
+        except Exception as exc:
+            if via_proxy:
+                _link_proxy_record(span, exc)
+            raise
+        if via_proxy:
+            _link_proxy_record(span, response)
         return _observe(span, response) if span is not None else response
 
     setattr(request, _MARK, True)
@@ -341,21 +397,29 @@ def _wrap_async(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
         span = _current_llm_span()
+        via_proxy = span is not None and _mark_via_proxy(span, self, args, kwargs)
         added = _add_token_id_request(self, args, kwargs)
-        if added is None:
-            response = await original(self, *args, **kwargs)
-        else:
-            new_args, new_kwargs = _with_options(args, kwargs, added[0])
-            try:
-                response = await original(self, *new_args, **new_kwargs)
-            except Exception as exc:
-                detail = _refused(exc)
-                if detail is None:
-                    raise
-                _support.rejected(added[1], detail)
+        try:
+            if added is None:
                 response = await original(self, *args, **kwargs)
             else:
-                _support.accepted(added[1])
+                new_args, new_kwargs = _with_options(args, kwargs, added[0])
+                try:
+                    response = await original(self, *new_args, **new_kwargs)
+                except Exception as exc:
+                    detail = _refused(exc)
+                    if detail is None:
+                        raise
+                    _support.rejected(added[1], detail)
+                    response = await original(self, *args, **kwargs)
+                else:
+                    _support.accepted(added[1])
+        except Exception as exc:
+            if via_proxy:
+                _link_proxy_record(span, exc)
+            raise
+        if via_proxy:
+            _link_proxy_record(span, response)
         return _observe(span, response) if span is not None else response
 
     setattr(request, _MARK, True)

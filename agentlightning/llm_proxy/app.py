@@ -23,6 +23,8 @@ from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundErr
 from agentlightning.tracer.scope import untraced_asgi
 
 from .auth import ProxyKeyMiddleware
+from .call_link import REQUEST_ID_HEADER, proxy_request_id
+from .known_attempts import KnownAttempts
 from .models import AGENT_HEADER, ModelRouter, Upstream, token_id_server
 from .record import CallRecord, StreamAssembler
 from .token_id_support import FIELD, rejects_return_token_ids
@@ -51,10 +53,19 @@ class ProxyState:
     writer_options: dict[str, Any] = field(default_factory=dict)
     loop: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    known_attempts: KnownAttempts = field(default_factory=KnownAttempts)
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error", code: Optional[str] = None) -> Any:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status)
+def _error(
+    status: int,
+    message: str,
+    kind: str = "invalid_request_error",
+    code: Optional[str] = None,
+    headers: Optional[dict[str, str]] = None,
+) -> Any:
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status, headers=headers
+    )
 
 
 def create_proxy_app(state: ProxyState) -> Any:
@@ -161,6 +172,9 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
             404, f"The model {model!r} is not served by this proxy; known models: {state.router.model_names}",
             code="model_not_found",
         )  # fmt: skip
+    unknown = await state.known_attempts.check(state.store, rollout_id, attempt_id)
+    if unknown is not None:
+        return _error(404, unknown[1], code=unknown[0])
     sequence_id: Optional[int] = None
     try:
         sequence_id = await state.store.get_next_span_sequence_id(rollout_id, attempt_id)
@@ -175,6 +189,7 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         upstream=upstream.api_base, stream=stream, sequence_id=sequence_id, requested_model=model,
     )  # fmt: skip
     path_upstream = UPSTREAM_PATHS[kind]
+    linked = {REQUEST_ID_HEADER: proxy_request_id(record.span_id)}  # names this call's record to the client
     assert state.upstream is not None and state.writer is not None
     result = await state.upstream.send(upstream, path_upstream, upstream_body)
     error_body: Optional[bytes] = None
@@ -195,7 +210,7 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
         message = f"Upstream {upstream.api_base} is unreachable: {result.error}"
         record.fail(type(result.error).__name__, message, 502)
         state.writer.submit(record)
-        return _error(502, message, kind="upstream_error", code="upstream_unreachable")
+        return _error(502, message, kind="upstream_error", code="upstream_unreachable", headers=linked)
     response = result.response
     if response.status_code != 200:
         raw = error_body if error_body is not None else await response.read()
@@ -204,20 +219,20 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
             "UpstreamHTTPError", f"Upstream answered {response.status_code}: {raw[:2000]!r}", response.status_code
         )
         state.writer.submit(record)
-        return _passthrough_error(response.status_code, raw)
+        return _passthrough_error(response.status_code, raw, linked)
     if stream:
-        return _relay_stream(state, record, response, kind, wants_usage=_client_wants_usage(body))
+        return _relay_stream(state, record, response, kind, wants_usage=_client_wants_usage(body), headers=linked)
     try:
         payload = json.loads(await response.read())
     except ValueError as exc:
         record.fail("UpstreamProtocolError", f"Upstream returned invalid JSON: {exc}", 502)
         state.writer.submit(record)
-        return _error(502, "The upstream returned invalid JSON", kind="upstream_error")
+        return _error(502, "The upstream returned invalid JSON", kind="upstream_error", headers=linked)
     finally:
         await response.close()
     record.finish(response=payload, status_code=200)
     state.writer.submit(record)
-    return JSONResponse(payload)
+    return JSONResponse(payload, headers=linked)
 
 
 def _client_wants_usage(body: dict[str, Any]) -> bool:
@@ -250,61 +265,86 @@ def _upstream_body(
     return forwarded
 
 
-def _passthrough_error(status: int, raw: bytes) -> Any:
+def _passthrough_error(status: int, raw: bytes, headers: dict[str, str]) -> Any:
     try:
         payload = json.loads(raw)
     except ValueError:
-        return Response(content=raw, status_code=status, media_type="text/plain")
-    return JSONResponse(payload, status_code=status)
+        return Response(content=raw, status_code=status, media_type="text/plain", headers=headers)
+    return JSONResponse(payload, status_code=status, headers=headers)
 
 
 def _relay_stream(
-    state: ProxyState, record: CallRecord, response: UpstreamResponse, kind: str, *, wants_usage: bool
+    state: ProxyState,
+    record: CallRecord,
+    response: UpstreamResponse,
+    kind: str,
+    *,
+    wants_usage: bool,
+    headers: dict[str, str],
 ) -> Any:
     assembler = StreamAssembler(kind)
 
     submitted = False
 
-    def submit(completed: bool) -> None:
-        # Called before the final event reaches the client: once a client has read `[DONE]`, `proxy.flush()` finds
-        # the call's record already queued.
+    def submit(failure: Optional[tuple[str, str]] = None) -> None:
+        # Called before the final event reaches the client: once a client has read `[DONE]` (or the error event),
+        # `proxy.flush()` finds the call's record already queued.
         nonlocal submitted
         if submitted:
             return
         submitted = True
-        if completed:
+        if failure is None:
             record.finish(response=assembler.response(), status_code=200)
         else:
             record.response = assembler.response()
-            record.fail("StreamInterrupted", "The stream ended early (client disconnected or upstream failed)")
+            record.fail(failure[0], failure[1])
         assert state.writer is not None
         state.writer.submit(record)
 
     async def relay() -> AsyncIterator[bytes]:
         buffer = b""
-        completed = False
+        ended = False  # the upstream sent its end: `[DONE]`, or a Responses stream's terminal event
         try:
-            async for piece in response.iter_chunks():
-                buffer += piece
-                while b"\n\n" in buffer:
-                    event, buffer = buffer.split(b"\n\n", 1)
-                    keep = _inspect_event(event, assembler, wants_usage)
-                    if _is_done(event) or assembler.finished:
-                        submit(completed=True)
+            try:
+                async for piece in response.iter_chunks():
+                    buffer += piece
+                    while b"\n\n" in buffer:
+                        event, buffer = buffer.split(b"\n\n", 1)
+                        keep = _inspect_event(event, assembler, wants_usage)
+                        if _is_done(event) or assembler.finished:
+                            ended = True
+                            submit()
+                        if keep:
+                            yield event + b"\n\n"
+                if buffer.strip():
+                    keep = _inspect_event(buffer, assembler, wants_usage)
+                    if _is_done(buffer) or assembler.finished:
+                        ended = True
+                        submit()
                     if keep:
-                        yield event + b"\n\n"
-            if buffer.strip():
-                keep = _inspect_event(buffer, assembler, wants_usage)
-                if _is_done(buffer) or assembler.finished:
-                    submit(completed=True)
-                if keep:
-                    yield buffer
-            completed = True
+                        yield buffer + b"\n\n"
+                failure = (
+                    None if ended else ("UpstreamStreamIncomplete", "the upstream closed the stream before its end")
+                )
+            except Exception as exc:  # the upstream died mid-stream: connection lost, body cut short, read timeout
+                failure = (type(exc).__name__, f"the upstream's stream broke off: {exc!r}")
+            if failure is not None and not ended:
+                logger.warning("LLM proxy: %s (%s); the client gets an error event", failure[1], record.upstream)
+                submit((failure[0], f"Upstream {record.upstream}: {failure[1]}"))
+                yield _stream_error_event(f"Upstream {record.upstream}: {failure[1]}")
         finally:
             await response.close()
-            submit(completed)
+            if not submitted:  # the client went away before the stream ended
+                submit(("StreamInterrupted", "The client disconnected before the stream ended"))
 
-    return StreamingResponse(relay(), media_type="text/event-stream")
+    return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
+
+
+def _stream_error_event(message: str) -> bytes:
+    """The event that ends a stream the upstream broke off: an SSE `data:` object with an `error` object, which the
+    OpenAI SDKs raise as `APIError` (Python: `openai.APIError`)."""
+    error = {"message": message, "type": "upstream_error", "param": None, "code": "upstream_stream_interrupted"}
+    return b"data: " + json.dumps({"error": error}, separators=(",", ":")).encode() + b"\n\n"
 
 
 def _is_done(event: bytes) -> bool:

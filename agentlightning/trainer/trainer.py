@@ -76,7 +76,9 @@ class Trainer:
             import path, a dict with `type`, or an ExecutionStrategy.
         port: port of the store server of the "cs" strategy.
         algorithm: the algorithm (None: runners serve rollouts enqueued by someone else until stopped).
-        llm_proxy: an LLMProxy handed to the algorithm.
+        llm_proxy: an LLMProxy for the run: pointed at the run's store, started for the run when it is not running
+            (and stopped after it), whatever the algorithm (`dev()` and `Baseline` included), and handed to the
+            algorithm.
         hooks: Hook(s) called around every rollout.
         progress: "auto" (a live panel on a terminal, log lines otherwise), "rich", "log" or "off".
         progress_interval: seconds between progress log lines (log mode).
@@ -394,6 +396,21 @@ class Trainer:
             return
         report(f"Run summary: {self.summary.describe()}")
 
+    def _start_llm_proxy(self, store: LightningStore) -> bool:
+        """Point the trainer's LLM proxy at the run's store and start it when it is not running, whatever the
+        algorithm (Baseline and `dev()` included: the agents' calls go through it); True when started here (it is
+        then stopped after the run)."""
+        proxy = self.llm_proxy
+        if proxy is None:
+            return False
+        if proxy.get_store() is not store:
+            proxy.set_store(store)  # restarts a running proxy on the new store
+        if proxy.is_running():
+            return False
+        proxy.start()
+        logger.info("LLM proxy started for the run at %s (stopped after it)", proxy.endpoint)
+        return True
+
     async def _algorithm_bundle(
         self,
         store: LightningStore,
@@ -417,7 +434,9 @@ class Trainer:
         in_trainer_process = trainer_pid is None or os.getpid() == trainer_pid
         if monitors is not None and in_trainer_process:
             monitors.append(monitor)  # finished by the Trainer once every runner has stopped
+        proxy_started = False
         try:
+            proxy_started = self._start_llm_proxy(store)
             if algorithm is None:
                 logger.info("No algorithm: runners serve rollouts enqueued by others until stopped (Ctrl-C)")
                 while not event.is_set():
@@ -429,7 +448,6 @@ class Trainer:
             if self.initial_resources is not None:
                 algorithm.set_initial_resources(self.initial_resources)
             if self.llm_proxy is not None:
-                self.llm_proxy.set_store(store)
                 algorithm.set_llm_proxy(self.llm_proxy)
             try:
                 if algorithm.is_async():
@@ -440,6 +458,8 @@ class Trainer:
                 logger.error("The algorithm failed: %r", exc)
                 raise
         finally:
+            if proxy_started and self.llm_proxy is not None and self.llm_proxy.is_running():
+                self.llm_proxy.stop()
             if monitors is None or not in_trainer_process:  # another process (main_process="runner"): finish here
                 self.summary = await monitor.stop_async()
                 report(f"Run summary: {self.summary.describe()}")

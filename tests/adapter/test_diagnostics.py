@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from agentlightning.adapter import TracerTraceToTriplet
+from agentlightning.types import Span, TraceStatus
 
 from .spans import llm, span
 
@@ -76,3 +77,47 @@ def test_llm_calls_under_a_name_the_pattern_misses_are_named_instead_of_blaming_
     diagnosis = diagnose_trajectory([call], [], llm_call_match=r"openai\.chat\.completion")
     assert diagnosis.reason is not None
     assert "openai.responses (1)" in diagnosis.reason and "instrumented" not in diagnosis.reason
+
+
+def _failed_call(span_id: str, via_proxy: str = "") -> Span:
+    call = span("openai.chat.completion", span_id, None, 0, 1)
+    attributes = {"agentlightning.llm.via_proxy": via_proxy} if via_proxy else {}
+    status = TraceStatus(status_code="ERROR", description="Connection error.")
+    return call.model_copy(update={"status": status, "attributes": attributes})
+
+
+def test_calls_that_all_failed_are_named_as_failures_not_as_missing_token_ids() -> None:
+    adapter = TracerTraceToTriplet(_skip_empty_token_spans=True)
+    assert adapter.adapt([_failed_call("a"), _failed_call("b")]) == []
+    reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
+    assert "the 2 LLM calls failed" in reason and "Connection error." in reason and "token ids" not in reason
+
+
+def test_failed_calls_sent_to_a_proxy_say_nothing_reached_it() -> None:
+    url = "http://127.0.0.1:4000/rollout/ro-1/attempt/at-1"
+    adapter = TracerTraceToTriplet(_skip_empty_token_spans=True)
+    assert adapter.adapt([_failed_call("a", via_proxy=url)]) == []
+    reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
+    assert reason.startswith("nothing reached the LLM proxy") and url in reason and "Trainer(llm_proxy=...)" in reason
+
+
+def test_triplets_of_failed_calls_say_why_they_have_no_token_ids(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        assert len(TracerTraceToTriplet().adapt([_failed_call("a")])) == 1
+    assert "1 of the calls failed" in caplog.text and "Connection error." in caplog.text
+
+
+def test_litellm_spans_without_an_openai_call_name_the_litellm_client() -> None:
+    spans = [span("agent", "a", None), span("litellm_request", "l", "a", gen_ai__system="hosted_vllm")]
+    adapter = TracerTraceToTriplet()
+    assert adapter.adapt(spans) == []
+    reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
+    assert "through LiteLLM" in reason and "litellm_request" in reason and "LLMProxy" in reason
+
+
+def test_no_instrumented_client_names_the_fixes() -> None:
+    adapter = TracerTraceToTriplet()
+    assert adapter.adapt([span("agent", "a", None), span("tool", "t", "a")]) == []
+    reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
+    assert "no instrumented LLM client recorded a call" in reason
+    assert "OtelTracer(instrument=True)" in reason and "LLMProxy" in reason

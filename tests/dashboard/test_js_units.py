@@ -404,3 +404,46 @@ def test_a_call_in_a_named_langgraph_graph_names_the_graph_and_the_node(js: Any)
         """,
     )
     assert names == ["calculator \u203a agent", "coder"]  # graph, a right-pointing angle quote, node
+
+
+def test_a_call_under_an_opentelemetry_genai_invoke_agent_span_names_that_agent(js: Any) -> None:
+    names = js(
+        "spans",
+        """
+        const span = (id, parent, name, attributes) => ({trace_id: 't', span_id: id, parent_id: parent, name, start_time: 1, attributes});
+        const tree = m.buildTree([
+          span('a', null, 'invoke_agent solver', {'gen_ai.operation.name': 'invoke_agent'}), span('c', 'a', 'openai.chat.completion', {}),
+          span('b', null, 'invoke_agent', {'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'critic'}),
+          span('c2', 'b', 'openai.chat.completion', {}),
+        ]);
+        const parentOf = (node) => node.span.parent_id ? tree.nodes.get(`t/${node.span.parent_id}`) : null;
+        return [m.agentNameOf(tree.nodes.get('t/c'), parentOf), m.agentNameOf(tree.nodes.get('t/c2'), parentOf), m.spanKind(tree.nodes.get('t/a').span)];
+        """,
+    )
+    assert names == ["solver", "critic", "agent"]
+
+
+_ONE_CALL_TWICE = """
+const spans = await import('/dashboard/js/spans.js');
+const ids = (n) => ({prompt_token_ids: [n, n], response_token_ids: [n + 1]});
+const client = (id, start, extra) => ({trace_id: 'c', span_id: id, parent_id: 'agent', name: 'openai.chat.completion', start_time: start, end_time: start + 1,
+  resource: {attributes: {'service.name': 'agent'}}, attributes: {'gen_ai.prompt.0.role': 'user', 'gen_ai.prompt.0.content': 'hi', ...ids(start), ...extra}});
+const proxy = (id, start, extra) => ({trace_id: 'p' + id, span_id: id, parent_id: null, name: 'openai.chat.completion', start_time: start + 0.2, end_time: start + 0.5,
+  resource: {attributes: {'service.name': 'agentlightning.llm_proxy'}}, attributes: {'gen_ai.prompt.0.role': 'user', 'gen_ai.prompt.0.content': 'hi', 'gen_ai.request.model': 'from-proxy', ...ids(start), ...extra}});
+const tree = spans.buildTree([
+  {trace_id: 'c', span_id: 'agent', parent_id: null, name: 'solve', start_time: 0, end_time: 20, attributes: {'agent.name': 'solver'}},
+  client('c1', 1, {'gen_ai.response.id': 'r1'}), proxy('p1', 1, {'gen_ai.response.id': 'r1'}),
+  client('c2', 5, {'agentlightning.llm.proxy_span_id': 'p2'}), proxy('p2', 5, {}),
+]);
+const pane = m.renderConversation(tree);
+const cards = [...pane.querySelectorAll('.llm-call')];
+return {cards: cards.length, ids: cards.map((card) => card.dataset.spanIds), text: pane.textContent};
+"""
+
+
+def test_a_call_recorded_by_the_client_and_the_proxy_is_listed_once_with_both_sources(js: Any) -> None:
+    result = js("views/conversation", _ONE_CALL_TWICE)
+    assert result["cards"] == 2 and result["ids"] == ["c1 p1", "c2 p2"]
+    assert result["text"].count("recorded by the client and the LLM proxy") == 2
+    assert "agent solver" in result["text"] and "from-proxy" in result["text"]  # the agent's place, the proxy's record
+    assert "prompt again" not in result["text"]

@@ -165,7 +165,7 @@ export function spanKind(span) {
     return "llm";
   }
   if (kind === "TOOL" || "tool.name" in attributes) return "tool";
-  if (kind === "AGENT" || "agent.name" in attributes) return "agent";
+  if (kind === "AGENT" || "agent.name" in attributes || genAiAgentName(span)) return "agent";
   if (name === ANNOTATION_SPAN) return "annotation";
   if (name === "agentlightning.message") return "message";
   if (name === "agentlightning.object") return "object";
@@ -394,16 +394,38 @@ export function llmWrappers(tree) {
   return wrappers;
 }
 
+const INVOKE_AGENT = "invoke_agent";
+
 /**
- * The name of the agent a span ran under: the nearest ancestor (or itself) naming one. A LangGraph node of a graph
- * given a name reads "graph › node" (`create_react_agent(name="calculator")` gives "calculator › agent").
+ * The agent an OpenTelemetry GenAI `invoke_agent` span invokes (as `invoked_agent_name` in
+ * agentlightning/adapter/trace_tree.py): `gen_ai.agent.name`, else the name in the span name `invoke_agent <name>`,
+ * else `gen_ai.agent.id`; null for other spans.
+ */
+export function genAiAgentName(span) {
+  const attributes = attrs(span);
+  const named = attributes["gen_ai.agent.name"];
+  if (typeof named === "string" && named) return named;
+  const name = String(span?.name ?? "");
+  const prefixed = name.startsWith(`${INVOKE_AGENT} `);
+  if (attributes["gen_ai.operation.name"] !== INVOKE_AGENT && !prefixed) return null;
+  const fromName = prefixed ? name.slice(INVOKE_AGENT.length + 1).trim() : "";
+  if (fromName) return fromName;
+  const id = attributes["gen_ai.agent.id"];
+  return typeof id === "string" && id ? id : null;
+}
+
+/**
+ * The name of the agent a span ran under: the nearest ancestor (or itself) naming one (`agent.name`,
+ * `graph.node.id`, or the OpenTelemetry GenAI conventions' `gen_ai.agent.name` / `invoke_agent <name>`). A LangGraph
+ * node of a graph given a name reads "graph › node" (`create_react_agent(name="calculator")` gives
+ * "calculator › agent").
  */
 export function agentNameOf(node, parentOf) {
   let current = node;
   let guard = 0;
   while (current && guard < 1000) {
     const attributes = attrs(current.span);
-    const name = attributes["agent.name"] ?? attributes["graph.node.id"];
+    const name = attributes["agent.name"] ?? attributes["graph.node.id"] ?? genAiAgentName(current.span);
     if (typeof name === "string" && name) {
       const graph = typeof attributes["langgraph.node"] === "string" ? parentOf(current) : null;
       const graphName = graph ? String(graph.span?.name ?? "") : "";
@@ -413,6 +435,59 @@ export function agentNameOf(node, parentOf) {
     guard += 1;
   }
   return null;
+}
+
+const PROXY_SERVICE = "agentlightning.llm_proxy"; // service.name of the LLM proxy's call records
+const PROXY_SPAN_ID = "agentlightning.llm.proxy_span_id"; // on a client span: the span id of the proxy's record
+
+/** True for a span the LLM proxy recorded (the record of a call it relayed). */
+export const isProxyRecord = (span) => span?.resource?.attributes?.["service.name"] === PROXY_SERVICE;
+
+function callKeys(span) {
+  const attributes = attrs(span);
+  const keys = [`span:${span?.span_id ?? ""}`];
+  const responseId = attributes["gen_ai.response.id"];
+  if (typeof responseId === "string" && responseId) keys.push(`response:${responseId}`);
+  const linked = attributes[PROXY_SPAN_ID];
+  if (typeof linked === "string" && linked) keys.push(`span:${linked}`);
+  return keys;
+}
+
+/**
+ * LLM-call nodes grouped by call, as agentlightning/adapter/call_identity.py groups spans: nodes whose spans share a
+ * `gen_ai.response.id`, or a client span and the proxy record it names (`agentlightning.llm.proxy_span_id`), are one
+ * call (with client capture and the LLM proxy both on, each call is recorded by both). Returns [{nodes, record,
+ * sources}] in the order of each group's first node: `record` is the proxy's node when there is one (the exact
+ * request, answer and token ids), else the first; `sources` are "LLM proxy" and/or "client".
+ */
+export function callGroups(nodes) {
+  const parent = nodes.map((_, index) => index);
+  const root = (index) => {
+    while (parent[index] !== index) index = parent[index] = parent[parent[index]];
+    return index;
+  };
+  const owner = new Map();
+  nodes.forEach((node, index) => {
+    for (const key of callKeys(node.span)) {
+      if (!owner.has(key)) owner.set(key, index);
+      else {
+        const [a, b] = [root(owner.get(key)), root(index)];
+        if (a !== b) parent[Math.max(a, b)] = Math.min(a, b);
+      }
+    }
+  });
+  const groups = new Map();
+  nodes.forEach((node, index) => {
+    const key = root(index);
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(node);
+  });
+  return [...groups.keys()].sort((a, b) => a - b).map((key) => {
+    const members = groups.get(key);
+    const record = members.find((node) => isProxyRecord(node.span)) ?? members[0];
+    const sources = [...new Set(members.map((node) => (isProxyRecord(node.span) ? "LLM proxy" : "client")))];
+    return { nodes: members, record, sources };
+  });
 }
 
 const SECRET_KEY = /(^|[._-])(api[_-]?key|authorization|password|passwd|secret|access[_-]?token|bearer)$/i;

@@ -5,7 +5,7 @@
 import { continuityOf } from "../continuity.js";
 import { h } from "../dom.js";
 import { formatCount, formatDuration, formatScore, toText } from "../format.js";
-import { agentNameOf, exceptionsOf, llmCall, llmWrappers, rewardOf, spanKind } from "../spans.js";
+import { agentNameOf, callGroups, exceptionsOf, llmCall, llmWrappers, rewardOf, spanKind } from "../spans.js";
 import { foldedText } from "./common.js";
 import { exceptionBlock } from "./span_details.js";
 
@@ -28,10 +28,24 @@ function message(item, className) {
 
 const parentIn = (tree) => (child) => (child.span.parent_id ? tree.nodes.get(`${child.span.trace_id ?? ""}/${child.span.parent_id}`) : null);
 
-function callCard(node, tree, index, note) {
-  const span = node.span;
+function groupAgent(group, tree) {
+  for (const member of group.nodes) {
+    const agent = agentNameOf(member, parentIn(tree));
+    if (agent) return agent;
+  }
+  return null;
+}
+
+function sourcesNote(group) {
+  if (group.nodes.length < 2) return null;
+  const sources = group.sources.length > 1 ? `the ${group.sources.join(" and the ")}` : `${group.nodes.length} ${group.sources[0]} spans`;
+  return h("p", { class: "llm-sources muted" }, `One call, recorded by ${sources}: shown once, from ${group.sources.includes("LLM proxy") ? "the LLM proxy's record" : "its first span"}.`);
+}
+
+function callCard(group, tree, index, note) {
+  const span = group.record.span;
   const call = llmCall(span);
-  const agent = agentNameOf(node, parentIn(tree));
+  const agent = groupAgent(group, tree);
   const duration = typeof span.end_time === "number" && typeof span.start_time === "number" ? formatDuration(span.end_time - span.start_time) : "—";
   const tokens =
     call.totalTokens !== null || call.promptTokens !== null
@@ -39,7 +53,7 @@ function callCard(node, tree, index, note) {
       : "token counts not recorded";
   return h(
     "article",
-    { class: `llm-call${call.error ? " failed" : ""}`, dataset: { spanId: span.span_id } },
+    { class: `llm-call${call.error ? " failed" : ""}`, dataset: { spanId: span.span_id, spanIds: group.nodes.map((node) => node.span.span_id).join(" ") } },
     h(
       "header",
       null,
@@ -59,6 +73,7 @@ function callCard(node, tree, index, note) {
         call.tokenIdsCaptured ? `token ids captured (${formatCount(call.promptTokenIds)} prompt / ${formatCount(call.responseTokenIds)} response)` : "no token ids captured",
       ),
     ),
+    sourcesNote(group),
     note ? h("p", { class: `continuity-note continuity-${note.kind}` }, note.text) : null,
     call.tools.length
       ? h("details", { class: "tools-offered" }, h("summary", null, `${call.tools.length} tool${call.tools.length === 1 ? "" : "s"} offered: ${call.tools.map((tool) => tool.name).join(", ")}`), call.tools.map((tool) => h("div", { class: "tool" }, h("strong", null, tool.name), tool.description ? h("p", null, String(tool.description)) : null, tool.parameters ? foldedText(toText(tool.parameters), { limit: 800 }) : null)))
@@ -69,30 +84,34 @@ function callCard(node, tree, index, note) {
   );
 }
 
-/** The conversation of the spans in `tree` (an object from buildTree). */
+/**
+ * The conversation of the spans in `tree` (an object from buildTree). A call recorded by both the client and the LLM
+ * proxy (`callGroups`) is one card, where the first of its spans started, showing the proxy's record.
+ */
 export function renderConversation(tree) {
   const wrappers = llmWrappers(tree);
-  const nodes = [...tree.nodes.values()].filter(
+  const found = [...tree.nodes.values()].filter(
     (node) => !wrappers.has(node) && (["llm", "reward", "exception"].includes(spanKind(node.span)) || exceptionsOf(node.span).length),
   );
-  nodes.sort((a, b) => (a.span.start_time ?? 0) - (b.span.start_time ?? 0) || (a.span.sequence_id ?? 0) - (b.span.sequence_id ?? 0));
-  const calls = nodes.filter((node) => spanKind(node.span) === "llm");
-  if (!calls.length) {
-    return h("div", { class: "conversation" }, h("p", { class: "empty" }, "This attempt has no LLM call."), nodes.map(itemFor(tree, new Map())));
+  found.sort((a, b) => (a.span.start_time ?? 0) - (b.span.start_time ?? 0) || (a.span.sequence_id ?? 0) - (b.span.sequence_id ?? 0));
+  const groups = new Map(callGroups(found.filter((node) => spanKind(node.span) === "llm")).map((group) => [group.nodes[0], group]));
+  const nodes = found.filter((node) => spanKind(node.span) !== "llm" || groups.has(node));
+  if (!groups.size) {
+    return h("div", { class: "conversation" }, h("p", { class: "empty" }, "This attempt has no LLM call."), nodes.map(itemFor(tree, new Map(), groups)));
   }
-  const parentOf = parentIn(tree);
-  const continuity = continuityOf(calls.map((node) => ({ node, attemptId: node.span.attempt_id ?? "", agentName: agentNameOf(node, parentOf) })));
+  const calls = [...groups.entries()].map(([node, group]) => ({ node, span: group.record.span, attemptId: node.span.attempt_id ?? "", agentName: groupAgent(group, tree) }));
+  const continuity = continuityOf(calls);
   const summary = continuity.summaries.map((line) => h("p", { class: `continuity-summary${line.drifted ? " warn-text" : ""}` }, line.text));
-  return h("div", { class: "conversation" }, summary, nodes.map(itemFor(tree, continuity.notes)));
+  return h("div", { class: "conversation" }, summary, nodes.map(itemFor(tree, continuity.notes, groups)));
 }
 
-function itemFor(tree, notes) {
+function itemFor(tree, notes, groups) {
   let calls = 0;
   return (node) => {
     const kind = spanKind(node.span);
     if (kind === "llm") {
       calls += 1;
-      return callCard(node, tree, calls, notes.get(node));
+      return callCard(groups.get(node), tree, calls, notes.get(node));
     }
     if (kind === "reward") {
       const reward = rewardOf(node.span);
