@@ -7,7 +7,8 @@
   another policy: it is left out (`calls_other_adapter`).
 - A call that stopped on the length limit (`finish_reason` "length"; "incomplete" for the Responses API) is cut
   mid-answer: with `truncated="mask"` its tokens are left out of the loss, with `truncated="failure_reward"` its
-  rollout (and, for turn-level credit, the call itself) gets `truncation_reward` (`calls_truncated` either way).
+  rollout (and, for turn-level credit, the call itself) gets `truncation_reward`, with `truncated="keep"` it is
+  trained as it is (`calls_hit_length_limit` in every case).
 
 A left-out call keeps its place in its conversation (later calls still stitch onto it); only its own tokens leave
 the loss. Calls without a proxy record are trained unchecked.

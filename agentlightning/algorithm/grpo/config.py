@@ -14,7 +14,7 @@ LossAggregation = Literal["token", "sequence"]
 SampleAggregation = Literal["trajectory", "transition"]
 Credit = Literal["final", "turn"]
 SamplerCorrection = Literal["auto", "on", "off"]
-TruncatedCalls = Literal["mask", "failure_reward"]
+TruncatedCalls = Literal["mask", "failure_reward", "keep"]
 
 
 @dataclass
@@ -78,8 +78,10 @@ class GRPOConfig:
             the gap itself is measured every step either way (`sampler_gap_mean`, `sampler_gap_max`).
         tis_cap: the cap C of the truncated importance weights (at least 1).
         truncated: what happens to calls that stopped on the length limit (`finish_reason` "length"): "mask" (their
-            tokens leave the loss) or "failure_reward" (their rollout is rewarded `truncation_reward`). Counted in
-            `skips.calls_truncated`; the step's `truncation_rate` is truncated calls per checked call.
+            tokens leave the loss), "failure_reward" (their rollout is rewarded `truncation_reward`) or "keep"
+            (trained as they are: for agents whose `max_tokens` is the intended answer length). Masked or penalised
+            calls are counted in `skips.calls_hit_length_limit`; the step's `truncation_rate` is all such calls per
+            call the proxy recorded.
         truncation_reward: the reward of a rollout with a truncated call under `truncated="failure_reward"`.
     """
 
@@ -180,8 +182,8 @@ class GRPOConfig:
         cap = self.tis_cap
         if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (math.isfinite(cap) and cap >= 1):
             raise ValueError(f"tis_cap must be a finite number of at least 1, got {cap!r}")
-        if self.truncated not in ("mask", "failure_reward"):
-            raise ValueError(f"truncated must be 'mask' or 'failure_reward', got {self.truncated!r}")
+        if self.truncated not in ("mask", "failure_reward", "keep"):
+            raise ValueError(f"truncated must be 'mask', 'failure_reward' or 'keep', got {self.truncated!r}")
         reward = self.truncation_reward
         if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
             raise ValueError(f"truncation_reward must be a finite number, got {reward!r}")

@@ -47,7 +47,7 @@ class SkipCounts:
     responses_truncated: int = 0
     calls_other_sampling: int = 0  # sampled otherwise than configured: left out (call_checks)
     calls_other_adapter: int = 0  # served by another adapter than their agent's: left out (call_checks)
-    calls_hit_length_limit: int = 0  # stopped on the length limit: masked or given truncation_reward (call_checks)
+    calls_hit_length_limit: int = 0  # stopped on the length limit, masked or given truncation_reward (call_checks)
 
     def add(self, other: SkipCounts) -> None:
         for name, value in asdict(other).items():

@@ -134,7 +134,9 @@ def _check_calls(
     served: Optional[ServedBy],
 ) -> tuple[list[Optional[ProxyCall]], list[CallVerdict]]:
     """What the proxy recorded of each call of `item`, and the verdict on each (counted)."""
-    records = item.proxy_calls.records_for(item.calls) if item.proxy_calls is not None else [None] * len(item.calls)
+    records: list[Optional[ProxyCall]] = [None] * len(item.calls)
+    if item.proxy_calls is not None:
+        records = item.proxy_calls.records_for(item.calls)
     verdicts = [
         judge_call(record, temperature=config.temperature, truncated=config.truncated, agent=agent, served=served)
         for record in records
@@ -147,8 +149,9 @@ def _check_calls(
         elif verdict.excluded == "other_adapter":
             skips.calls_other_adapter += 1
         if verdict.truncated:
-            skips.calls_hit_length_limit += 1
             step.calls_hit_length_limit += 1
+            if config.truncated != "keep":  # masked or penalised: what the step could not train as it came
+                skips.calls_hit_length_limit += 1
     return records, verdicts
 
 

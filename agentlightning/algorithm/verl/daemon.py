@@ -353,7 +353,7 @@ class AgentModeDaemon:
         elif not triplets:
             logger.warning("Rollout %s succeeded without LLM calls the adapter could read", rollout.rollout_id)
         records = index_proxy_calls(spans).records_for(triplets)
-        logprobs = [record.logprobs if record is not None else None for record in records]
+        logprobs: list[Optional[Sequence[float]]] = [record.logprobs if record else None for record in records]
         return FinishedRollout(rollout, self._samples[rollout.rollout_id], triplets, reward, logprobs)
 
     @property

@@ -108,8 +108,16 @@ def test_a_truncated_call_can_give_its_rollout_the_failure_reward_instead() -> N
     assert built.rewards == [1.0, 0.0, 0.5]  # the step's reward mean reports what the rollouts got
 
 
+def test_a_truncated_call_can_be_kept_and_still_shows_in_the_truncation_rate() -> None:
+    skips = SkipCounts()
+    data = [_rollout("a", 1.0, 40, first={"finish_reason": "length"}), _rollout("b", 0.0, 41)]
+    built = _build(data, skips, truncated="keep")
+    assert built.samples[0].loss_mask == [1, 1, 0, 0, 1]
+    assert skips.calls_hit_length_limit == 0 and built.truncation_rate == pytest.approx(1 / 4)
+
+
 def test_truncated_and_its_reward_are_validated() -> None:
-    with pytest.raises(ValueError, match="truncated must be 'mask' or 'failure_reward'"):
+    with pytest.raises(ValueError, match="truncated must be 'mask', 'failure_reward' or 'keep'"):
         GRPOConfig(truncated="drop")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="truncation_reward must be a finite number"):
         GRPOConfig(truncation_reward=float("nan"))
