@@ -463,7 +463,10 @@ class BatchScheduler:
             index = torch.tensor(positions, dtype=torch.long, device=logits.device)
             request_logits = logits.index_select(0, index) if len(positions) != logits.shape[0] else logits
             chosen = choose_tokens(request_logits, params, request.generator).tolist()
-            log_probs = torch.log_softmax(request_logits, dim=-1) if params.logprobs else None
+            log_probs = None
+            if params.logprobs:  # of the distribution the token is drawn from: the logits at the temperature
+                scale = params.temperature if params.temperature > 0 else 1.0
+                log_probs = torch.log_softmax(request_logits.float() / scale, dim=-1)
             steps: list[ChoiceStep] = []
             for offset, position in enumerate(positions):
                 row = rows[position]

@@ -156,6 +156,14 @@ class LLMProxy:
             else:
                 self._state.router = self._router
 
+    def request_logprobs_on_every_call(self) -> None:
+        """Ask upstreams for the sampled tokens' log-probs on every call from now on (as `callbacks=["logprobs"]`),
+        without a restart: the spans then record the sampler's log-probs (`logprobs.content`), which training
+        compares with its own."""
+        self.request_logprobs = True
+        if self._state is not None:
+            self._state.request_logprobs = True
+
     @property
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"

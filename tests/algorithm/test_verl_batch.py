@@ -254,3 +254,72 @@ def test_the_conversion_does_not_import_verl() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_rollout_log_probs_lie_on_generated_tokens_with_zero_on_context_and_padding() -> None:
+    trace = RolloutTrace(
+        "r1",
+        "d1",
+        [call([11], [21, 22]), call([11, 21, 22, 31], [23], reward=1.0)],
+        logprobs=[[-0.5, -0.25], [-0.125]],
+    )
+    batch = build_batch([trace], max_prompt_length=1, max_response_length=6, pad_token_id=PAD, level="trajectory")
+    assert batch.rollout_log_probs == [[-0.5, -0.25, 0.0, -0.125, 0.0, 0.0]]
+    assert batch.rollout_log_probs_mask == [[1, 1, 0, 1, 0, 0]]
+    assert batch.metrics["training/rollout_log_probs_share"] == 1.0
+
+
+def test_a_call_without_recorded_log_probs_gets_zero_and_is_not_marked() -> None:
+    trace = RolloutTrace("r1", "d1", [call([1], [2, 3]), call([4], [5], reward=1.0)], logprobs=[None, [-0.5]])
+    batch = build_batch([trace], max_prompt_length=1, max_response_length=2, pad_token_id=PAD)
+    assert batch.rollout_log_probs == [[0.0, 0.0], [-0.5, 0.0]]
+    assert batch.rollout_log_probs_mask == [[0, 0], [1, 0]]
+    assert batch.metrics["training/rollout_log_probs_share"] == pytest.approx(1 / 3)
+
+
+def test_a_triplets_own_openai_logprobs_are_used_when_the_trace_has_none() -> None:
+    triplet = Triplet(
+        prompt={"token_ids": [1]},
+        response={"token_ids": [2], "logprobs": [{"token": "x", "logprob": -0.75}]},
+        reward=1.0,
+    )
+    batch = build_batch([rollout("r1", triplet)], max_prompt_length=1, max_response_length=1, pad_token_id=PAD)
+    assert batch.rollout_log_probs == [[-0.75]] and batch.rollout_log_probs_mask == [[1]]
+
+
+def test_rows_alone_in_their_group_are_skipped_and_counted_when_asked() -> None:
+    traces = [
+        rollout("r1", call([1], [2], reward=1.0), data_id="a"),
+        rollout("r2", call([1], [3], reward=0.0), data_id="a"),
+        rollout("r3", call([4], [5], reward=1.0), data_id="b"),  # its group has one row: no advantage to compare
+    ]
+    kept = build_batch(
+        traces, max_prompt_length=1, max_response_length=1, pad_token_id=PAD, skip_single_row_groups=True
+    )
+    assert kept.uid == ["a", "a"]
+    assert kept.metrics["training/n_triplets_single_row_group"] == 1
+    everything = build_batch(traces, max_prompt_length=1, max_response_length=1, pad_token_id=PAD)
+    assert everything.uid == ["a", "a", "b"]
+
+
+def test_tensors_carry_rollout_log_probs_only_when_some_were_recorded() -> None:
+    torch = pytest.importorskip("torch")
+    with_lp = RolloutTrace("r1", "d1", [call([1], [2, 3], reward=1.0)], logprobs=[[-0.5, -1.5]])
+    tensors = build_batch([with_lp], max_prompt_length=1, max_response_length=3, pad_token_id=PAD).to_tensors()
+    assert tensors["rollout_log_probs"].dtype == torch.float32
+    assert tensors["rollout_log_probs"].tolist() == [[-0.5, -1.5, 0.0]]
+    assert tensors["rollout_log_probs_mask"].tolist() == [[1, 1, 0]]
+    without = build_batch(
+        [rollout("r1", call([1], [2], reward=1.0))], max_prompt_length=1, max_response_length=1, pad_token_id=PAD
+    )
+    assert "rollout_log_probs" not in without.to_tensors()
+
+
+def test_missing_rollout_log_probs_are_filled_with_the_old_ones_for_a_weight_of_one() -> None:
+    torch = pytest.importorskip("torch")
+    from agentlightning.algorithm.verl.batch import fill_missing_rollout_log_probs
+
+    filled = fill_missing_rollout_log_probs(
+        torch.tensor([[-0.5, 0.0, 0.0]]), torch.tensor([[1, 0, 0]]), torch.tensor([[-0.4, -2.0, -3.0]])
+    )
+    assert filled.tolist() == [[-0.5, -2.0, -3.0]]

@@ -284,3 +284,40 @@ def test_verl_hands_the_trainers_initial_resources_to_the_ray_side(monkeypatch: 
     algorithm.set_initial_resources({"prompt": prompt})
     algorithm.run([{"x": 1}], [{"x": 2}])
     assert captured["initial_resources"] == {"prompt": prompt}
+
+
+def test_the_proxys_recorded_log_probs_reach_the_training_batch(
+    daemon: AgentModeDaemon, store: InMemoryLightningStore
+) -> None:
+    from agentlightning.llm_proxy.record import CallRecord
+
+    async def runner() -> None:
+        done = 0
+        while done < 2:
+            claimed = await store.dequeue_rollout(worker_id="w1")
+            if claimed is None:
+                await asyncio.sleep(0.01)
+                continue
+            rid, aid = claimed.rollout_id, claimed.attempt.attempt_id
+            record = CallRecord(rid, aid, "chat", {"model": "policy", "messages": []}, "http://up", False)
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": "ab"},
+                "finish_reason": "stop",
+                "token_ids": [7, 8],
+                "logprobs": {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -0.25}]},
+            }
+            record.finish(response={"id": f"{rid}-c", "prompt_token_ids": [100], "choices": [choice]}, status_code=200)
+            await store.add_span(record.to_span(1))
+            await store.add_span(reward_span(rid, aid, 2, 1.0))
+            await store.update_attempt(rid, aid, status="succeeded")
+            done += 1
+
+    daemon.set_up_data_and_server([{"x": 1}], ["127.0.0.1:8000"])
+    assert daemon.llm_proxy is not None and daemon.llm_proxy.request_logprobs
+    future = asyncio.run_coroutine_threadsafe(runner(), daemon._loop)  # pyright: ignore[reportPrivateUsage]
+    daemon.run_until_all_finished(timeout_seconds=60)
+    future.result(timeout=60)
+    batch = daemon.get_train_batch(max_prompt_length=1, max_response_length=3)
+    assert batch.rollout_log_probs == [[-0.5, -0.25, 0.0]] * 2
+    assert batch.rollout_log_probs_mask == [[1, 1, 0]] * 2

@@ -21,6 +21,15 @@ def test_log_probs_match_what_the_engine_reported_while_sampling() -> None:
     assert logprobs[0].tolist() == pytest.approx([e.logprob for e in sample.logprobs], abs=1e-4)
 
 
+def test_the_engine_reports_the_log_probs_of_the_distribution_it_sampled_at_the_temperature() -> None:
+    engine = build_tiny_engine(seed=0)
+    prompt = engine.chat_prompt([{"role": "user", "content": "What is 2+2?"}])
+    sample = engine.generate(prompt, SamplingParams(max_tokens=10, temperature=0.5, seed=3, logprobs=True))[0]
+    with torch.no_grad():
+        logprobs, _ = sequence_logprobs(engine.model, [prompt], [sample.token_ids], temperature=0.5)
+    assert logprobs[0].tolist() == pytest.approx([e.logprob for e in sample.logprobs], abs=1e-4)
+
+
 def test_each_row_of_a_padded_batch_equals_the_row_alone() -> None:
     engine = build_tiny_engine(seed=0)
     prompts = [engine.encode("Hello there, how are you?"), engine.encode("Hi")]

@@ -44,6 +44,16 @@ def test_a_call_is_recorded_under_its_rollout_with_token_ids(
     assert upstream.script.requests[0]["model"] == "fake-model"
 
 
+def test_a_running_proxy_can_be_told_to_ask_for_logprobs_on_every_call(
+    proxy: LLMProxy, store: InMemoryLightningStore, upstream: FakeUpstream
+) -> None:
+    attempted = rollout(store)
+    client_for(proxy, attempted).chat.completions.create(model="fake", messages=MESSAGES)
+    proxy.request_logprobs_on_every_call()
+    client_for(proxy, attempted).chat.completions.create(model="fake", messages=MESSAGES)
+    assert "logprobs" not in upstream.script.requests[0] and upstream.script.requests[1]["logprobs"] is True
+
+
 def test_a_streamed_chat_is_relayed_and_recorded_with_the_same_token_ids(
     proxy: LLMProxy, store: InMemoryLightningStore
 ) -> None:

@@ -57,7 +57,7 @@ class AgentPolicies:
         self.base_model_path = base_model_path
         self.agents = list(agents)
         self.device = resolve_device(config.device)
-        self.compute_dtype = compute_dtype(self.device)
+        self.compute_dtype = compute_dtype(self.device, config.precision)
         self.scale = float(config.lora_alpha or 2 * config.lora_rank) / config.lora_rank
         lora_config = peft.LoraConfig(
             r=config.lora_rank,
@@ -119,6 +119,8 @@ class AgentPolicies:
         return [p for name, p in self.model.named_parameters() if any(m in name for m in markers)]
 
     def autocast(self) -> contextlib.AbstractContextManager[None]:
+        """bfloat16 autocast when `precision` asks for it (or, under "auto", on a CUDA device that supports it), as
+        the single policy's `Policy.autocast`."""
         return autocast(self.device, self.compute_dtype)
 
     def trainable_parameters(self, agent: Optional[str] = None) -> int:
@@ -244,7 +246,7 @@ def publish_adapters(serving: Any, policies: AgentPolicies, version: str) -> Non
 
 
 def run_agent_updates(
-    policies: AgentPolicies, samples: Mapping[str, list[Any]], config: GRPOConfig
+    policies: AgentPolicies, samples: Mapping[str, list[Any]], config: GRPOConfig, *, sampler_correction: bool = False
 ) -> dict[str, float]:
     """One update per agent with samples, each on its own adapter with its own optimizer; metrics as
     `"<agent>.<metric>"`, plus `"loss"`, the agents' losses summed."""
@@ -255,7 +257,8 @@ def run_agent_updates(
         if not agent_samples:
             continue
         view = policies.view(agent)
-        for name, value in apply_update(view, agent_samples, config).items():  # type: ignore[arg-type]
+        updated = apply_update(view, agent_samples, config, sampler_correction=sampler_correction)  # type: ignore[arg-type]
+        for name, value in updated.items():
             metrics[f"{agent}.{name}"] = value
     metrics["loss"] = sum(value for key, value in metrics.items() if key.endswith(".loss"))
     return metrics

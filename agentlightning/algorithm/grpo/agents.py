@@ -28,7 +28,9 @@ from agentlightning.adapter.triplet import TracerTraceToTriplet
 from agentlightning.emitter.reward import find_final_reward, get_reward_value
 from agentlightning.types import Rollout, Span, Triplet
 
+from .call_checks import ServedBy
 from .config import GRPOConfig
+from .proxy_calls import index_proxy_calls
 from .rollouts import RolloutData, SkipCounts, _has_ids
 from .samples import StepSamples, build_samples
 from .sampling_check import recorded_sampling
@@ -186,11 +188,16 @@ class AgentRollouts:
 def _split(rollout: Rollout, spans: Sequence[Span], agents: Mapping[str, str]) -> AgentRollouts:
     final = find_final_reward(spans)
     sampling = recorded_sampling(spans)
+    proxy_calls = index_proxy_calls(spans)
     calls = [t for t in TracerTraceToTriplet().adapt(list(spans)) if _has_ids(t)]
     per_agent = assign_calls(calls, agents)
     own = agent_rewards(spans)
     result = AgentRollouts(
-        merged=[RolloutData(rollout, final, calls, source="adapter" if calls else "none", sampling=sampling)],
+        merged=[
+            RolloutData(
+                rollout, final, calls, source="adapter" if calls else "none", sampling=sampling, proxy_calls=proxy_calls
+            )
+        ],
         agent_names={str(c.metadata.get("agent_name")) for c in calls},
     )
     owned_rewards: dict[str, float] = {}
@@ -203,7 +210,9 @@ def _split(rollout: Rollout, spans: Sequence[Span], agents: Mapping[str, str]) -
         if reward is None and per_agent[name]:
             reward = final
             result.rewards_from_rollout[name] = 1
-        result.by_agent[name] = [RolloutData(rollout, reward, per_agent[name], source="adapter")]
+        result.by_agent[name] = [
+            RolloutData(rollout, reward, per_agent[name], source="adapter", proxy_calls=proxy_calls)
+        ]
     return result
 
 
@@ -255,6 +264,8 @@ def merge_step_samples(parts: Sequence[StepSamples]) -> StepSamples:
         merged.rollout_drift.update(part.rollout_drift)
         merged.informative_groups += part.informative_groups
         merged.transition_tokens += part.transition_tokens
+        merged.calls_recorded += part.calls_recorded
+        merged.calls_hit_length_limit += part.calls_hit_length_limit
     return merged
 
 
@@ -284,9 +295,15 @@ def agent_step_samples(
     indices: list[int],
     skips: SkipCounts,
     config: GRPOConfig,
+    *,
+    served: Optional[ServedBy] = None,
 ) -> tuple[dict[str, StepSamples], StepSamples]:
-    """Each agent's samples of a step, built from its own calls and rewards, and all of them as one (the totals)."""
-    per_agent = {agent: build_samples(read.by_agent[agent], groups, indices, skips, config) for agent in agents}
+    """Each agent's samples of a step, built from its own calls and rewards, and all of them as one (the totals);
+    `served` (what may serve an agent's calls) leaves out the calls another adapter served."""
+    per_agent = {
+        agent: build_samples(read.by_agent[agent], groups, indices, skips, config, agent=agent, served=served)
+        for agent in agents
+    }
     return per_agent, merge_step_samples(list(per_agent.values()))
 
 

@@ -19,6 +19,8 @@ LossAggregation = Literal["token", "sequence"]
 LossNormaliser = Union[Literal["tokens", "constant"], float]
 SampleAggregation = Literal["trajectory", "transition"]
 Credit = Literal["final", "turn"]
+SamplerCorrection = Literal["auto", "on", "off"]
+TruncatedCalls = Literal["mask", "failure_reward", "keep"]
 
 
 @dataclass
@@ -87,6 +89,18 @@ class GRPOConfig:
             autocast) or "bfloat16" (autocast on any device, the CPU included, and the inference engine GRPO builds
             holds bfloat16 weights; parameters and optimizer state stay float32). On CPUs without native bfloat16
             (AVX512-BF16/AMX) "bfloat16" is emulated and slower than float32.
+        sampler_correction: truncated importance sampling of the sampler/trainer mismatch: "auto" (on unless the
+            sampler is the in-process engine holding float32 weights while the trainer computes in float32; vLLM,
+            a server by URL and bfloat16 serving or training get it), "on" or "off". Each trained token with a
+            recorded sampler log-prob is weighted by the detached `min(exp(log p_train - log p_sampler), tis_cap)`;
+            the gap itself is measured every step either way (`sampler_gap_mean`, `sampler_gap_max`).
+        tis_cap: the cap C of the truncated importance weights (at least 1).
+        truncated: what happens to calls that stopped on the length limit (`finish_reason` "length"): "mask" (their
+            tokens leave the loss), "failure_reward" (their rollout is rewarded `truncation_reward`) or "keep"
+            (trained as they are: for agents whose `max_tokens` is the intended answer length). Masked or penalised
+            calls are counted in `skips.calls_hit_length_limit`; the step's `truncation_rate` is all such calls per
+            call the proxy recorded.
+        truncation_reward: the reward of a rollout with a truncated call under `truncated="failure_reward"`.
     """
 
     group_size: int = 8
@@ -123,6 +137,10 @@ class GRPOConfig:
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"
+    sampler_correction: SamplerCorrection = "auto"
+    tis_cap: float = 2.0
+    truncated: TruncatedCalls = "mask"
+    truncation_reward: float = 0.0
 
     def __post_init__(self) -> None:
         validate_device_name(self.device)
@@ -192,6 +210,19 @@ class GRPOConfig:
             _positive_int("lora_rank", self.lora_rank)
         if self.lora_alpha is not None:
             _positive_int("lora_alpha", self.lora_alpha)
+        self._check_sampler_options()
+
+    def _check_sampler_options(self) -> None:
+        if self.sampler_correction not in ("auto", "on", "off"):
+            raise ValueError(f"sampler_correction must be 'auto', 'on' or 'off', got {self.sampler_correction!r}")
+        cap = self.tis_cap
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not (math.isfinite(cap) and cap >= 1):
+            raise ValueError(f"tis_cap must be a finite number of at least 1, got {cap!r}")
+        if self.truncated not in ("mask", "failure_reward", "keep"):
+            raise ValueError(f"truncated must be 'mask', 'failure_reward' or 'keep', got {self.truncated!r}")
+        reward = self.truncation_reward
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward):
+            raise ValueError(f"truncation_reward must be a finite number, got {reward!r}")
 
     @property
     def effective_learning_rate(self) -> float:

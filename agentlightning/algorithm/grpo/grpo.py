@@ -43,6 +43,7 @@ from .agents import (
 )
 from .balance import Strata, balanced_tasks_at, stratify, stratum_counts
 from .build import build_policy_and_serving, check_serving_arguments
+from .call_checks import ServedBy
 from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
 from .dispatch import cancel_stale_rollouts, run_rollouts
@@ -52,6 +53,7 @@ from .health_store import POINTER_KEY, HealthRecordWriter
 from .loss import Sample
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
+from .sampler_gap import correction_needed, describe_sampler
 from .samples import DriftCounts, StepSamples, build_samples
 from .sampling import sample_groups
 from .sampling_check import SamplingMismatches
@@ -214,6 +216,7 @@ class GRPO(Algorithm):
         self.sampling_mismatches = SamplingMismatches()
         self.health = RunHealth(self.balance_by)  # each step's health record and warnings (docs/algorithms.md)
         self._health_writer: Optional[HealthRecordWriter] = None  # the record in the store, for the dashboard
+        self.sampler_correction = False  # truncated importance sampling on (decided in _build, see sampler_gap)
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -262,6 +265,15 @@ class GRPO(Algorithm):
             self.engine = built.engine
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
+        sampler = describe_sampler(self._serving, getattr(self.policy, "compute_dtype", None))
+        self.sampler_correction = correction_needed(self.config.sampler_correction, sampler)
+        logger.info(
+            "GRPO samples with %s (engine weights %s, trainer %s): truncated importance sampling %s",
+            sampler.kind,
+            sampler.engine_dtype or "n/a",
+            sampler.trainer_dtype,
+            "on" if self.sampler_correction else "off",
+        )
         release_free_memory()  # what loading and de-quantizing the model files used on the way
         self._serving.start()
 
@@ -461,7 +473,8 @@ class GRPO(Algorithm):
         per_agent: dict[str, StepSamples] = {}
         if self.agents is not None:
             args = (sampled.groups, sampled.indices, step_skips, config)
-            per_agent, built = agent_step_samples(sampled.agents, self.agents, *args)
+            served = ServedBy(self._serving.model_name, base_allowed=self._version == "base")
+            per_agent, built = agent_step_samples(sampled.agents, self.agents, *args, served=served)
             self.last_agent_samples = {agent: part.samples for agent, part in per_agent.items()}
         else:
             built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
@@ -474,10 +487,12 @@ class GRPO(Algorithm):
             update_started = time.monotonic()
             if self.agent_policies is not None:
                 self._update_future = self._executor.submit(
-                    _run_agent_updates, self.agent_policies, self.last_agent_samples, config
+                    _run_agent_updates, self.agent_policies, self.last_agent_samples, config, self.sampler_correction
                 )
             else:
-                self._update_future = self._executor.submit(_run_update, self.policy, samples, config)
+                self._update_future = self._executor.submit(
+                    _run_update, self.policy, samples, config, self.sampler_correction
+                )
             self._emit("update", step=self.step + 1, samples=len(samples))  # after submit: Ctrl-C now waits for it
             metrics = await asyncio.wrap_future(self._update_future)  # kept until the step is counted below
             update_seconds = time.monotonic() - update_started
@@ -501,6 +516,7 @@ class GRPO(Algorithm):
         entry["reward_saturated"] = saturated  # no extra tasks were sampled (see saturation.py)
         if self._strata is not None:
             entry["strata"] = stratum_counts(self._strata, sampled.indices)
+        entry["truncation_rate"] = round(built.truncation_rate, 4)
         entry["seconds"] = {
             "rollout": round(sampled.rollout_seconds, 3),
             "adapter": round(sampled.adapter_seconds, 3),
@@ -570,18 +586,18 @@ class GRPO(Algorithm):
         self._emit("checkpoint", step=self.step, path=str(path), final=final)
 
 
-def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig) -> dict[str, float]:
+def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig, correct: bool) -> dict[str, float]:
     from .update import apply_update
 
-    return apply_update(policy, samples, config)
+    return apply_update(policy, samples, config, sampler_correction=correct)
 
 
 def _run_agent_updates(
-    policies: AgentPolicies, samples: dict[str, list[Sample]], config: GRPOConfig
+    policies: AgentPolicies, samples: dict[str, list[Sample]], config: GRPOConfig, correct: bool
 ) -> dict[str, float]:
     from .agent_policy import run_agent_updates
 
-    return run_agent_updates(policies, samples, config)
+    return run_agent_updates(policies, samples, config, sampler_correction=correct)
 
 
 class _Rounds:

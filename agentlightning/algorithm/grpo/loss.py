@@ -22,6 +22,8 @@ class Sample:
     stitched, see `agentlightning.adapter.trajectory`): `response_ids` also holds the tokens the model did not
     generate (tool results, user turns), which `loss_mask` (one 0/1 per response id) leaves out of the loss.
     `token_advantages` (one per response id) replaces `advantage` where turns differ (turn-level credit).
+    `sampler_log_probs` (one per response id) holds the sampler's recorded log-prob of each generated token, None
+    where it recorded none and on the tokens the model did not generate (see `sampler_gap`).
     """
 
     prompt_ids: list[int]
@@ -32,9 +34,10 @@ class Sample:
     loss_mask: Optional[list[int]] = None
     token_advantages: Optional[list[float]] = None
     calls: int = 1  # LLM calls the sequence holds
+    sampler_log_probs: Optional[list[Optional[float]]] = None
 
     def __post_init__(self) -> None:
-        for name in ("loss_mask", "token_advantages"):
+        for name in ("loss_mask", "token_advantages", "sampler_log_probs"):
             values = getattr(self, name)
             if values is not None and len(values) != len(self.response_ids):
                 raise ValueError(f"Sample.{name} has {len(values)} entries for {len(self.response_ids)} response ids")
@@ -65,6 +68,9 @@ class PolicyBatch:
     common and that precede every row's first trained prediction (a GRPO group's prompt, an agent's system prompt
     and worked examples): they are run once and their keys and values shared by the rows, which gives the same
     log-probabilities and gradients as running each row whole.
+
+    `sampler_log_probs` (aligned like `response_mask`, 0 where absent) and `sampler_mask` (1 where a sampler log-prob
+    was recorded) are None when no sample of the batch carries sampler log-probs.
     """
 
     input_ids: torch.Tensor
@@ -73,6 +79,8 @@ class PolicyBatch:
     advantages: torch.Tensor
     first_prediction: int = 0
     shared_prefix: int = 0
+    sampler_log_probs: Optional[torch.Tensor] = None
+    sampler_mask: Optional[torch.Tensor] = None
 
 
 def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[Any] = None) -> PolicyBatch:
@@ -104,9 +112,12 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[An
             advantages[row, start:end] = sample.advantage
         else:
             advantages[row, start:end] = torch.tensor(sample.token_advantages, dtype=torch.float32)
+    sampler_log_probs, sampler_mask = _sampler_tensors(samples, width)
     if device is not None:
         input_ids, attention = input_ids.to(device), attention.to(device)
         response_mask, advantages = response_mask.to(device), advantages.to(device)
+        if sampler_log_probs is not None and sampler_mask is not None:
+            sampler_log_probs, sampler_mask = sampler_log_probs.to(device), sampler_mask.to(device)
     first_prediction = min(len(s.prompt_ids) for s in samples) - 1
     shared = _common_prefix([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
     return PolicyBatch(
@@ -116,7 +127,28 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[An
         advantages,
         first_prediction=first_prediction,
         shared_prefix=shared if len(samples) > 1 and shared >= MIN_SHARED_PREFIX else 0,
+        sampler_log_probs=sampler_log_probs,
+        sampler_mask=sampler_mask,
     )
+
+
+def _sampler_tensors(samples: Sequence[Sample], width: int) -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    """The samples' sampler log-probs and their presence mask, aligned like `response_mask` (None: none has any)."""
+    import torch
+
+    if all(sample.sampler_log_probs is None for sample in samples):
+        return None, None
+    values = torch.zeros((len(samples), width - 1), dtype=torch.float32)
+    present = torch.zeros((len(samples), width - 1), dtype=torch.float32)
+    for row, sample in enumerate(samples):
+        if sample.sampler_log_probs is None:
+            continue
+        start = len(sample.prompt_ids) - 1
+        for offset, value in enumerate(sample.sampler_log_probs):
+            if value is not None:
+                values[row, start + offset] = value
+                present[row, start + offset] = 1.0
+    return values, present
 
 
 def _common_prefix(rows: Sequence[list[int]], limit: int) -> int:
@@ -233,6 +265,7 @@ def clipped_policy_loss(
     aggregation: Literal["token", "sequence"] = "token",
     token_normaliser: Optional[float] = None,
     sequence_normaliser: Optional[float] = None,
+    token_weights: Optional[torch.Tensor] = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The PPO-clipped surrogate with per-sequence (batch,) or per-token (batch, width - 1) advantages, plus
     `kl_coef` x KL to the reference.
@@ -242,6 +275,8 @@ def clipped_policy_loss(
     the number of response tokens (`token_normaliser`, default: of this batch); "sequence" averages each sequence
     over its tokens, then sums over sequences divided by `sequence_normaliser` (default: the batch size). The
     normalisers let gradient accumulation over micro-batches equal one pass over the whole batch.
+    `token_weights` (detached, shaped like `response_mask`) multiply each token's policy term (truncated importance
+    sampling of the sampler/trainer gap, see `sampler_gap`); the KL term is not weighted.
     Returns the loss and metrics (mean ratio, clipped fraction, mean KL).
     """
     import torch
@@ -251,6 +286,8 @@ def clipped_policy_loss(
     unclipped = ratio * advantage
     clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantage
     per_token = -torch.minimum(unclipped, clipped)
+    if token_weights is not None:
+        per_token = per_token * token_weights.detach()
     kl: Optional[torch.Tensor] = None
     if ref_log_probs is not None and kl_coef > 0:
         delta = ref_log_probs - log_probs

@@ -19,6 +19,7 @@ from agentlightning.adapter.triplet import TraceToTripletBase
 from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import Rollout, Span, Triplet
 
+from .proxy_calls import ProxyCallIndex, index_proxy_calls
 from .sampling_check import SamplingRecord, recorded_sampling
 
 if TYPE_CHECKING:
@@ -44,6 +45,9 @@ class SkipCounts:
     groups_too_small: int = 0
     steps_without_update: int = 0
     responses_truncated: int = 0
+    calls_other_sampling: int = 0  # sampled otherwise than configured: left out (call_checks)
+    calls_other_adapter: int = 0  # served by another adapter than their agent's: left out (call_checks)
+    calls_hit_length_limit: int = 0  # stopped on the length limit, masked or given truncation_reward (call_checks)
 
     def add(self, other: SkipCounts) -> None:
         for name, value in asdict(other).items():
@@ -63,6 +67,7 @@ class RolloutData:
     error: Optional[str] = None
     source: str = "none"  # where the calls came from: "adapter" (client-side spans), "proxy" or "none"
     sampling: list[SamplingRecord] = field(default_factory=list)  # how each call the proxy recorded sampled
+    proxy_calls: Optional[ProxyCallIndex] = None  # what the proxy recorded of each call (log-probs, finish reason)
 
 
 def _has_ids(triplet: Triplet) -> bool:
@@ -110,7 +115,14 @@ async def read_rollouts(
                 return RolloutData(rollout, None, error=f"spans unreadable: {exc!r}")
         reward = find_final_reward(spans)
         calls, source = select_calls(spans, adapter, agent_match=agent_match) if with_calls else ([], "none")
-        return RolloutData(rollout, reward, calls, source=source, sampling=recorded_sampling(spans))
+        return RolloutData(
+            rollout,
+            reward,
+            calls,
+            source=source,
+            sampling=recorded_sampling(spans),
+            proxy_calls=index_proxy_calls(spans),
+        )
 
     return list(await asyncio.gather(*(read(rollout) for rollout in rollouts)))
 

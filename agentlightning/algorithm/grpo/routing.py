@@ -106,6 +106,7 @@ def start_proxy(
         proxy.update_model_list(_replaced(proxy.model_list, entries))
     if proxy.get_store() is None:
         proxy.set_store(store)
+    proxy.request_logprobs_on_every_call()  # the sampler's log-probs, for the sampler/trainer gap (sampler_gap.py)
     if not proxy.is_running():
         proxy.start()
     return proxy, own

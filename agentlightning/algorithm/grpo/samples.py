@@ -7,6 +7,12 @@ token ids (`agentlightning.adapter.trajectory`): with `aggregation="trajectory"`
 sample whose loss mask covers only the model's own tokens; with `aggregation="transition"`, or where a call did not
 extend its conversation exactly (drift, counted), each call is a sample. Responses longer than
 `max_response_tokens` are cut (counted), and a conversation holding one is trained call by call.
+
+Each call is first checked against what the proxy recorded of it (`call_checks`): calls sampled otherwise than
+configured, served by another agent's adapter, or (with `truncated="mask"`) stopped on the length limit keep their
+place in their conversation but leave the loss (counted in `SkipCounts`); with `truncated="failure_reward"` a
+rollout with a truncated call is rewarded `truncation_reward`. The sampler's recorded log-probs of each call follow
+its tokens into the sample (`Sample.sampler_log_probs`, None on the tokens the model did not generate).
 """
 
 from __future__ import annotations
@@ -14,14 +20,16 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Optional
 
 from agentlightning.adapter.trajectory import StitchedSequence, call_ids, stitch_calls
 
 from .advantages import group_advantages, turn_advantages
+from .call_checks import CallVerdict, ServedBy, judge_call
 from .config import GRPOConfig
 from .loss import Sample
+from .proxy_calls import ProxyCall
 from .rollouts import RolloutData, SkipCounts
 
 __all__ = ["DriftCounts", "StepSamples", "build_samples", "call_ids"]
@@ -60,20 +68,37 @@ class StepSamples:
     rollout_drift: dict[str, float] = field(default_factory=dict)  # drift rate of each rollout that drifted
     informative_groups: int = 0  # groups whose rewards varied (they produced the samples)
     transition_tokens: int = 0  # tokens one sample per call would process for the same rollouts (for comparison)
+    calls_recorded: int = 0  # calls with a proxy record (checked for sampling, adapter and truncation)
+    calls_hit_length_limit: int = 0  # of those, calls that stopped on the length limit
+
+    @property
+    def truncation_rate(self) -> float:
+        """Calls that stopped on the length limit per call with a proxy record (0.0 when none had one)."""
+        return self.calls_hit_length_limit / self.calls_recorded if self.calls_recorded else 0.0
 
 
 def build_samples(
-    data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts, config: GRPOConfig
+    data: list[RolloutData],
+    groups: list[int],
+    indices: list[int],
+    skips: SkipCounts,
+    config: GRPOConfig,
+    *,
+    agent: Optional[str] = None,
+    served: Optional[ServedBy] = None,
 ) -> StepSamples:
     """The samples of one step; `groups[i]` is the position in `indices` of `data[i]`'s task, and `indices` holds the
-    dataset indices (a sample's `group`)."""
+    dataset indices (a sample's `group`). With one adapter per agent, `agent` is the adapter whose calls `data` holds
+    and `served` what may serve them."""
     step = StepSamples()
     stitched: dict[int, Any] = {}
+    checked: dict[int, tuple[list[Optional[ProxyCall]], list[CallVerdict]]] = {}
     for position, item in enumerate(data):
         if item.reward is not None and math.isfinite(item.reward):
             step.rewards.append(item.reward)
         if not item.calls:
             continue
+        checked[position] = _check_calls(item, config, skips, step, agent, served)
         report = stitch_calls([call_ids(call) for call in item.calls])
         stitched[position] = report
         step.drift.rollouts += 1
@@ -84,14 +109,63 @@ def build_samples(
             step.drift.rollouts_drifted += 1
             step.rollout_drift[item.rollout.rollout_id] = round(report.drift_rate, 4)
 
+    if config.truncated == "failure_reward":
+        data = [
+            _with_truncation_reward(item, checked[p][1], config) if p in checked else item
+            for p, item in enumerate(data)
+        ]
     advantages = _call_advantages(data, groups, skips, config, step)
     for position, per_call in advantages.items():
         item = data[position]
         group = str(indices[groups[position]])
         step.transition_tokens += sum(len(c.prompt["token_ids"]) + len(c.response["token_ids"]) for c in item.calls)
+        records, verdicts = checked[position]
         for sequence in stitched[position].sequences:
-            step.samples.extend(_sequence_samples(item, sequence, per_call, group, skips, config))
+            step.samples.extend(_sequence_samples(item, sequence, per_call, group, skips, config, records, verdicts))
     return step
+
+
+def _check_calls(
+    item: RolloutData,
+    config: GRPOConfig,
+    skips: SkipCounts,
+    step: StepSamples,
+    agent: Optional[str],
+    served: Optional[ServedBy],
+) -> tuple[list[Optional[ProxyCall]], list[CallVerdict]]:
+    """What the proxy recorded of each call of `item`, and the verdict on each (counted)."""
+    records: list[Optional[ProxyCall]] = [None] * len(item.calls)
+    if item.proxy_calls is not None:
+        records = item.proxy_calls.records_for(item.calls)
+    verdicts = [
+        judge_call(record, temperature=config.temperature, truncated=config.truncated, agent=agent, served=served)
+        for record in records
+    ]
+    for record, verdict in zip(records, verdicts, strict=True):
+        if record is not None and record.served_model is not None:
+            step.calls_recorded += 1
+        if verdict.excluded == "other_sampling":
+            skips.calls_other_sampling += 1
+        elif verdict.excluded == "other_adapter":
+            skips.calls_other_adapter += 1
+        if verdict.truncated:
+            step.calls_hit_length_limit += 1
+            if config.truncated != "keep":  # masked or penalised: what the step could not train as it came
+                skips.calls_hit_length_limit += 1
+    return records, verdicts
+
+
+def _with_truncation_reward(item: RolloutData, verdicts: list[CallVerdict], config: GRPOConfig) -> RolloutData:
+    """`item` with `truncation_reward` as its reward (and as the reward of each truncated call, for turn credit)
+    when one of its calls stopped on the length limit and it has a reward."""
+    if item.reward is None or not any(verdict.truncated for verdict in verdicts):
+        return item
+    value = float(config.truncation_reward)
+    calls = [
+        call.model_copy(update={"reward": value}) if verdict.truncated else call
+        for call, verdict in zip(item.calls, verdicts, strict=True)
+    ]
+    return replace(item, reward=value, calls=calls)
 
 
 def _call_advantages(
@@ -142,10 +216,15 @@ def _sequence_samples(
     group: str,
     skips: SkipCounts,
     config: GRPOConfig,
+    records: Sequence[Optional[ProxyCall]],
+    verdicts: Sequence[CallVerdict],
 ) -> list[Sample]:
     limit = config.max_response_tokens
     too_long = any(end - start > limit for start, end in sequence.segments)
     rollout_id = item.rollout.rollout_id
+    trained = [verdicts[call].excluded is None for call in sequence.calls]
+    if not any(trained):
+        return []
     if config.aggregation == "trajectory" and not too_long:
         advantages = [per_call[call] for call in sequence.calls]
         uniform = all(a == advantages[0] for a in advantages)
@@ -155,6 +234,12 @@ def _sequence_samples(
             for (start, end), advantage in zip(sequence.segments, advantages, strict=True):
                 token_advantages[start:end] = [advantage] * (end - start)
         single = len(sequence.calls) == 1
+        loss_mask = None if single else list(sequence.loss_mask)
+        if not all(trained):
+            loss_mask = list(sequence.loss_mask)
+            for (start, end), keep in zip(sequence.segments, trained, strict=True):
+                if not keep:
+                    loss_mask[start:end] = [0] * (end - start)
         return [
             Sample(
                 prompt_ids=list(sequence.prompt_ids),
@@ -162,15 +247,22 @@ def _sequence_samples(
                 advantage=advantages[0],
                 rollout_id=rollout_id,
                 group=group,
-                loss_mask=None if single else list(sequence.loss_mask),
+                loss_mask=loss_mask,
                 token_advantages=token_advantages,
                 calls=len(sequence.calls),
+                sampler_log_probs=_stitched_log_probs(sequence, records),
             )
         ]
     samples = []
-    for call in sequence.calls:
+    for call, keep in zip(sequence.calls, trained, strict=True):
+        if not keep:
+            continue
         triplet = item.calls[call]
         response = [int(t) for t in triplet.response["token_ids"]]
+        record = records[call]
+        log_probs: Optional[list[Optional[float]]] = None
+        if record is not None and record.logprobs is not None:
+            log_probs = list(record.logprobs[:limit])
         if len(response) > limit:
             skips.responses_truncated += 1
             response = response[:limit]
@@ -181,9 +273,26 @@ def _sequence_samples(
                 advantage=per_call[call],
                 rollout_id=rollout_id,
                 group=group,
+                sampler_log_probs=log_probs,
             )
         )
     return samples
+
+
+def _stitched_log_probs(
+    sequence: StitchedSequence, records: Sequence[Optional[ProxyCall]]
+) -> Optional[list[Optional[float]]]:
+    """The sampler's log-probs laid out like `sequence.response_ids`: each call's on its generated tokens, None on
+    the tokens between (tool results, user turns) and on calls without any (None: no call has any)."""
+    values: list[Optional[float]] = [None] * len(sequence.response_ids)
+    found = False
+    for call, (start, end) in zip(sequence.calls, sequence.segments, strict=True):
+        record = records[call]
+        if record is None or record.logprobs is None or len(record.logprobs) != end - start:
+            continue
+        values[start:end] = record.logprobs
+        found = True
+    return values if found else None
 
 
 def sample_tokens(samples: Sequence[Sample]) -> int:

@@ -4,7 +4,8 @@ GRPO computes the log-probabilities of a response at the configured temperature 
 response drawn at another temperature, or with top_p / top_k truncating the distribution, was drawn from another
 distribution: its ratio and gradient are then wrong, silently. Agents receive the temperature in the `ProxyLLM`'s
 `sampling_parameters`, but nothing forces them to pass it on, so each step counts the proxy's calls whose recorded
-request differs (a request without a temperature samples at the server default, 1.0).
+request differs (a request without a temperature samples at the server default, 1.0); the same calls, when trained
+on, are left out of the loss (`call_checks`).
 """
 
 from __future__ import annotations

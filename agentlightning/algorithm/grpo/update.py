@@ -11,6 +11,7 @@ from .entropy import EntropySum
 from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
 from .normaliser import loss_normalisers
 from .policy import Policy
+from .sampler_gap import GapTotals, gap_totals, tis_weights
 
 __all__ = ["apply_update", "micro_batches"]
 
@@ -33,10 +34,16 @@ def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> 
     return chunks
 
 
-def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) -> dict[str, float]:
+def apply_update(
+    policy: Policy, samples: Sequence[Sample], config: GRPOConfig, *, sampler_correction: bool = False
+) -> dict[str, float]:
     """`ppo_epochs` optimisation passes over `samples` in micro-batches; returns loss, KL, clip fraction, grad norm,
-    and, from the first pass (the weights the samples were drawn with), the mean entropy of the sampling distribution
-    over the trained tokens (`entropy`) and their mean negative log-probability (`sampled_nll`).
+    the sampler/trainer gap (`sampler_gap.GapTotals.metrics`) and, from the first pass (the weights the samples were
+    drawn with), the mean entropy of the sampling distribution over the trained tokens (`entropy`) and their mean
+    negative log-probability (`sampled_nll`).
+
+    The gap compares the sampler's recorded log-probs with the trainer's before the first optimizer step; with
+    `sampler_correction` each token's loss is weighted by its truncated importance weight (cap `config.tis_cap`).
 
     A pass accumulates the gradients of every micro-batch (normalised as one batch) and takes one optimizer step.
     A non-finite loss or gradient skips the optimizer step (counted in `skipped_nonfinite`). Weights shared with an
@@ -62,6 +69,8 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     metrics = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "skipped_nonfinite": 0.0}
     entropy = EntropySum()
     sampled_nll = 0.0
+    gap = GapTotals()
+    weights: list[Any] = [None] * len(batches)
     for epoch in range(config.ppo_epochs):
         policy.optimizer.zero_grad(set_to_none=True)
         loss_total = 0.0
@@ -74,6 +83,12 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
             if epoch == 0:
                 sampled_nll -= float((log_probs.detach() * batch.response_mask).sum())
             old_log_probs = old[index] if old else log_probs.detach()
+            if epoch == 0:
+                gap.add(_batch_gap(batch, old_log_probs, config.tis_cap))
+                if sampler_correction and batch.sampler_log_probs is not None and batch.sampler_mask is not None:
+                    weights[index] = tis_weights(
+                        old_log_probs, batch.sampler_log_probs, batch.sampler_mask, config.tis_cap
+                    )
             loss, batch_stats = clipped_policy_loss(
                 log_probs,
                 old_log_probs,
@@ -85,6 +100,7 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
                 aggregation=config.loss_aggregation,
                 token_normaliser=token_normaliser,
                 sequence_normaliser=sequence_normaliser,
+                token_weights=weights[index],
             )
             loss.backward()
             loss_total += float(loss.detach())
@@ -103,4 +119,14 @@ def apply_update(policy: Policy, samples: Sequence[Sample], config: GRPOConfig) 
     policy.optimizer.zero_grad(set_to_none=True)
     if entropy.mean is not None:
         metrics.update(entropy=entropy.mean, sampled_nll=sampled_nll / max(total_tokens, 1.0))
+    metrics.update(gap.metrics(corrected=sampler_correction))
+    metrics["samples_without_sampler_logprobs"] = float(sum(1 for s in samples if not _has_sampler_log_probs(s)))
     return metrics
+
+
+def _batch_gap(batch: Any, train_log_probs: Any, cap: float) -> GapTotals:
+    return gap_totals(train_log_probs, batch.sampler_log_probs, batch.sampler_mask, batch.response_mask, cap)
+
+
+def _has_sampler_log_probs(sample: Sample) -> bool:
+    return sample.sampler_log_probs is not None and any(v is not None for v in sample.sampler_log_probs)

@@ -205,6 +205,10 @@ class VllmServing:
             env["VLLM_SERVER_DEV_MODE"] = "1"  # /collective_rpc and /pause, for the in-place reload
         if self.api_key:
             command += ["--api-key", self.api_key]
+        if not any(arg.split("=", 1)[0] == "--logprobs-mode" for arg in self.args):
+            # the log-probs of the distribution sampled from (at the request's temperature), which the training's
+            # sampler/trainer gap compares with its own (vLLM's default reports the raw logits' log-probs)
+            command += ["--logprobs-mode", "processed_logprobs"]
         command += self.args
         return command, env
 

@@ -23,6 +23,12 @@ statistics still see them); a response longer than its limit is cut at the end a
 A rollout whose triplets lack token ids cannot be trained without guessing a tokenization, so it is skipped and
 counted (`training/n_rollouts_missing_token_ids`); when that leaves nothing to train on, `MissingTokenIdsError`
 says how to get token ids recorded.
+
+The sampler's log-prob of each generated token (recorded by the LLM proxy, `RolloutTrace.logprobs`) follows the
+token into `rollout_log_probs` (verl's key for rollout correction), 0 on the tokens the model did not generate and on
+calls without recorded log-probs; `rollout_log_probs_mask` says which positions hold one
+(`training/rollout_log_probs_share`: trained tokens with one). With `skip_single_row_groups`, rows alone in their
+group (data id) are left out (`training/n_triplets_single_row_group`): group-normalised advantages need two.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ __all__ = [
     "RolloutTrace",
     "TrainingRow",
     "VerlBatch",
+    "add_rollout_log_probs",
     "build_batch",
+    "fill_missing_rollout_log_probs",
     "final_reward",
     "left_pad",
     "right_pad",
@@ -50,6 +58,7 @@ __all__ = [
     "token_ids_of",
     "trajectory_rows",
     "transition_rows",
+    "turn_log_probs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -79,6 +88,7 @@ class RolloutTrace:
     data_id: str
     triplets: list[Triplet]
     final_reward: Optional[float] = None
+    logprobs: Optional[list[Optional[Sequence[float]]]] = None  # per triplet: the sampler's log-prob of each token
 
 
 @dataclass
@@ -92,6 +102,7 @@ class TrainingRow:
     rollout_id: str
     data_id: str
     turn_indices: list[int]
+    rollout_log_probs: list[Optional[float]] = field(default_factory=list)  # per response id (None: not recorded)
 
 
 def _id_list(value: Any) -> Optional[list[int]]:
@@ -195,6 +206,8 @@ class VerlBatch:
     response_mask: list[list[int]] = field(default_factory=list)
     token_level_scores: list[list[float]] = field(default_factory=list)
     is_drop_mask: list[bool] = field(default_factory=list)
+    rollout_log_probs: list[list[float]] = field(default_factory=list)
+    rollout_log_probs_mask: list[list[int]] = field(default_factory=list)
     uid: list[str] = field(default_factory=list)
     rollout_ids: list[str] = field(default_factory=list)
     turn_indices: list[list[int]] = field(default_factory=list)
@@ -203,19 +216,31 @@ class VerlBatch:
     def __len__(self) -> int:
         return len(self.prompts)
 
+    @property
+    def has_rollout_log_probs(self) -> bool:
+        """True when some row holds a sampler log-prob."""
+        return any(any(row) for row in self.rollout_log_probs_mask)
+
     def to_tensors(self, device: Any = None) -> dict[str, Any]:
-        """The tensor part as torch tensors (int64 ids and masks, bool drop mask, float32 scores)."""
+        """The tensor part as torch tensors (int64 ids and masks, bool drop mask, float32 scores), with float32
+        `rollout_log_probs` and their int64 `rollout_log_probs_mask` when some row has sampler log-probs."""
         import torch
 
         long = {
             name: torch.tensor(getattr(self, name), dtype=torch.long, device=device)
             for name in ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
         }
-        return {
+        tensors = {
             **long,
             "token_level_scores": torch.tensor(self.token_level_scores, dtype=torch.float32, device=device),
             "is_drop_mask": torch.tensor(self.is_drop_mask, dtype=torch.bool, device=device),
         }
+        if self.has_rollout_log_probs:
+            tensors["rollout_log_probs"] = torch.tensor(self.rollout_log_probs, dtype=torch.float32, device=device)
+            tensors["rollout_log_probs_mask"] = torch.tensor(
+                self.rollout_log_probs_mask, dtype=torch.long, device=device
+            )
+        return tensors
 
     def to_data_proto(self, device: Any = None) -> Any:
         """A `verl.DataProto` with the tensors above and non-tensor `uid`, `data_id_list`, `rollout_id_list`,
@@ -244,14 +269,16 @@ def build_batch(
     pad_token_id: int,
     level: AggregationLevel = "transition",
     reward_fillna_value: float = 0.0,
+    skip_single_row_groups: bool = False,
 ) -> VerlBatch:
     """Turn finished rollouts into one padded batch (see the module docstring for the rules).
 
     Metrics (VERL names): `training/reward` (mean final reward over rollouts with a usable reward),
     `training/n_rollouts`, `training/n_rollouts_w_trace`, `training/n_rollouts_w_reward`,
     `training/n_rollouts_missing_token_ids`, `training/n_rollouts_bad_reward`, `training/n_triplets` (rows),
-    `training/n_truncated_triplets`, `training/n_triplets_prompt_too_long`, and for the trajectory level
-    `training/n_unmerged_rollouts` (rollouts that needed more than one row).
+    `training/n_truncated_triplets`, `training/n_triplets_prompt_too_long`, `training/n_triplets_single_row_group`,
+    `training/rollout_log_probs_share`, and for the trajectory level `training/n_unmerged_rollouts` (rollouts that
+    needed more than one row).
 
     Raises:
         ValueError: bad lengths or level.
@@ -291,6 +318,7 @@ def build_batch(
             rewards.append(reward)
         value = reward if reward is not None else reward_fillna_value
         made = transition_rows(trace, turns, value) if level == "transition" else trajectory_rows(trace, turns, value)
+        add_rollout_log_probs(made, turns, turn_log_probs(trace))
         unmerged += int(len(made) > 1)
         rows.extend(made)
 
@@ -308,8 +336,12 @@ def build_batch(
             f"(e.g. {missing_examples[0]}). {_HOW_TO_GET_IDS}"
         )
 
+    lone = 0
+    if skip_single_row_groups:
+        rows, lone = _without_single_row_groups(rows)
     batch = VerlBatch()
     truncated = too_long = 0
+    trained = with_log_probs = 0
     for row in rows:
         prompt = row.prompt_ids
         drop = len(prompt) > max_prompt_length
@@ -323,6 +355,12 @@ def build_batch(
         prompt_ids, prompt_attention = left_pad(prompt, max_prompt_length, pad_token_id)
         response_ids, response_attention = right_pad(response, max_response_length, pad_token_id)
         response_mask = mask + [0] * (max_response_length - len(mask))
+        log_probs = (row.rollout_log_probs or [None] * len(row.response_ids))[: len(response)]
+        log_probs = log_probs + [None] * (max_response_length - len(log_probs))
+        trained += sum(response_mask)
+        with_log_probs += sum(
+            1 for bit, value in zip(response_mask, log_probs, strict=True) if bit and value is not None
+        )
         attention = prompt_attention + response_attention
         positions: list[int] = []
         running = 0
@@ -340,6 +378,8 @@ def build_batch(
         batch.response_mask.append(response_mask)
         batch.token_level_scores.append(scores)
         batch.is_drop_mask.append(drop)
+        batch.rollout_log_probs.append([0.0 if value is None else value for value in log_probs])
+        batch.rollout_log_probs_mask.append([0 if value is None else 1 for value in log_probs])
         batch.uid.append(row.data_id)
         batch.rollout_ids.append(row.rollout_id)
         batch.turn_indices.append(list(row.turn_indices))
@@ -354,10 +394,66 @@ def build_batch(
         "training/n_triplets": float(len(batch)),
         "training/n_truncated_triplets": float(truncated),
         "training/n_triplets_prompt_too_long": float(too_long),
+        "training/n_triplets_single_row_group": float(lone),
+        "training/rollout_log_probs_share": with_log_probs / trained if trained else 0.0,
     }
     if level == "trajectory":
         batch.metrics["training/n_unmerged_rollouts"] = float(unmerged)
     return batch
+
+
+def turn_log_probs(trace: RolloutTrace) -> list[Optional[Sequence[float]]]:
+    """The sampler's log-probs of each call of `trace`: `trace.logprobs` (from the proxy's spans), else those its
+    triplet carries (`response["logprobs"]`, OpenAI's `content` entries); None where a call has none covering every
+    token."""
+    from agentlightning.algorithm.grpo.proxy_calls import logprob_values
+
+    given = list(trace.logprobs or [])
+    result: list[Optional[Sequence[float]]] = []
+    for index, triplet in enumerate(trace.triplets):
+        response = triplet.response.get("token_ids") or []
+        values = given[index] if index < len(given) else None
+        if values is None:
+            values = logprob_values(triplet.response.get("logprobs"), len(response))
+        result.append(list(values) if values is not None and len(values) == len(response) else None)
+    return result
+
+
+def add_rollout_log_probs(
+    rows: Sequence[TrainingRow],
+    turns: Sequence[tuple[list[int], list[int]]],
+    log_probs: Sequence[Optional[Sequence[float]]],
+) -> None:
+    """Lay each call's sampler log-probs out like its row's response ids: on the call's generated tokens, None on
+    the context between calls and on calls without log-probs (rows as `transition_rows` / `trajectory_rows` made
+    them from `turns`)."""
+    for row in rows:
+        values: list[Optional[float]] = []
+        context: Optional[list[int]] = None
+        for turn in row.turn_indices:
+            prompt, response = turns[turn]
+            if context is not None:
+                values.extend([None] * (len(prompt) - len(context)))
+            call = log_probs[turn] if turn < len(log_probs) else None
+            values.extend(list(call) if call is not None else [None] * len(response))
+            context = list(prompt) + list(response)
+        row.rollout_log_probs = values
+
+
+def _without_single_row_groups(rows: list[TrainingRow]) -> tuple[list[TrainingRow], int]:
+    """`rows` without those alone in their group (data id), and how many those were."""
+    sizes: dict[str, int] = {}
+    for row in rows:
+        sizes[row.data_id] = sizes.get(row.data_id, 0) + 1
+    kept = [row for row in rows if sizes[row.data_id] > 1]
+    return kept, len(rows) - len(kept)
+
+
+def fill_missing_rollout_log_probs(rollout_log_probs: Any, present: Any, old_log_probs: Any) -> Any:
+    """`rollout_log_probs` (a tensor) with the positions `present` marks 0 replaced by `old_log_probs`: a token
+    whose sampler log-prob was not recorded gets importance weight 1 in verl's rollout correction instead of a ratio
+    against 0."""
+    return rollout_log_probs.where(present.bool(), old_log_probs.to(rollout_log_probs.dtype))
 
 
 def rows_to_keep(is_drop_mask: Sequence[bool], multiple: int, rng: Optional[random.Random] = None) -> list[int]:

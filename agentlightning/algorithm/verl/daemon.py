@@ -26,6 +26,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
+from agentlightning.algorithm.grpo.proxy_calls import index_proxy_calls
 from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Triplet
 
@@ -94,14 +95,24 @@ def served_model_name(address: str, timeout: float = 10.0) -> Optional[str]:
 class FinishedRollout:
     """A finished rollout with its triplets and final reward (what the batch builder and the metrics read)."""
 
-    def __init__(self, rollout: Rollout, sample: dict[str, Any], triplets: list[Triplet], reward: Optional[float]):
+    def __init__(
+        self,
+        rollout: Rollout,
+        sample: dict[str, Any],
+        triplets: list[Triplet],
+        reward: Optional[float],
+        logprobs: Optional[list[Optional[Sequence[float]]]] = None,
+    ):
         self.rollout = rollout
         self.sample = sample
         self.triplets = triplets
         self.reward = reward
+        self.logprobs = logprobs  # per triplet: the sampler's log-probs the proxy recorded (None: none)
 
     def trace(self) -> RolloutTrace:
-        return RolloutTrace(self.rollout.rollout_id, str(self.sample["data_id"]), self.triplets, self.reward)
+        return RolloutTrace(
+            self.rollout.rollout_id, str(self.sample["data_id"]), self.triplets, self.reward, logprobs=self.logprobs
+        )
 
 
 class AgentModeDaemon:
@@ -223,6 +234,7 @@ class AgentModeDaemon:
             self._owns_proxy = True
         elif self.llm_proxy.get_store() is None:
             self.llm_proxy.set_store(self.store)
+        self.llm_proxy.request_logprobs_on_every_call()  # the sampler's log-probs: verl's rollout_log_probs
         if addresses != self._server_addresses or not self.llm_proxy.is_running():
             model = self._model_name()
             upstream = self.train_information.get("upstream_model") or served_model_name(addresses[0]) or model
@@ -340,14 +352,18 @@ class AgentModeDaemon:
             logger.warning("Rollout %s finished with status %s", rollout.rollout_id, rollout.status)
         elif not triplets:
             logger.warning("Rollout %s succeeded without LLM calls the adapter could read", rollout.rollout_id)
-        return FinishedRollout(rollout, self._samples[rollout.rollout_id], triplets, reward)
+        records = index_proxy_calls(spans).records_for(triplets)
+        logprobs: list[Optional[Sequence[float]]] = [record.logprobs if record else None for record in records]
+        return FinishedRollout(rollout, self._samples[rollout.rollout_id], triplets, reward, logprobs)
 
     @property
     def finished(self) -> list[FinishedRollout]:
         """The finished rollouts of the current batch, in enqueue order."""
         return [self._finished[rid] for rid in self._samples if rid in self._finished]
 
-    def get_train_batch(self, max_prompt_length: int, max_response_length: int) -> VerlBatch:
+    def get_train_batch(
+        self, max_prompt_length: int, max_response_length: int, *, skip_single_row_groups: bool = False
+    ) -> VerlBatch:
         """The training rows of the finished rollouts (see `batch.build_batch`), plus status counts in `metrics`."""
         if not self.is_train:
             raise RuntimeError("get_train_batch is for training batches; this one was set up for validation")
@@ -359,6 +375,7 @@ class AgentModeDaemon:
             pad_token_id=self.pad_token_id,
             level=self.level,
             reward_fillna_value=self.reward_fillna_value,
+            skip_single_row_groups=skip_single_row_groups,
         )
         batch.metrics["training/n_rollouts_failed"] = float(
             sum(item.rollout.status != "succeeded" for item in finished)

@@ -39,7 +39,7 @@ from verl.utils.tracking import Tracking  # type: ignore[import-not-found]
 
 from agentlightning.adapter.triplet import TraceToTripletBase
 
-from .batch import rows_to_keep
+from .batch import fill_missing_rollout_log_probs, rows_to_keep
 from .daemon import AgentModeDaemon
 
 __all__ = ["AgentLightningTrainer"]
@@ -125,6 +125,35 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
         return metrics
 
     # ------------------------------------------------------------------------------------------------ training
+    def _rollout_correction(self, batch: Any, recorded: Any, metrics: dict[str, Any]) -> Any:
+        """Measure the gap between the rollout's log-probs (recorded by the LLM proxy) and the actor's old log-probs,
+        and hand the batch to verl's rollout correction (`algorithm.rollout_correction`, when configured)."""
+        from agentlightning.algorithm.grpo.sampler_gap import gap_totals
+
+        old = batch.batch["old_log_probs"]
+        recorded = recorded.to(old.device)
+        rollout = fill_missing_rollout_log_probs(batch.batch["rollout_log_probs"], recorded, old)
+        batch.batch["rollout_log_probs"] = rollout
+        gap = gap_totals(old, rollout, recorded, batch.batch["response_mask"], cap=2.0)  # the cap is unused here
+        metrics.update(
+            {f"training/{k}": v for k, v in gap.metrics(corrected=False).items() if k != "sampler_correction"}
+        )
+        correction = self.config.algorithm.get("rollout_correction", None)
+        if correction is None:
+            return batch
+        from verl.trainer.ppo.rollout_corr_helper import (  # type: ignore[import-not-found]
+            apply_bypass_mode,
+            compute_rollout_correction_and_add_to_batch,
+        )
+
+        if correction.get("bypass_mode", False):  # the rollout's log-probs are PPO's anchor
+            policy_loss = self.config.actor_rollout_ref.actor.policy_loss
+            apply_bypass_mode(batch=batch, rollout_corr_config=correction, policy_loss_config=policy_loss)
+            return batch
+        batch, correction_metrics = compute_rollout_correction_and_add_to_batch(batch, correction)
+        metrics.update(correction_metrics)
+        return batch
+
     def fit(self) -> None:  # type: ignore[override]
         tracker = Tracking(
             project_name=self.config.trainer.project_name,
@@ -172,7 +201,8 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
                 self.checkpoint_manager.update_weights(self.global_steps)
                 self.daemon.set_up_data_and_server(batch_dict, self._server_addresses(), is_train=True)
                 self.daemon.run_until_all_finished()
-                rows = self.daemon.get_train_batch(max_prompt, max_response)
+                grouped = self.config.algorithm.adv_estimator != "gae"  # advantages normalised within a data id
+                rows = self.daemon.get_train_batch(max_prompt, max_response, skip_single_row_groups=grouped)
                 self.checkpoint_manager.sleep_replicas()
                 self.daemon.clear_data_and_server()
             metrics.update(rows.metrics)
@@ -182,9 +212,11 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
             tensors = rows.to_tensors()
             scores = tensors.pop("token_level_scores")
             drop = tensors.pop("is_drop_mask")
+            recorded = tensors.pop("rollout_log_probs_mask", None)
             batch = rows.to_data_proto()
-            for key in ("token_level_scores", "is_drop_mask"):
-                batch.batch.pop(key)
+            for key in ("token_level_scores", "is_drop_mask", "rollout_log_probs_mask"):
+                if key in batch.batch:
+                    batch.batch.pop(key)
             batch.meta_info["temperature"] = self.config.actor_rollout_ref.rollout.temperature
             batch.meta_info["global_token_num"] = torch.sum(batch.batch["attention_mask"], dim=-1).tolist()
 
@@ -207,6 +239,8 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
                 with marked_timer("values", timing):
                     batch = batch.union(self._compute_values(batch))
             batch = unpad_dataproto(batch, pad_size=pad_size)
+            if recorded is not None:
+                batch = self._rollout_correction(batch, recorded, metrics)
 
             with marked_timer("adv", timing):
                 batch.batch["token_level_scores"] = scores.to(batch.batch["responses"].device)

@@ -69,6 +69,22 @@ def test_bfloat16_precision_autocasts_the_cpu_policy_and_keeps_float32_master_we
     assert {p.dtype for p in policy.model.parameters()} == {torch.float32}
 
 
+@pytest.mark.parametrize(("precision", "expected"), [("bfloat16", torch.bfloat16), ("float32", None)])
+def test_one_adapter_per_agent_honours_precision_as_the_single_policy_does(precision: str, expected: Any) -> None:
+    pytest.importorskip("peft")
+    from agentlightning.algorithm.grpo.agent_policy import AgentPolicies, run_agent_updates
+
+    config = GRPOConfig(device="cpu", learning_rate=1e-2, lora_rank=4, precision=precision)
+    policies = AgentPolicies.from_engine(build_tiny_engine(seed=0), config, ["solver", "reviewer"])
+    single = Policy.from_engine(build_tiny_engine(seed=0), config)
+    assert policies.compute_dtype is expected and single.compute_dtype is expected
+    with policies.view("solver").autocast():
+        assert torch.is_autocast_enabled("cpu") is (expected is not None)
+    metrics = run_agent_updates(policies, {"solver": SAMPLES}, config)
+    assert metrics["solver.grad_norm"] > 0
+    assert {p.dtype for p in policies.model.parameters()} == {torch.float32}
+
+
 def test_a_precision_grpo_does_not_know_is_refused_when_configured() -> None:
     with pytest.raises(ValueError, match="precision must be one of"):
         GRPOConfig(precision="fp16")

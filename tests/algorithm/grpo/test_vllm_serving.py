@@ -123,6 +123,16 @@ def test_the_environment_variable_names_the_vllm_command(monkeypatch: pytest.Mon
     assert vllm_command() == [sys.executable, "-m", "vllm.entrypoints.cli.main"]
 
 
+def test_a_started_server_reports_the_log_probs_of_the_distribution_it_samples(tmp_path: Path) -> None:
+    serving = VllmServing(tmp_path, tmp_path / "published", lora=True, command=[sys.executable])
+    command, _ = serving.launch_command(8000)
+    assert command[command.index("--logprobs-mode") + 1] == "processed_logprobs"
+    mine = VllmServing(
+        tmp_path, tmp_path / "published", lora=True, command=[sys.executable], args=["--logprobs-mode=raw_logprobs"]
+    )
+    assert [arg for arg in mine.launch_command(8000)[0] if "logprobs-mode" in arg] == ["--logprobs-mode=raw_logprobs"]
+
+
 def test_a_started_server_that_cannot_load_the_folder_stops_with_its_log(tmp_path: Path) -> None:
     empty = tmp_path / "not-a-model"
     empty.mkdir()
