@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from agentlightning.store.core.riders import Rider
+from agentlightning.store.errors import StoreUnavailableError
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict
 from agentlightning.store.sql.statements import multi_row
 
@@ -231,7 +232,9 @@ class AnswerWriter:
                     await self.flush()
                     delay = _WAIT_MAX
                 except Exception as exc:
-                    logger.warning("Cannot write %d idempotency answers yet: %s", len(self._pending), exc)
+                    # A database that is down or full is logged once by the storage (`OutageLog`).
+                    level = logging.DEBUG if isinstance(exc, StoreUnavailableError) else logging.WARNING
+                    logger.log(level, "Cannot write %d idempotency answers yet: %s", len(self._pending), exc)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
         except asyncio.CancelledError:
