@@ -13,16 +13,19 @@ import json
 import logging
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from agentlightning.store.client_server import LightningStoreServer
+from agentlightning.store.sqlite.storage import SqliteStorage
 from agentlightning.store.sqlite.store import SqliteLightningStore
 
 from .conftest import Answer, call, start_server, stop_server
@@ -40,10 +43,20 @@ def _enqueue(port_or_server: Any, text: str = BIG_INPUT, *, keyed: bool = True) 
     return call(port_or_server, "POST", f"{API}/queues/rollouts/enqueue", body, headers=headers)
 
 
+def _connection(store: SqliteLightningStore) -> sqlite3.Connection:
+    """The storage's own connection (`max_page_count` is a property of the connection)."""
+    storage = store._storage
+    assert isinstance(storage, SqliteStorage) and storage._conn is not None
+    return storage._conn
+
+
 def _set_max_pages(store: SqliteLightningStore, pages: int) -> None:
-    conn = store._storage._conn  # the storage's own connection: the limit is a property of the connection
-    assert conn is not None
-    conn.execute(f"PRAGMA max_page_count = {pages}")
+    _connection(store).execute(f"PRAGMA max_page_count = {pages}")
+
+
+def _fill_database(store: SqliteLightningStore) -> None:
+    """No page may be added any more: the next write that needs one fails with SQLITE_FULL."""
+    _set_max_pages(store, int(_connection(store).execute("PRAGMA page_count").fetchone()[0]))
 
 
 def test_a_full_sqlite_database_answers_507_once_logged_reported_by_health_and_writes_resume(
@@ -53,9 +66,7 @@ def test_a_full_sqlite_database_answers_507_once_logged_reported_by_health_and_w
     server = start_server(store)
     try:
         assert _enqueue(server, "small", keyed=False).status == 201
-        conn = store._storage._conn
-        assert conn is not None
-        _set_max_pages(store, int(conn.execute("PRAGMA page_count").fetchone()[0]))
+        _fill_database(store)
         caplog.clear()
         with caplog.at_level(logging.INFO):
             refused = [_enqueue(server) for _ in range(5)]
@@ -92,13 +103,11 @@ def test_a_full_database_raises_store_full_error_in_process(tmp_path: Path) -> N
         store = SqliteLightningStore(str(tmp_path / "store.db"))
         try:
             await store.enqueue_rollout("small")
-            conn = store._storage._conn
-            assert conn is not None
-            _set_max_pages(store, int(conn.execute("PRAGMA page_count").fetchone()[0]))
+            _fill_database(store)
             with pytest.raises(StoreFullError, match="is full"):
                 await store.enqueue_rollout(BIG_INPUT)
             assert isinstance(store.write_problem, StoreFullError)
-            assert len((await store.query_rollouts()).items) == 1  # reads still work
+            assert len(await store.query_rollouts()) == 1  # reads still work
             _set_max_pages(store, 1 << 30)
             await store.enqueue_rollout(BIG_INPUT)
             assert store.write_problem is None
@@ -156,7 +165,7 @@ def test_agl_store_on_a_full_disk_answers_507_and_resumes_when_space_returns(sma
             stdout=log,
             stderr=log,
         )
-    server = _Port(port)
+    server = cast(LightningStoreServer, _Port(port))
     try:
         deadline = time.monotonic() + 60
         while True:
