@@ -151,3 +151,26 @@ async def test_writes_during_a_postgres_outage_get_503_and_are_all_acknowledged_
         attempts = conn.execute("SELECT rollout_id, COUNT(*) FROM attempts GROUP BY rollout_id").fetchall()
     assert sorted(rollouts) == sorted((rollout_id, "succeeded") for rollout_id in done), "a result was lost"
     assert all(count == 1 for _, count in attempts), f"a rollout ran twice: {attempts}"
+
+
+async def test_a_postgres_store_used_directly_raises_store_unavailable_error_while_its_server_is_down(
+    own_postgres: OwnPostgres,
+) -> None:
+    from agentlightning.store import StoreUnavailableError
+    from agentlightning.store.postgres.store import PostgresLightningStore
+
+    store = PostgresLightningStore(own_postgres.dsn, schema="agl_direct", pool_size=2)
+    try:
+        await store.enqueue_rollout("before")
+        await asyncio.to_thread(own_postgres.stop, "immediate")  # a crash: sessions vanish without a goodbye
+        for _ in range(2):  # a pooled connection that died with the server, then a refused reconnect
+            with pytest.raises(StoreUnavailableError, match=r"PostgreSQL store .* is unavailable") as caught:
+                await store.enqueue_rollout("during")
+            assert isinstance(caught.value, ConnectionError)  # runners ride it out like an unreachable server
+        assert isinstance(store.write_problem, StoreUnavailableError)
+        await asyncio.to_thread(own_postgres.start)
+        await store.enqueue_rollout("after")
+        assert store.write_problem is None
+        assert sorted(rollout.input for rollout in await store.query_rollouts()) == ["after", "before"]
+    finally:
+        await store.close()
