@@ -14,7 +14,9 @@ from agentlightning.store.errors import (
     SpansEvictedError,
     StoreBusyError,
     StoreError,
+    StoreFullError,
     StoreOpenError,
+    StoreUnavailableError,
 )
 from agentlightning.store.memory.store import InMemoryLightningStore
 from agentlightning.store.threading import LightningStoreThreaded
@@ -36,7 +38,9 @@ __all__ = [
     "SpansEvictedError",
     "StoreBusyError",
     "StoreError",
+    "StoreFullError",
     "StoreOpenError",
+    "StoreUnavailableError",
     "store_from_url",
 ]
 

@@ -18,7 +18,9 @@ __all__ = [
     "StoreBusyError",
     "StoreClosedError",
     "StoreError",
+    "StoreFullError",
     "StoreOpenError",
+    "StoreUnavailableError",
 ]
 
 
@@ -89,3 +91,14 @@ class SchemaVersionError(StoreOpenError):
 
 class StoreBusyError(StoreError, RuntimeError):
     """The database stayed locked by other writers for longer than the store's busy timeout."""
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """The database cannot serve now (its server is down, restarting or unreachable); make the call again later. A
+    write cut off during its commit may have been applied (over HTTP its Idempotency-Key makes the repeat safe). A
+    `ConnectionError`, like a store server that cannot be reached."""
+
+
+class StoreFullError(StoreUnavailableError):
+    """The database has no room left (its disk is full): writes are refused until space is freed, reads still
+    work."""

@@ -85,7 +85,8 @@ class RolloutConfig(BaseModel):
     `max_attempts` attempts (the first included) have been made.
     """
 
-    model_config = ConfigDict(defer_build=True)
+    # NaN and Infinity travel as such (not as null), so the store that receives them can refuse them.
+    model_config = ConfigDict(defer_build=True, ser_json_inf_nan="constants")
 
     timeout_seconds: Optional[float] = Field(default=None, ge=0)
     unresponsive_seconds: Optional[float] = Field(default=None, ge=0)
@@ -140,7 +141,8 @@ class AttemptedRollout(Rollout):
 class EnqueueRolloutRequest(BaseModel):
     """One rollout to enqueue in a batch (`LightningStore.enqueue_many_rollouts`)."""
 
-    model_config = ConfigDict(defer_build=True)
+    # NaN and Infinity travel as such (not as null), so the store that receives them can refuse them.
+    model_config = ConfigDict(defer_build=True, ser_json_inf_nan="constants")
 
     input: TaskInput
     mode: Optional[RolloutMode] = None

@@ -27,7 +27,8 @@ logger = logging.getLogger(__name__)
 class Resource(BaseModel):
     """Base class of every tunable resource; `resource_type` is the discriminator."""
 
-    model_config = ConfigDict(defer_build=True)
+    # NaN and Infinity travel as such (not as null), so the store that receives them can refuse them.
+    model_config = ConfigDict(defer_build=True, ser_json_inf_nan="constants")
 
     resource_type: Any
 

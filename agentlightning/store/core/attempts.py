@@ -26,6 +26,7 @@ from agentlightning.store.core.validation import (
     check_optional_id,
     check_span,
     check_span_ids,
+    check_span_sequence_id,
     check_timestamp,
 )
 from agentlightning.store.core.writes import GroupedWrites
@@ -161,8 +162,8 @@ class AttemptAndSpanOperations(GroupedWrites):
         attempt_id = check_id(attempt_id, "attempt_id")
         if sequence_id is None:
             sequence_id = await self.get_next_span_sequence_id(rollout_id, attempt_id)
-        elif isinstance(sequence_id, bool) or not isinstance(sequence_id, int):
-            raise InvalidArgumentTypeError(f"sequence_id must be an integer, got {sequence_id!r}")
+        else:
+            sequence_id = check_span_sequence_id(sequence_id)
         span = Span.from_opentelemetry(
             readable_span, rollout_id=rollout_id, attempt_id=attempt_id, sequence_id=sequence_id
         )

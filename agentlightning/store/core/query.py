@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Literal, Optional, TypeVar
 
+from agentlightning.store.core.validation import MAX_STORED_INTEGER
 from agentlightning.store.errors import InvalidArgumentError, InvalidArgumentTypeError
 
 T = TypeVar("T")
@@ -151,10 +152,12 @@ def build_query(
         raise InvalidArgumentError(f"Invalid sort_order: {sort_order!r}, expected 'asc' or 'desc'")
     if sort_by is not None and sort_by not in allowed_fields:
         raise InvalidArgumentError(f"Invalid sort_by: {sort_by}, allowed fields are: {', '.join(allowed_fields)}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < -1:
-        raise InvalidArgumentError(f"Invalid limit: {limit!r}, expected -1 (no limit) or a non-negative integer")
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidArgumentError(f"Invalid offset: {offset!r}, expected a non-negative integer")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not -1 <= limit <= MAX_STORED_INTEGER:
+        raise InvalidArgumentError(
+            f"Invalid limit: {limit!r}, expected -1 (no limit) or an integer from 0 to {MAX_STORED_INTEGER}"
+        )
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_STORED_INTEGER:
+        raise InvalidArgumentError(f"Invalid offset: {offset!r}, expected an integer from 0 to {MAX_STORED_INTEGER}")
     conditions: list[Condition] = []
     for field, value in (exact or {}).items():
         if value is not None:

@@ -19,6 +19,7 @@ from agentlightning.store.core.query import (
 from agentlightning.store.core.records import owned_copy, page_of
 from agentlightning.store.core.shared import CoreStoreBase
 from agentlightning.store.core.validation import (
+    check_finite,
     check_id,
     check_resources,
     check_status_list,
@@ -149,6 +150,8 @@ class ResourceAndWorkerOperations(CoreStoreBase):
             raise InvalidArgumentTypeError(
                 f"heartbeat_stats must be a dict (omit it to record a bare heartbeat), got {heartbeat_stats!r}"
             )
+        if isinstance(heartbeat_stats, dict):
+            check_finite(heartbeat_stats, "heartbeat_stats")
         now = clock.now()
         async with self._storage.transaction() as tx:
             stored = (await tx.get_workers([worker_id])).get(worker_id)

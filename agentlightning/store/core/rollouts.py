@@ -27,6 +27,7 @@ from agentlightning.store.core.validation import (
     ROLLOUT_MODES,
     check_config,
     check_enqueue_request,
+    check_finite,
     check_id,
     check_id_list,
     check_limit,
@@ -68,6 +69,7 @@ class RolloutOperations(GroupedWrites):
         worker_id: Optional[str] = None,
     ) -> AttemptedRollout:
         mode = check_mode(mode)
+        check_finite(input, "input")
         resources_id = check_optional_id(resources_id, "resources_id") if resources_id else None
         checked_config = check_config(config)
         checked_metadata = check_metadata(metadata) or {}
@@ -114,13 +116,13 @@ class RolloutOperations(GroupedWrites):
     async def _enqueue(self, requests: Sequence[EnqueueRolloutRequest]) -> list[Rollout]:
         checked = [
             (
-                request.input,
+                check_finite(request.input, "input" if len(requests) == 1 else f"rollouts[{index}].input"),
                 check_mode(request.mode),
                 check_optional_id(request.resources_id, "resources_id") if request.resources_id else None,
                 check_config(request.config),
                 check_metadata(request.metadata) or {},
             )
-            for request in requests
+            for index, request in enumerate(requests)
         ]
         await self._scan_health()
         if not checked:

@@ -81,6 +81,12 @@ class CoreStoreBase(LightningStore):
         stats.update(await self._storage.statistics())  # type: ignore[typeddict-item]
         return stats
 
+    @property
+    def write_problem(self) -> Optional[Exception]:
+        """Why the database refuses writes right now (a full disk, a server that is down), or None; the store
+        server's health route reports it."""
+        return self._storage.write_problem
+
     async def close(self) -> None:
         await self._storage.close()
 

@@ -210,5 +210,10 @@ class Storage(ABC):
         """Backend-specific figures merged into `LightningStore.statistics()`."""
         return {}
 
+    @property
+    def write_problem(self) -> Optional[Exception]:
+        """Why the database refuses work right now (its disk is full, its server is down), or None."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

@@ -10,7 +10,8 @@ raises the same typed exception with the same message.
 | a request body that does not match its schema      | 422    |
 | ValueError / TypeError / KeyError of other stores  | 400    |
 | NotImplementedError (the store lacks the method)   | 501    |
-| StoreClosedError                                   | 503    |
+| StoreFullError (the database's disk is full)       | 507    |
+| StoreUnavailableError, StoreBusyError, StoreOpenError, StoreClosedError | 503 |
 | anything else (a bug)                              | 500    |
 """
 
@@ -29,9 +30,12 @@ from agentlightning.store.errors import (
     NoAttemptsError,
     RolloutNotFoundError,
     SpansEvictedError,
+    StoreBusyError,
     StoreClosedError,
     StoreError,
+    StoreFullError,
     StoreOpenError,
+    StoreUnavailableError,
 )
 
 __all__ = [
@@ -41,6 +45,7 @@ __all__ = [
     "StoreUnauthorizedError",
     "error_from_response",
     "error_status",
+    "retry_after_seconds",
     "validation_error_to_store_error",
 ]
 
@@ -73,6 +78,9 @@ _STATUS_BY_TYPE: tuple[tuple[type[BaseException], int], ...] = (
     (NoAttemptsError, 409),
     (SpansEvictedError, 410),
     (InvalidArgumentError, 400),
+    (StoreFullError, 507),
+    (StoreUnavailableError, 503),
+    (StoreBusyError, 503),
     (StoreClosedError, 503),
     (StoreOpenError, 503),
     (NotImplementedError, 501),
@@ -93,6 +101,15 @@ def error_status(exc: BaseException) -> Optional[int]:
         if isinstance(exc, kind):
             return status
     return None
+
+
+_RETRY_AFTER_SECONDS = {503: 1, 507: 5}
+
+
+def retry_after_seconds(status: int) -> Optional[int]:
+    """The `Retry-After` an answer with `status` carries: 503 (the database is unavailable, busy or reopening) and
+    507 (its disk is full) are worth repeating later; None for the others."""
+    return _RETRY_AFTER_SECONDS.get(status)
 
 
 def error_context(exc: BaseException) -> Optional[dict[str, Any]]:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel
 
+from agentlightning.store.core.validation import MAX_SPAN_SEQUENCE_ID, MAX_STORED_INTEGER
 from agentlightning.types import (
     Attempt,
     AttemptedRollout,
@@ -65,6 +66,11 @@ __all__ = [
     "WaitForRolloutsRequest",
     "WorkersPage",
 ]
+
+StoredInt = Annotated[int, Field(ge=-MAX_STORED_INTEGER - 1, le=MAX_STORED_INTEGER)]
+"""An integer the databases can store (signed 64 bits): larger numbers get 422 naming the field."""
+SpanSequenceId = Annotated[int, Field(ge=-MAX_SPAN_SEQUENCE_ID, le=MAX_SPAN_SEQUENCE_ID)]
+"""A span sequence id a client gives (at most 2^53 - 1 in magnitude: exact in every JSON reader)."""
 
 SortOrder = Literal["asc", "desc"]
 FilterLogic = Literal["and", "or"]
@@ -132,7 +138,7 @@ class EnqueueRolloutsRequest(_Request):
 class DequeueRolloutsRequest(_Request):
     """Body of `POST /queues/rollouts/dequeue`."""
 
-    limit: int = 1
+    limit: StoredInt = 1
     worker_id: Optional[str] = None
 
 
@@ -157,8 +163,8 @@ class QueryRolloutsRequest(_Request):
     filter_logic: FilterLogic = "and"
     sort_by: Optional[str] = None
     sort_order: SortOrder = "asc"
-    limit: int = -1
-    offset: int = 0
+    limit: StoredInt = -1
+    offset: StoredInt = 0
     status: Optional[list[RolloutStatus]] = Field(default=None, description="0.2 name of status_in")
     rollout_ids: Optional[list[str]] = Field(default=None, description="0.2 name of rollout_id_in")
     mode_in: Optional[list[RolloutMode]] = None
@@ -169,8 +175,8 @@ class QueryAttemptsRequest(_Request):
 
     sort_by: Optional[str] = "sequence_id"
     sort_order: SortOrder = "asc"
-    limit: int = -1
-    offset: int = 0
+    limit: StoredInt = -1
+    offset: StoredInt = 0
 
 
 class QuerySpansRequest(_Request):
@@ -187,8 +193,8 @@ class QuerySpansRequest(_Request):
     name: Optional[str] = None
     name_contains: Optional[str] = None
     filter_logic: FilterLogic = "and"
-    limit: int = -1
-    offset: int = 0
+    limit: StoredInt = -1
+    offset: StoredInt = 0
     sort_by: Optional[str] = "sequence_id"
     sort_order: SortOrder = "asc"
 
@@ -200,8 +206,8 @@ class QueryResourcesRequest(_Request):
     resources_id_contains: Optional[str] = None
     sort_by: Optional[str] = None
     sort_order: SortOrder = "asc"
-    limit: int = -1
-    offset: int = 0
+    limit: StoredInt = -1
+    offset: StoredInt = 0
 
 
 class QueryWorkersRequest(_Request):
@@ -212,8 +218,8 @@ class QueryWorkersRequest(_Request):
     filter_logic: FilterLogic = "and"
     sort_by: Optional[str] = None
     sort_order: SortOrder = "asc"
-    limit: int = -1
-    offset: int = 0
+    limit: StoredInt = -1
+    offset: StoredInt = 0
 
 
 class WaitForRolloutsRequest(_Request):
@@ -260,7 +266,7 @@ class SpanPayload(Span):
 
     Unknown top-level fields are kept, as by `Span` itself; unknown fields of the resource are rejected."""
 
-    sequence_id: Optional[int] = None  # type: ignore[assignment]
+    sequence_id: Optional[SpanSequenceId] = None  # type: ignore[assignment]
     resource: WireOtelResource  # type: ignore[assignment]
 
 

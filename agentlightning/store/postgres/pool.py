@@ -168,6 +168,16 @@ class ConnectionPool:
         _close_quietly(conn)
         self._free_slot()
 
+    def discard_idle(self) -> None:
+        """Close the idle connections (after the server restarted they are dead and would fail their next use)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            idle, self._idle = self._idle, []
+            self._size -= len(idle)  # nobody waits while connections are idle
+        for conn in idle:
+            _close_quietly(conn)
+
     async def close(self) -> None:
         """Close idle connections now and busy ones when they are released."""
         with self._lock:

@@ -27,7 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from agentlightning.store.base import LightningStoreCapabilities
-from agentlightning.store.errors import StoreError, StoreOpenError
+from agentlightning.store.errors import StoreError, StoreFullError, StoreOpenError, StoreUnavailableError
 from agentlightning.store.postgres.executors import BatchingExecutor, PostgresExecutor, pg_sql
 from agentlightning.store.postgres.listen import PostgresListener, deadline_payload, finished_payload
 from agentlightning.store.postgres.pool import ConnectionPool
@@ -42,6 +42,12 @@ logger = logging.getLogger(__name__)
 
 #: The `application_name` of the connections that LISTEN for other processes' changes.
 LISTEN_APPLICATION_NAME = "agentlightning-listen"
+
+#: SQLSTATE classes of a server that cannot serve now: connection exception (08), operator intervention such as a
+#: shutdown or a server starting up (57P), insufficient resources (53: too many connections, out of memory, disk
+#: full).
+_UNAVAILABLE_STATES = ("08", "57P", "53")
+_DISK_FULL = "53100"
 
 
 class PostgresStorage(SqlStorage):
@@ -61,7 +67,7 @@ class PostgresStorage(SqlStorage):
         listen: bool = True,
         poll_interval: float = 0.5,
     ) -> None:
-        super().__init__(retention)
+        super().__init__(retention, location)
         self.conninfo = conninfo
         self.location = location
         self.schema = schema
@@ -99,6 +105,8 @@ class PostgresStorage(SqlStorage):
                 application_name="agentlightning",
             )
         except psycopg.Error as exc:
+            if self.schema_ready:  # it was open: the server went away (restarting, unreachable) and may come back
+                raise self._store_error(exc) from exc
             raise StoreOpenError(f"Cannot connect to the PostgreSQL store {self.location}: {exc}") from exc
         if not self.schema_ready:
             try:
@@ -174,9 +182,10 @@ class PostgresStorage(SqlStorage):
                 reusable = await _rollback(conn)
                 raise
         except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
+            raise self._store_error(exc) from exc
         finally:
             self.pool.release(conn, reusable=reusable)
+        self.outage.worked(write=write)
         with self._hint_lock:
             if next_deadline is not None:
                 # A deadline heard during the scan may be missing from its MIN: keep the lower hint then.
@@ -204,13 +213,31 @@ class PostgresStorage(SqlStorage):
             await conn.set_autocommit(False)
             reusable = True
         except psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL store {self.location}: {exc}") from exc
+            raise self._store_error(exc) from exc
         except BaseException:
             reusable = await _rollback(conn)
             raise
         finally:
             self.pool.release(conn, reusable=reusable)
+        self.outage.worked(write=True)
         return rows
+
+    def _store_error(self, exc: psycopg.Error) -> StoreError:
+        """The store error for a failed call. A server that cannot serve now (down, restarting, unreachable, out of
+        connections or disk) gives `StoreUnavailableError` (`StoreFullError` for a full disk), logged once per
+        outage; its idle pooled connections are closed then (they died with the server's sessions)."""
+        state = exc.sqlstate
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if state == _DISK_FULL:
+            message = (
+                f"The PostgreSQL store {self.location} is full ({reason}): writes are refused until disk space is freed"
+            )
+            return self.outage.refused(StoreFullError(message))
+        if isinstance(exc, psycopg.OperationalError) and (state is None or state.startswith(_UNAVAILABLE_STATES)):
+            self.pool.discard_idle()
+            message = f"The PostgreSQL store {self.location} is unavailable ({reason}); retry later"
+            return self.outage.refused(StoreUnavailableError(message))
+        return StoreError(f"PostgreSQL store {self.location}: {exc}")
 
     def _announcements(self, tx: PostgresTransaction) -> list[str]:
         token = self.listener.token

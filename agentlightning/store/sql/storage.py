@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from agentlightning.store.core.riders import Rider, RiderConflict, conflicting_rider, pending_riders
 from agentlightning.store.core.storage import Storage, StorageTransaction
+from agentlightning.store.sql.outage import OutageLog
 from agentlightning.store.sql.retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
 from agentlightning.store.sql.rows import Row
 from agentlightning.store.sql.statements import multi_row
@@ -24,7 +25,8 @@ class SqlStorage(Storage):
 
     groups_concurrent_writes = True
 
-    def __init__(self, retention: Optional[RetentionPolicy]) -> None:
+    def __init__(self, retention: Optional[RetentionPolicy], location: str) -> None:
+        self.outage = OutageLog(location)
         self.retention = RetentionSchedule(retention)
         self.retention_runs = 0
         self.retention_evicted = 0
@@ -62,6 +64,10 @@ class SqlStorage(Storage):
             raise
         for rider in riders:
             rider.committed = True
+
+    @property
+    def write_problem(self) -> Optional[Exception]:
+        return self.outage.problem
 
     async def run_statement(self, sql: str, params: Sequence[Any] = (), *, durable: bool = True) -> list[Row]:
         """Run one statement (`?` placeholders) as a transaction of its own; returns its rows (empty if none).

@@ -29,6 +29,7 @@ from agentlightning.store.errors import (
     StoreBusyError,
     StoreClosedError,
     StoreError,
+    StoreFullError,
     StoreOpenError,
 )
 from agentlightning.store.sql.dialect import SQLITE
@@ -53,6 +54,7 @@ _INHERITED_CONNECTIONS: list[sqlite3.Connection] = []
 
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
+_SQLITE_FULL = 13
 
 
 class _Busy(Exception):
@@ -68,6 +70,14 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     if code is not None:
         return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
     return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    """SQLITE_FULL: the disk (or the database's `max_page_count`) has no room for the write."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF == _SQLITE_FULL
+    return "database or disk is full" in str(exc)
 
 
 class SqliteExecutor(SqlExecutor):
@@ -108,7 +118,7 @@ class SqliteStorage(SqlStorage):
         self.shared_across_processes = not self.in_memory
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
-        super().__init__(retention)
+        super().__init__(retention, path)
         self._lock = TransactionLock("SQLite store")
         self._conn: Optional[sqlite3.Connection] = None
         self._pid = os.getpid()
@@ -212,7 +222,7 @@ class SqliteStorage(SqlStorage):
             self._lock.release()
             if _is_busy(exc):
                 raise _Busy from exc
-            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+            raise self._store_error(exc) from exc
         except BaseException:
             self._lock.release()
             raise
@@ -235,10 +245,21 @@ class SqliteStorage(SqlStorage):
         except sqlite3.Error as exc:
             if _is_busy(exc):
                 raise StoreBusyError(f"SQLite store {self.path} is locked: {exc}") from exc
-            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+            raise self._store_error(exc) from exc
         finally:
             self._lock.release()
+        self.outage.worked(write=write)
         await self.after_commit(tx)
+
+    def _store_error(self, exc: sqlite3.Error) -> StoreError:
+        """The store error for a failed statement; a full disk is recorded (and logged once per burst)."""
+        if _is_full(exc):
+            return self.outage.refused(
+                StoreFullError(
+                    f"The SQLite store {self.path} is full ({exc}): writes are refused until disk space is freed"
+                )
+            )
+        return StoreError(f"SQLite store {self.path}: {exc}")
 
     # ------------------------------------------------------------------------------------------------------ health
     def health_scan_due(self, now: float) -> bool:

@@ -271,3 +271,38 @@ def test_an_unknown_field_of_a_span_resource_gets_422_while_span_extras_are_kept
     answer = call(server, "POST", "/v1/agl/spans", span)
     assert answer.status == 201, answer.body
     assert answer.json["custom"] == "kept"
+
+
+def test_a_span_sequence_id_beyond_2_to_the_53_gets_422_naming_the_field(server: LightningStoreServer) -> None:
+    from agentlightning.types import Span
+
+    rollout = call(server, "POST", "/v1/agl/rollouts", {"input": "task"}).json
+    ids = {"rollout_id": rollout["rollout_id"], "attempt_id": rollout["attempt"]["attempt_id"]}
+    span = Span.from_attributes(attributes={}, sequence_id=1, name="step", **ids).model_dump(mode="json")
+    for sequence_id in (2**63 - 1, 2**64):
+        answer = call(server, "POST", "/v1/agl/spans", {**span, "sequence_id": sequence_id})
+        assert answer.status == 422, answer.body
+        assert "span.sequence_id" in answer.json["detail"] and "9007199254740991" in answer.json["detail"]
+    next_id = call(server, "POST", "/v1/agl/spans/next", ids)
+    assert next_id.status == 200 and next_id.json == {"sequence_id": 1}
+
+
+def test_a_limit_beyond_64_bits_gets_422_naming_the_field(server: LightningStoreServer) -> None:
+    for path, body in (
+        ("/v1/agl/rollouts/search", {"limit": 2**64}),
+        ("/v1/agl/queues/rollouts/dequeue", {"limit": 2**63}),
+    ):
+        answer = call(server, "POST", path, body)
+        assert answer.status == 422, answer.body
+        assert "limit" in answer.json["detail"]
+
+
+def test_nan_in_an_input_and_an_infinite_timeout_get_400_naming_the_field(server: LightningStoreServer) -> None:
+    answer = call(server, "POST", ENQUEUE, raw=b'{"rollouts": [{"input": {"score": NaN}}]}')
+    assert answer.status == 400, answer.body
+    assert "input.score" in answer.json["detail"] and "NaN" in answer.json["detail"]
+    raw = b'{"rollouts": [{"input": "task", "config": {"timeout_seconds": 1e400}}]}'
+    answer = call(server, "POST", ENQUEUE, raw=raw)
+    assert answer.status == 400, answer.body
+    assert "timeout_seconds" in answer.json["detail"] and "finite" in answer.json["detail"]
+    assert call(server, "GET", "/v1/agl/rollouts").json["items"] == []

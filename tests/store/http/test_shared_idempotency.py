@@ -167,3 +167,28 @@ async def test_a_keyed_write_whose_operation_fails_records_only_its_answer(
         await first.app.state.idempotency.flush()
     assert [answer.status for answer in answers] == [404, 404]
     assert answers[1].headers.get("idempotent-replayed") == "true"
+
+
+async def test_a_record_whose_removal_failed_while_the_database_was_down_is_removed_by_the_next_call_that_works(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlightning.store import StoreUnavailableError
+
+    store = SqliteLightningStore(os.path.join(str(tmp_path), "shared.db"))
+    try:
+        storage = store._storage
+        records = SharedIdempotencyRecords(storage)
+        fingerprint = ("enqueue_many_rollouts", "/v1/agl/queues/rollouts/enqueue", "digest")
+        assert await records.begin("key-1", fingerprint) is None  # in flight: the request runs, then fails
+
+        async def database_down(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailableError("The store is unavailable")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(storage, "run_statement", database_down)
+            await records.forget("key-1")  # never raises: the removal waits for the database
+
+        # The retry runs at once (the record is removed first), instead of waiting for a record nobody answers.
+        assert await asyncio.wait_for(records.begin("key-1", fingerprint), 2.0) is None
+    finally:
+        await store.close()

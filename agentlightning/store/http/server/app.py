@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentlightning.store.base import LightningStore
+from agentlightning.store.http.errors import retry_after_seconds
 from agentlightning.store.http.operations import API_PREFIX, OPERATIONS
 from agentlightning.store.http.server.bodies import BodyError, read_body
 from agentlightning.store.http.server.claims import ClaimLedger
@@ -23,6 +24,7 @@ from agentlightning.store.http.server.handlers import (
     OperationHandler,
     ServerLimits,
     ShutdownSignal,
+    error_answer,
     error_body,
     json_response,
 )
@@ -173,11 +175,14 @@ def _add_service_routes(app: FastAPI, store: LightningStore, limits: ServerLimit
         request.scope["agl.operation"] = "health"
         try:
             await asyncio.wait_for(store.get_latest_resources(), _HEALTH_READ_TIMEOUT)
+            problem = getattr(store, "write_problem", None)  # reads work, writes may not (a full disk)
         except Exception as exc:
-            reason = "did not answer in time" if isinstance(exc, asyncio.TimeoutError) else str(exc)
+            problem = exc
+        if problem is not None:
+            reason = "did not answer in time" if isinstance(problem, asyncio.TimeoutError) else str(problem)
             detail = f"The store cannot serve: {reason}"
-            body = to_json({"status": "unavailable", "detail": detail, "error_type": type(exc).__name__})
-            return json_response(503, body)
+            body = to_json({"status": "unavailable", "detail": detail, "error_type": type(problem).__name__})
+            return json_response(503, body, {"Retry-After": "1"})
         return json_response(200, b'{"status":"ok"}')
 
     async def prometheus(request: Request) -> Response:
@@ -224,7 +229,12 @@ async def _ingest_traces(request: Request, store: LightningStore, limits: Server
     except otlp.OtlpDecodeError as exc:
         status = 415 if str(exc).startswith("Unsupported Content-Type") else 400
         return json_response(status, error_body(status, "InvalidArgumentError", str(exc)))
-    result = await otlp.ingest_spans(store, decoded)
+    try:
+        result = await otlp.ingest_spans(store, decoded)
+    except Exception as exc:  # the database is down or full: 503 or 507 naming it (OTLP exporters retry 503)
+        status, payload = error_answer(exc, "otlp_traces")
+        retry_after = retry_after_seconds(status)
+        return json_response(status, payload, {"Retry-After": str(retry_after)} if retry_after else None)
     media_type = otlp.JSON if as_json else otlp.PROTOBUF
     return Response(content=otlp.encode_response(result, as_json), media_type=media_type)
 

@@ -17,7 +17,12 @@ from starlette.responses import Response
 
 from agentlightning.store.base import LightningStore
 from agentlightning.store.core.riders import RiderConflict, riding
-from agentlightning.store.http.errors import error_context, error_status, validation_error_to_store_error
+from agentlightning.store.http.errors import (
+    error_context,
+    error_status,
+    retry_after_seconds,
+    validation_error_to_store_error,
+)
 from agentlightning.store.http.models import PydanticUnset, SpanPayload
 from agentlightning.store.http.operations import Operation
 from agentlightning.store.http.server.bodies import BodyError, read_body
@@ -26,7 +31,15 @@ from agentlightning.store.http.server.idempotency import CachedResponse, Idempot
 from agentlightning.store.http.server.shared_idempotency import SharedIdempotencyRecords
 from agentlightning.types import PaginatedResult, Span
 
-__all__ = ["JSON", "OperationHandler", "ServerLimits", "ShutdownSignal", "error_body", "json_response"]
+__all__ = [
+    "JSON",
+    "OperationHandler",
+    "ServerLimits",
+    "ShutdownSignal",
+    "error_answer",
+    "error_body",
+    "json_response",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +58,17 @@ def error_body(status: int, error_type: str, detail: str, **extra: Any) -> bytes
     payload: dict[str, Any] = {"detail": detail, "error_type": error_type}
     payload.update({key: value for key, value in extra.items() if value is not None})
     return to_json(payload, fallback=repr, bytes_mode="base64")
+
+
+def error_answer(exc: Exception, what: str) -> tuple[int, bytes]:
+    """(status, JSON body) for an exception raised while serving `what`: a store error gets its status (503 or 507
+    for a database that cannot serve now), anything else is a 500 logged with its traceback."""
+    status = error_status(exc)
+    if status is None:
+        logger.error("Unexpected error in %s", what, exc_info=exc)
+        return 500, error_body(500, type(exc).__name__, "Internal server error")
+    detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    return status, error_body(status, type(exc).__name__, detail, context=error_context(exc))
 
 
 def json_response(status: int, body: bytes, headers: Optional[dict[str, str]] = None) -> Response:
@@ -129,7 +153,14 @@ class _Endpoint:
         self._kind = kind
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        status, body, headers = await self._handler.handle(scope, receive, self._kind)
+        try:
+            status, body, headers = await self._handler.handle(scope, receive, self._kind)
+        except Exception as exc:  # never a bare 500 from the ASGI server, even for a failure on the error path
+            status, body = error_answer(exc, self._handler.op.name)
+            headers = {}
+        retry_after = retry_after_seconds(status)
+        if retry_after is not None:
+            headers = {**headers, "retry-after": str(retry_after)}
         raw_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         raw_headers.extend((key.encode(), value.encode()) for key, value in headers.items())
         await send({"type": "http.response.start", "status": status, "headers": raw_headers})
@@ -236,38 +267,54 @@ class OperationHandler:
     ) -> tuple[int, bytes, dict[str, str]]:
         cache = self.idempotency
         assert cache is not None
-        if isinstance(cache, SharedIdempotencyRecords):
-            # The common case, a fresh key: its record is written in the operation's own transaction.
-            rider = await cache.rider(key, fingerprint)
+        try:
+            if isinstance(cache, SharedIdempotencyRecords):
+                answered = await self._execute_riding(cache, key, fingerprint, args, receive)
+                if answered is not None:
+                    return answered
             try:
-                with riding(rider):
-                    status, payload = await self._execute(args, receive)
-            except RiderConflict:
-                pass  # the key is in use and nothing was written: replay or wait below
+                cached = await cache.begin(key, fingerprint)
+            except IdempotencyConflict as exc:
+                return 422, error_body(422, "IdempotencyKeyConflict", str(exc)), {}
+            if cached is not None:
+                return cached.status, cached.body, {"idempotent-replayed": "true"}
+            try:
+                status, payload = await self._execute(args, receive)
             except BaseException:
                 await asyncio.shield(cache.forget(key))
                 raise
+            if status >= 500:
+                await cache.forget(key)
             else:
-                if status >= 500:
-                    await cache.forget(key)
-                else:
-                    await cache.complete(key, CachedResponse(status, payload), fingerprint)
-                return status, payload, {}
+                await cache.complete(key, CachedResponse(status, payload))
+            return status, payload, {}
+        except Exception as exc:  # the records' own database failed (an outage): answer as the operation would
+            status, payload = error_answer(exc, self.op.name)
+            return status, payload, {}
+
+    async def _execute_riding(
+        self,
+        cache: SharedIdempotencyRecords,
+        key: str,
+        fingerprint: tuple[str, str, str],
+        args: dict[str, Any],
+        receive: Any,
+    ) -> Optional[tuple[int, bytes, dict[str, str]]]:
+        """The common case, a fresh key: its record is written in the operation's own transaction. None when the
+        key is in use (nothing was written): the caller replays or waits."""
+        rider = await cache.rider(key, fingerprint)
         try:
-            cached = await cache.begin(key, fingerprint)
-        except IdempotencyConflict as exc:
-            return 422, error_body(422, "IdempotencyKeyConflict", str(exc)), {}
-        if cached is not None:
-            return cached.status, cached.body, {"idempotent-replayed": "true"}
-        try:
-            status, payload = await self._execute(args, receive)
+            with riding(rider):
+                status, payload = await self._execute(args, receive)
+        except RiderConflict:
+            return None
         except BaseException:
-            await asyncio.shield(cache.forget(key))
+            await asyncio.shield(cache.forget_rider(rider))
             raise
         if status >= 500:
-            await cache.forget(key)
+            await cache.forget_rider(rider)  # a record that did not commit (an outage) needs no removal
         else:
-            await cache.complete(key, CachedResponse(status, payload))
+            await cache.complete(key, CachedResponse(status, payload), fingerprint)
         return status, payload, {}
 
     async def _execute(self, args: dict[str, Any], receive: Any) -> tuple[int, bytes]:
@@ -284,12 +331,7 @@ class OperationHandler:
             logger.error("Cannot serialise the result of %s: %s", op.name, exc)
             return 500, error_body(500, "SerializationError", f"The result of {op.name} is not JSON-serialisable")
         except Exception as exc:
-            status = error_status(exc)
-            if status is None:
-                logger.exception("Unexpected error in %s", op.name)
-                return 500, error_body(500, type(exc).__name__, "Internal server error")
-            detail = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
-            return status, error_body(status, type(exc).__name__, detail, context=error_context(exc))
+            return error_answer(exc, op.name)
 
     # ------------------------------------------------------------------------------------------ store calls
     async def _call_store(self, args: dict[str, Any], receive: Any) -> Any:

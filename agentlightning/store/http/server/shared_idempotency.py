@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Optional
 
 from agentlightning.store.core.riders import Rider
+from agentlightning.store.errors import StoreUnavailableError
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict
 from agentlightning.store.sql.statements import multi_row
 
@@ -69,6 +70,10 @@ class SharedIdempotencyRecords:
         self._clock = clock
         self._last_expiry = float("-inf")
         self._answers = AnswerWriter(storage)
+        self._mine: dict[str, float] = {}
+        """The in-flight records `begin` wrote and nobody answered yet: key -> their `created`."""
+        self._unforgotten: dict[str, float] = {}
+        """Records `forget` could not remove (the database was down): removed at the next call that works."""
 
     async def count(self) -> int:
         async with self._storage.sql_transaction(write=False) as tx:
@@ -78,13 +83,13 @@ class SharedIdempotencyRecords:
     async def rider(self, key: str, fingerprint: tuple[str, str, str]) -> Rider:
         """The in-flight record of a request, to write with its operation; the operation fails with `RiderConflict`
         (writing nothing) when the key is in use, and the request then goes through `begin`."""
-        await self._expire()
+        await self._upkeep()
         return Rider(_IN_FLIGHT, (key, "\n".join(fingerprint), self._clock()), conflict_table="idempotency")
 
     async def begin(self, key: str, fingerprint: tuple[str, str, str]) -> Optional[CachedResponse]:
         """The stored answer for a repeated key (waiting while another process runs it), or None when this request
         must run; then `complete` or `forget` must follow."""
-        await self._expire()
+        await self._upkeep()
         mark = "\n".join(fingerprint)
         delay = _WAIT_MIN
         while True:
@@ -96,6 +101,7 @@ class SharedIdempotencyRecords:
                 _IN_FLIGHT + " ON CONFLICT (key) DO NOTHING RETURNING key", (key, mark, now), durable=False
             )
             if inserted:
+                self._mine[key] = now
                 return None
             async with self._storage.sql_transaction(write=True) as tx:
                 # The key is known (a retry, or another process inserted it first): read its record.
@@ -115,6 +121,7 @@ class SharedIdempotencyRecords:
                 if now - float(created) > self.in_flight_seconds:
                     logger.warning("Idempotency-Key %r was in flight for %.0f s; running it again", key, now - created)
                     await tx.db.execute("UPDATE idempotency SET created = ? WHERE key = ?", (now, key))
+                    self._mine[key] = now
                     return None
             await asyncio.sleep(delay)  # another process runs the request: wait for its answer
             delay = min(delay * 2, _WAIT_MAX)
@@ -124,6 +131,7 @@ class SharedIdempotencyRecords:
     ) -> None:
         """Store the answer (with the record itself, for a request whose operation wrote nothing), soon: see
         `AnswerWriter`."""
+        self._mine.pop(key, None)
         self._answers.add((key, "\n".join(fingerprint), response.status, response.body, self._clock()))
 
     async def flush(self) -> None:
@@ -131,7 +139,41 @@ class SharedIdempotencyRecords:
         await self._answers.flush()
 
     async def forget(self, key: str) -> None:
-        await self._storage.run_statement("DELETE FROM idempotency WHERE key = ? AND status IS NULL", (key,))
+        """Remove the in-flight record `begin` wrote for `key` (a retry then runs the request). Never raises: while
+        the database is down the removal waits for the next call that works (a retry meanwhile waits for it)."""
+        created = self._mine.pop(key, None)
+        if created is not None:
+            await self._forget(key, created)
+
+    async def forget_rider(self, rider: Rider) -> None:
+        """`forget` for the record of a rider that committed with its operation."""
+        if rider.committed:
+            await self._forget(str(rider.params[0]), float(rider.params[2]))
+
+    async def _forget(self, key: str, created: float) -> None:
+        try:
+            await self._remove_in_flight(key, created)
+        except Exception as exc:
+            logger.debug("Cannot remove the idempotency record of %r yet: %s", key, exc)
+            self._unforgotten[key] = created
+
+    async def _remove_in_flight(self, key: str, created: float) -> None:
+        # Only the record this process wrote: a retry may have taken the key over since.
+        await self._storage.run_statement(
+            "DELETE FROM idempotency WHERE key = ? AND status IS NULL AND created = ?", (key, created)
+        )
+
+    async def _upkeep(self) -> None:
+        """Remove the records `forget` left behind and expire old answers: best effort, as the request itself will
+        meet (and answer) a database that is down."""
+        try:
+            while self._unforgotten:
+                key, created = next(iter(self._unforgotten.items()))
+                await self._remove_in_flight(key, created)
+                self._unforgotten.pop(key, None)
+            await self._expire()
+        except Exception as exc:
+            logger.debug("Idempotency record upkeep failed: %s", exc)
 
     async def _expire(self) -> None:
         now = self._clock()
@@ -190,7 +232,9 @@ class AnswerWriter:
                     await self.flush()
                     delay = _WAIT_MAX
                 except Exception as exc:
-                    logger.warning("Cannot write %d idempotency answers yet: %s", len(self._pending), exc)
+                    # A database that is down or full is logged once by the storage (`OutageLog`).
+                    level = logging.DEBUG if isinstance(exc, StoreUnavailableError) else logging.WARNING
+                    logger.log(level, "Cannot write %d idempotency answers yet: %s", len(self._pending), exc)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
         except asyncio.CancelledError:
