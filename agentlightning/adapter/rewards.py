@@ -2,8 +2,8 @@
 
 An agent may emit rewards along the way (a step reward after a tool call) and one at the end (the outcome):
 
-- The **outcome** is the rollout's last reward span (in store order: by sequence id, the order `find_final_reward`
-  reads). It belongs to the rollout: it is placed on the rollout's final call, in addition to any step reward of
+- The **outcome** is the rollout's last reward span, in the order the spans are given (the store's: what
+  `find_final_reward` reads and the runner records as the attempt's `final_reward`). It belongs to the rollout: it is placed on the rollout's final call, in addition to any step reward of
   that call, and is never dropped nor moved to an earlier call. An agent that emits a single reward emits only an
   outcome.
 - Every other reward span is a **step reward**. It belongs to the call it follows: the latest call that ended before
@@ -68,10 +68,8 @@ def _number(span: Span) -> Optional[float]:
 
 
 def reward_spans(spans: Sequence[Span]) -> list[tuple[Span, float]]:
-    """The spans holding a numeric reward, with their values, in store order (sequence id, then input order)."""
-    found = [(index, span, value) for index, span in enumerate(spans) if (value := _number(span)) is not None]
-    found.sort(key=lambda item: (item[1].sequence_id, item[0]))
-    return [(span, value) for _, span, value in found]
+    """The spans holding a numeric reward, with their values, in the order given."""
+    return [(span, value) for span in spans if (value := _number(span)) is not None]
 
 
 def _follows(

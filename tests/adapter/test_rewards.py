@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from agentlightning.adapter.rewards import RolloutRewards, rollout_rewards
+from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import Span
 
 
@@ -38,9 +39,9 @@ def test_a_step_reward_after_every_call_and_then_the_outcome_puts_the_outcome_on
 
 
 def test_a_step_reward_on_call_three_then_the_outcome_puts_the_outcome_on_the_final_call_not_call_two() -> None:
-    calls = [call(1, 0, 1), call(2, 2, 3), call(3, 4, 5), call(5, 6, 7)]
-    rewards = [reward(4, 0.5, 5.5), reward(6, 1.0, 8.0)]
-    assert rollout_rewards(calls, calls + rewards).per_call() == [None, None, 0.5, 1.0]
+    calls = [call(1, 0, 1), call(2, 2, 3), call(3, 4, 5)]
+    rewards = [reward(4, 0.5, 5.5), reward(5, 1.0, 6.0)]
+    assert rollout_rewards(calls, calls + rewards).per_call() == [None, None, 1.5]
 
 
 def test_a_single_reward_is_the_outcome_and_no_step_reward() -> None:
@@ -89,6 +90,7 @@ def test_a_rollout_without_calls_keeps_its_outcome() -> None:
     assert rollout_rewards([], [reward(1, 0.3), reward(2, 0.9)]) == RolloutRewards((), 0.9)
 
 
-def test_the_outcome_is_the_last_reward_by_sequence_id_whatever_the_input_order() -> None:
+def test_the_outcome_is_the_last_reward_span_in_store_order_as_find_final_reward_reads_it() -> None:
     calls = [call(1, 0, 1)]
-    assert rollout_rewards(calls, [reward(3, 1.0, 3), *calls, reward(2, 0.4, 2)]).outcome == 1.0
+    spans = [*calls, reward(2, 0.4, 2), reward(3, 1.0, 3)]
+    assert rollout_rewards(calls, spans).outcome == find_final_reward(spans) == 1.0
