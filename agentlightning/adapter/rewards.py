@@ -72,9 +72,7 @@ def reward_spans(spans: Sequence[Span]) -> list[tuple[Span, float]]:
     return [(span, value) for span in spans if (value := _number(span)) is not None]
 
 
-def _follows(
-    calls: Sequence[Span], reward: Span, timed: bool
-) -> Optional[int]:
+def _follows(calls: Sequence[Span], reward: Span, timed: bool) -> Optional[int]:
     """The index of the call `reward` follows (see the module docstring), or None when it follows none."""
     best: Optional[int] = None
     best_key: tuple[float, int] = (-math.inf, -1)

@@ -383,7 +383,12 @@ class TraceTree:
     ) -> list[Triplet]:
         """The triplets of the LLM calls in this tree, in the order they were made, with rewards matched."""
         kept = self._call_triplets(
-            llm_call_match, agent_match, exclude_llm_call_in_reward, dedup_llm_call, reward_match, _skip_empty_token_spans
+            llm_call_match,
+            agent_match,
+            exclude_llm_call_in_reward,
+            dedup_llm_call,
+            reward_match,
+            _skip_empty_token_spans,
         )
         triplets = [triplet for _, triplet in kept]
         if final_reward is not None and triplets:

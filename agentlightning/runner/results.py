@@ -19,11 +19,11 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
+    "ERROR_SOURCE",
     "AgentBaseException",
     "AgentExit",
     "AgentTimeout",
     "AttemptOutcome",
-    "ERROR_SOURCE",
     "NormalizedResult",
     "ResultNotStored",
     "RunnerInterrupted",

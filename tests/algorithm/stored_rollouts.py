@@ -25,7 +25,9 @@ async def stored_rollout(
     claimed = await store.start_rollout(input={"events": len(events)})
     rollout_id, attempt_id = claimed.rollout_id, claimed.attempt.attempt_id
 
-    def make(index: int, name: str, start: float, end: float, attributes: dict[str, Any], parent: Optional[str]) -> Span:
+    def make(
+        index: int, name: str, start: float, end: float, attributes: dict[str, Any], parent: Optional[str]
+    ) -> Span:
         return Span.from_attributes(
             attributes=attributes,
             rollout_id=rollout_id,

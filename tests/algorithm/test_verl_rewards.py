@@ -40,7 +40,9 @@ async def scripted_runner(store: InMemoryLightningStore, expected: int) -> None:
         rid, aid, x = claimed.rollout_id, claimed.attempt.attempt_id, int(task["x"])
         for seq, token in ((1, 1), (2, 2)):
             ids = {"prompt_token_ids": [100, x, token], "response_token_ids": [token]}
-            await store.add_span(_span(rid, aid, seq, "raw_gen_ai_request", **ids, **{"gen_ai.response.id": f"{rid}{seq}"}))
+            await store.add_span(
+                _span(rid, aid, seq, "raw_gen_ai_request", **ids, **{"gen_ai.response.id": f"{rid}{seq}"})
+            )
         await store.add_span(_span(rid, aid, 3, "agentlightning.reward", reward=0.3))
         end: Optional[str] = task.get("end")
         if end is None:
