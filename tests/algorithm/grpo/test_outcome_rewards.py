@@ -4,6 +4,7 @@ agent raised is trained with that outcome while infrastructure failures stay dro
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from typing import Any, Union
@@ -14,7 +15,11 @@ from agentlightning.algorithm.grpo.agents import read_agent_rollouts
 from agentlightning.algorithm.grpo.config import GRPOConfig
 from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.litagent import LitAgent
+from agentlightning.runner import LitAgentRunner
 from agentlightning.store import InMemoryLightningStore
+from agentlightning.tracer import DummyTracer
+from agentlightning.types import RolloutConfig, Span
 
 from ..stored_rollouts import Call, Reward, stored_rollout
 
@@ -131,3 +136,34 @@ async def test_several_agents_score_a_rollout_in_which_the_agent_raised_with_the
 def test_a_failure_reward_that_is_not_a_finite_number_is_refused(value: Any) -> None:
     with pytest.raises(ValueError, match="failure_reward must be a finite number or None"):
         GRPOConfig(failure_reward=value)
+
+
+class _ParsingAgent(LitAgent[Any]):
+    """Records one LLM call (as the proxy would) and a step reward, then gives an outcome 1.0, or raises on an answer
+    it cannot parse ({"answer": "?"}), or outlives its timeout ({"answer": "slow"})."""
+
+    def __init__(self, store: InMemoryLightningStore) -> None:
+        super().__init__()
+        self.store = store
+
+    async def rollout_async(self, task: Any, resources: Any, rollout: Any) -> Any:
+        rid, aid = rollout.rollout_id, rollout.attempt.attempt_id
+        ids = {"prompt_token_ids": [1, 2], "response_token_ids": [3], "gen_ai.response.id": f"{rid}-call"}
+        await self.store.add_span(Span.from_attributes(attributes=ids, rollout_id=rid, attempt_id=aid, sequence_id=1))
+        if task["answer"] == "?":
+            raise ValueError("the model's answer is not a number")
+        if task["answer"] == "slow":
+            await asyncio.sleep(10)
+        return 1.0
+
+
+async def test_a_real_runners_agent_failure_is_scored_and_its_timeout_is_not(store: InMemoryLightningStore) -> None:
+    tasks = [{"answer": "42"}, {"answer": "?"}, {"answer": "slow"}]
+    config = RolloutConfig(timeout_seconds=0.5)
+    ids = [(await store.enqueue_rollout(task, config=config)).rollout_id for task in tasks]
+    runner = LitAgentRunner[Any](tracer=DummyTracer(), max_rollouts=len(tasks), poll_interval=0.05)
+    with runner.run_context(agent=_ParsingAgent(store), store=store):
+        await asyncio.wait_for(runner.iter(), timeout=30)
+    rollouts = list(await store.wait_for_rollouts(rollout_ids=ids, timeout=5))
+    data = await read_rollouts(store, rollouts, None, agent_match=None, failure_reward=-1.0)
+    assert [(item.reward, len(item.calls)) for item in data] == [(1.0, 1), (-1.0, 1), (None, 0)]
