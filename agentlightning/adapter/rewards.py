@@ -3,9 +3,9 @@
 An agent may emit rewards along the way (a step reward after a tool call) and one at the end (the outcome):
 
 - The **outcome** is the rollout's last reward span, in the order the spans are given (the store's: what
-  `find_final_reward` reads and the runner records as the attempt's `final_reward`). It belongs to the rollout: it is placed on the rollout's final call, in addition to any step reward of
-  that call, and is never dropped nor moved to an earlier call. An agent that emits a single reward emits only an
-  outcome.
+  `find_final_reward` reads and the runner records as the attempt's `final_reward`). It belongs to the rollout: it
+  is placed on the rollout's final call, in addition to any step reward of that call, and is never dropped nor moved
+  to an earlier call. An agent that emits a single reward emits only an outcome.
 - Every other reward span is a **step reward**. It belongs to the call it follows: the latest call that ended before
   the reward started when every call and reward span carries times (a call recorded by the LLM proxy is numbered when
   it arrives, a reward when the runner writes it, so sequence ids alone would hand a reward emitted between two calls
@@ -54,10 +54,6 @@ class RolloutRewards:
     def with_outcome(self, outcome: Optional[float]) -> RolloutRewards:
         """The same step rewards with another outcome (a failure reward)."""
         return replace(self, outcome=outcome)
-
-    def select(self, indices: Sequence[int], outcome: Optional[float]) -> RolloutRewards:
-        """The view of some of the calls (those at `indices`, in that order) with their own outcome."""
-        return RolloutRewards(tuple(self.steps[index] for index in indices), outcome)
 
 
 def _number(span: Span) -> Optional[float]:

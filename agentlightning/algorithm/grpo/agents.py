@@ -11,8 +11,9 @@ Which reward is an agent's: the last reward emitted inside that agent's span (`a
 `agl.operation(..., **{"agent.name": ...})`) is its outcome, on its final call, and the earlier ones are step rewards
 on the agent's calls they follow (`agentlightning.adapter.rewards`); a rollout where the agent emitted none gives it
 the rollout's outcome (counted per agent as `rewards_from_rollout`). With a `failure_reward`, a rollout in which the
-agent code raised gives every agent that failure reward as its outcome. Each agent's groups are then built exactly as for a single
-policy (its calls, its rewards, compared within the task's group) and its adapter takes its own optimizer step.
+agent code raised gives every agent that failure reward as its outcome. Each agent's groups are then built exactly
+as for a single policy (its calls, its rewards, compared within the task's group) and its adapter takes its own
+optimizer step.
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def assign_calls(calls: Sequence[Triplet], agents: Mapping[str, str]) -> dict[st
 
 def agent_rewards(spans: Sequence[Span]) -> dict[str, float]:
     """The last reward emitted inside each agent's span (by the innermost agent around the reward span)."""
-    return {agent: float(get_reward_value(owned[-1])) for agent, owned in _agent_reward_spans(spans).items()}  # type: ignore[arg-type]
+    owned = _agent_reward_spans(spans)
+    return {agent: float(get_reward_value(rewards[-1])) for agent, rewards in owned.items()}  # type: ignore[arg-type]
 
 
 def _agent_reward_spans(spans: Sequence[Span]) -> dict[str, list[Span]]:
@@ -200,7 +202,8 @@ def _split(
 ) -> AgentRollouts:
     sampling = recorded_sampling(spans)
     adapter = TracerTraceToTriplet()
-    paired = [(span, t) for span, t in adapter._training_calls(list(spans)) if _has_ids(t)]  # pyright: ignore
+    found = adapter._training_calls(list(spans))  # pyright: ignore[reportPrivateUsage]
+    paired = [(span, t) for span, t in found if _has_ids(t)]
     calls = [t for _, t in paired]
     view = rollout_rewards([span for span, _ in paired], spans, failed=failed)
     if failed:
@@ -224,16 +227,19 @@ def _split(
         owner = owner_of(agent_name, agents)
         if owner is not None:
             owned.setdefault(owner, []).extend(reward_spans)
+    for reward_spans in owned.values():
+        reward_spans.sort(key=lambda span: span.start_time or 0.0)  # several agent names, one adapter
     for name in agents:
         indices = [i for i, call in enumerate(calls) if owner_of(call.metadata.get("agent_name"), agents) == name]
         if owned.get(name):
             mine = rollout_rewards([paired[i][0] for i in indices], owned[name], failed=failed)
             if failed:
                 mine = mine.with_outcome(failure_reward)
-        else:
+        elif indices:
             mine = RolloutRewards((None,) * len(indices), view.outcome)
-            if indices:
-                result.rewards_from_rollout[name] = 1
+            result.rewards_from_rollout[name] = 1
+        else:  # the agent did not act in this rollout: nothing of it counts in the agent's groups
+            mine = RolloutRewards((), None)
         result.by_agent[name] = [
             RolloutData(
                 rollout,
