@@ -11,13 +11,12 @@ LLM calls - a span counts when it yields both a non-empty prompt and a non-empty
 The call is identified by `gen_ai.response.id` (or `llm.hosted_vllm.id`); a repeated id is ignored (first wins).
 Prompt and completion messages (`gen_ai.prompt.*`, `gen_ai.completion.*`) are copied as `raw_content` when present.
 
-Rewards - any span with a reward (see `get_reward_value`). Each reward goes to the most recent call without a reward
-made before it; later rewards back-fill older calls. "Before" is decided by time when the reward span and every
-call carry times (a call before a reward ended when or before the reward was emitted): the proxy numbers a call when
-it arrives while the runner's tracer numbers a reward when it writes it, usually at the end of the rollout, so
-sequence ids alone would hand a reward emitted between two calls to the later one. This assumes the clocks of the
-runner and the proxy agree to well within the time between a call's answer and the reward that follows it (one
-machine, or machines synchronised by NTP). Without times, the sequence order decides.
+Rewards - any span with a reward (see `get_reward_value`). In ascending sequence order each reward goes to the most
+recent call without a reward whose sequence id is strictly smaller than the reward's (spec: a reward at or before a
+call's sequence never attaches to it; later rewards back-fill older calls). The proxy numbers a call when it arrives
+while the runner numbers a reward when it writes it, so a reward emitted between two calls can land on the later one:
+training does not read these triplet rewards but `agentlightning.adapter.rewards` (attribution by time, and the
+outcome always on the final call).
 """
 
 from __future__ import annotations
@@ -68,28 +67,13 @@ def _looks_like_llm_call(span: Span) -> bool:
 
 
 def _match_rewards(calls: list[tuple[Span, Triplet]], rewards: list[tuple[Span, float]]) -> dict[int, float]:
-    """The reward of each call (by position): see the module docstring."""
-    timed = all(span.end_time is not None for span, _ in calls) and all(
-        span.start_time is not None for span, _ in rewards
-    )
-
-    def before(call: Span, reward: Span) -> bool:
-        if timed:
-            return call.end_time <= reward.start_time  # type: ignore[operator]
-        return call.sequence_id < reward.sequence_id
-
-    def reward_order(item: tuple[Span, float]) -> tuple[float, int]:
-        span = item[0]
-        return (span.start_time if timed else 0.0) or 0.0, span.sequence_id
-
-    order = sorted(range(len(calls)), key=lambda i: ((calls[i][0].end_time or 0.0) if timed else 0.0, i))
+    """The reward of each call (by position), by the spec's sequence-id rule (see the module docstring)."""
     matched: dict[int, float] = {}
-    for reward_span, value in sorted(rewards, key=reward_order):
-        for index in reversed(order):
-            if index in matched or not before(calls[index][0], reward_span):
-                continue
-            matched[index] = value
-            break
+    for reward_span, value in sorted(rewards, key=lambda item: item[0].sequence_id):
+        for index in range(len(calls) - 1, -1, -1):
+            if index not in matched and calls[index][0].sequence_id < reward_span.sequence_id:
+                matched[index] = value
+                break
     return matched
 
 
@@ -100,6 +84,14 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
         self.last_diagnosis = None
 
     def adapt(self, source: Sequence[Span], /) -> list[Triplet]:  # type: ignore[override]
+        return [triplet for _, triplet in self._calls(source)]
+
+    def _training_calls(self, source: list[Span], /) -> list[tuple[Optional[Span], Triplet]]:
+        if type(self).adapt is not LlmProxyTraceToTriplet.adapt:  # a subclass making triplets its own way
+            return super()._training_calls(source)
+        return list(self._calls(source))
+
+    def _calls(self, source: Sequence[Span]) -> list[tuple[Span, Triplet]]:
         spans = sorted(source, key=lambda span: (span.sequence_id, span.start_time or 0.0))
         calls: list[tuple[Span, Triplet]] = []
         seen: set[str] = set()
@@ -127,9 +119,11 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
             calls.append((span, triplet))
 
         matched = _match_rewards(calls, rewards)
-        triplets = [
-            triplet.model_copy(update={"reward": matched.get(index)}) for index, (_, triplet) in enumerate(calls)
+        paired = [
+            (span, triplet.model_copy(update={"reward": matched.get(index)}))
+            for index, (span, triplet) in enumerate(calls)
         ]
+        triplets = [triplet for _, triplet in paired]
         self.last_diagnosis = diagnose_trajectory(
             spans,
             triplets,
@@ -138,4 +132,4 @@ class LlmProxyTraceToTriplet(TraceToTripletBase):
             reward_spans=len(rewards),
             adapter=type(self).__name__,
         )
-        return triplets
+        return paired

@@ -386,6 +386,29 @@ class TraceTree:
         _skip_empty_token_spans: bool = False,
     ) -> list[Triplet]:
         """The triplets of the LLM calls in this tree, in the order they were made, with rewards matched."""
+        kept = self._call_triplets(
+            llm_call_match,
+            agent_match,
+            exclude_llm_call_in_reward,
+            dedup_llm_call,
+            reward_match,
+            _skip_empty_token_spans,
+        )
+        triplets = [triplet for _, triplet in kept]
+        if final_reward is not None and triplets:
+            triplets[-1] = triplets[-1].model_copy(update={"reward": final_reward})
+        return triplets
+
+    def _call_triplets(
+        self,
+        llm_call_match: str,
+        agent_match: Optional[str],
+        exclude_llm_call_in_reward: bool,
+        dedup_llm_call: bool,
+        reward_match: Union[RewardMatchPolicy, str],
+        skip_empty_token_spans: bool,
+    ) -> list[tuple[Span, Triplet]]:
+        """`to_trajectory`'s triplets (without a final reward), each with the span of its call."""
         calls = self.find_llm_calls(
             llm_call_match=llm_call_match,
             agent_match=agent_match,
@@ -398,17 +421,14 @@ class TraceTree:
         skipped = 0
         for node, label in calls:
             triplet = self.span_to_triplet(node.span, label)
-            if _skip_empty_token_spans and (not triplet.prompt["token_ids"] or not triplet.response["token_ids"]):
+            if skip_empty_token_spans and (not triplet.prompt["token_ids"] or not triplet.response["token_ids"]):
                 skipped += 1
                 continue
             kept.append((node, triplet))
         if skipped:
             logger.warning("Skipped %d of %d LLM calls without prompt or response token ids", skipped, len(calls))
         rewards = self.match_rewards(reward_match, [node for node, _ in kept])
-        triplets = [triplet.model_copy(update={"reward": rewards.get(node.id)}) for node, triplet in kept]
-        if final_reward is not None and triplets:
-            triplets[-1] = triplets[-1].model_copy(update={"reward": final_reward})
-        return triplets
+        return [(node.span, triplet.model_copy(update={"reward": rewards.get(node.id)})) for node, triplet in kept]
 
     # ------------------------------------------------------------------------------------------ visualising
     def visualize(self, filename: str, interested_span_match: Optional[str] = None) -> None:

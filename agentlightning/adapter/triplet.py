@@ -45,6 +45,12 @@ class TraceToTripletBase(TraceAdapter[list[Triplet]]):
 
     last_diagnosis: Optional[TrajectoryDiagnosis] = None
 
+    def _training_calls(self, source: list[Span], /) -> list[tuple[Optional[Span], Triplet]]:
+        """`adapt`'s triplets, each with the span of its call (None: unknown), for `adapter.rewards`: training
+        attributes step rewards to calls by their spans. An adapter of its own gives no spans (its triplets' rewards
+        are its own rule), so training puts only the outcome on its final call."""
+        return [(None, triplet) for triplet in self.adapt(source)]
+
 
 def _as_spans(source: Sequence[Union[Span, ReadableSpan]]) -> list[Span]:
     spans: list[Span] = []
@@ -96,20 +102,29 @@ class TracerTraceToTriplet(TraceToTripletBase):
 
     def adapt(self, source: Sequence[Union[Span, ReadableSpan]], /) -> list[Triplet]:  # type: ignore[override]
         """The triplets of `source`; an empty result is explained by a warning (see `last_diagnosis`)."""
+        return [triplet for _, triplet in self._calls(source)]
+
+    def _training_calls(self, source: list[Span], /) -> list[tuple[Optional[Span], Triplet]]:
+        if type(self).adapt is not TracerTraceToTriplet.adapt:  # a subclass making triplets its own way
+            return super()._training_calls(source)
+        return list(self._calls(source))
+
+    def _calls(self, source: Sequence[Union[Span, ReadableSpan]]) -> list[tuple[Span, Triplet]]:
         spans = _as_spans(source)
         name = type(self).__name__
         if not spans:
             self.last_diagnosis = diagnose_trajectory(spans, [], llm_call_match=self.llm_call_match, adapter=name)
             return []
         tree = self._tree(spans)
-        triplets = tree.to_trajectory(
-            llm_call_match=self.llm_call_match,
-            agent_match=self.agent_match,
-            exclude_llm_call_in_reward=self.exclude_llm_call_in_reward,
-            dedup_llm_call=True,
-            reward_match=self.reward_match,
-            _skip_empty_token_spans=self._skip_empty_token_spans,
+        calls = tree._call_triplets(  # pyright: ignore[reportPrivateUsage]
+            self.llm_call_match,
+            self.agent_match,
+            self.exclude_llm_call_in_reward,
+            True,
+            self.reward_match,
+            self._skip_empty_token_spans,
         )
+        triplets = [triplet for _, triplet in calls]
         nodes = tree.traverse()
         selected = len(triplets)
         if not triplets:  # count the calls the filters selected, to tell "no such agent" from "no token ids"
@@ -133,7 +148,7 @@ class TracerTraceToTriplet(TraceToTripletBase):
             reward_spans=sum(1 for node in nodes if node.is_reward_span()),
             adapter=name,
         )
-        return triplets
+        return calls
 
     def visualize(
         self,

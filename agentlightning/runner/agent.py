@@ -35,9 +35,11 @@ from .recording import finish_attempt, store_result
 from .resources import ResourcesCache, StoreCall
 from .results import (
     SUCCEEDED,
+    AgentTimeout,
     AttemptOutcome,
     NormalizedResult,
     RunnerInterrupted,
+    StoreDeclaredTimeout,
     normalize_result,
     outcome_of_exception,
 )
@@ -389,7 +391,7 @@ class LitAgentRunner(Runner[T_task]):
                 outcome = outcome_of_exception(RunnerInterrupted())  # AgentBaseException by now)
                 raise
             except Exception as exc:
-                outcome = outcome_of_exception(exc)
+                outcome = outcome_of_exception(exc, raised_by_agent=exc is running.agent_error)
                 failure = exc
                 self._log_failure(claimed, outcome)
             except BaseException as exc:  # not the agent's (a hook's, the tracer's): fail the attempt, then stop
@@ -440,7 +442,13 @@ class LitAgentRunner(Runner[T_task]):
                 attempt_id=claimed.attempt.attempt_id,
             ):
                 await self._trigger_hooks("on_trace_start", agent=agent, runner=self, tracer=tracer, rollout=claimed)
-                raw = await invoker.call(call, is_async=is_async, timeout=timeout, abort=running.abort)
+                try:
+                    raw = await invoker.call(call, is_async=is_async, timeout=timeout, abort=running.abort)
+                except (AgentTimeout, StoreDeclaredTimeout):
+                    raise
+                except Exception as exc:  # the agent's own code raised (AgentExit, AgentBaseException included)
+                    running.agent_error = exc
+                    raise
                 await self._trigger_hooks("on_trace_end", agent=agent, runner=self, tracer=tracer, rollout=claimed)
         normalized = normalize_result(raw)
         try:

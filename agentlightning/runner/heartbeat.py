@@ -54,6 +54,8 @@ class RunningAttempt:
     abort: asyncio.Future[None]
     """Resolved (on the runner's loop) when the store declared the attempt timed out."""
     loop: asyncio.AbstractEventLoop
+    agent_error: Optional[BaseException] = None
+    """What the agent's own code raised (the runner records such a failure as the agent's, `error_source`)."""
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = [
+    "ERROR_SOURCE",
     "AgentBaseException",
     "AgentExit",
     "AgentTimeout",
@@ -28,10 +29,15 @@ __all__ = [
     "RunnerInterrupted",
     "StoreDeclaredTimeout",
     "attempt_metadata",
+    "is_connection_failure",
     "is_readable_span",
     "normalize_result",
     "outcome_of_exception",
 ]
+
+ERROR_SOURCE = "error_source"
+"""Attempt metadata key of a failure's source: "agent" (the agent's code raised on its own, e.g. on the model's
+output) or "infrastructure" (a timeout, a stopped runner, the store, a hook, a connection to a server)."""
 
 MAX_REASON_CHARS = 500
 MAX_TRACEBACK_CHARS = 4000
@@ -160,6 +166,7 @@ class AttemptOutcome:
     reason: Optional[str] = None
     error_type: Optional[str] = None
     traceback: Optional[str] = None
+    source: Optional[str] = None  # for failures: "agent" or "infrastructure" (see ERROR_SOURCE)
 
     @property
     def succeeded(self) -> bool:
@@ -177,16 +184,20 @@ def _shorten(text: str, limit: int) -> str:
     return f"{text[:head]} ... [{len(text) - limit} characters cut] ... {text[-(limit - head) :]}"
 
 
-def outcome_of_exception(exc: BaseException) -> AttemptOutcome:
+def outcome_of_exception(exc: BaseException, *, raised_by_agent: bool = False) -> AttemptOutcome:
     """The attempt status and reason for an exception raised while running a rollout.
 
     Timeouts (the runner's or the store's) record "timeout", so a rollout whose `retry_condition` includes "timeout"
-    is retried; everything else records "failed".
+    is retried; everything else records "failed". `raised_by_agent`: the exception came out of the agent's own code;
+    its source is "agent" unless it is a failure to reach a server (`is_connection_failure`).
     """
+    infrastructure = "infrastructure"
     if isinstance(exc, (AgentTimeout, StoreDeclaredTimeout)):
-        return AttemptOutcome("timeout", reason=str(exc), error_type=type(exc).__name__)
+        return AttemptOutcome("timeout", reason=str(exc), error_type=type(exc).__name__, source=infrastructure)
+    agents = raised_by_agent and not isinstance(exc, RunnerInterrupted) and not is_connection_failure(exc)
+    source = "agent" if agents else infrastructure
     if isinstance(exc, (AgentExit, RunnerInterrupted)):
-        return AttemptOutcome("failed", reason=str(exc), error_type=type(exc).__name__)
+        return AttemptOutcome("failed", reason=str(exc), error_type=type(exc).__name__, source=source)
     if isinstance(exc, AgentBaseException):
         exc = exc.original  # report what the agent raised, by its own type, message and traceback
     message = str(exc)
@@ -197,7 +208,46 @@ def outcome_of_exception(exc: BaseException) -> AttemptOutcome:
         reason=_shorten(reason, MAX_REASON_CHARS),
         error_type=type(exc).__name__,
         traceback=_shorten(tb, MAX_TRACEBACK_CHARS),
+        source=source,
     )
+
+
+_TRANSPORT_ERRORS = frozenset(
+    {
+        "openai.APIConnectionError",  # also APITimeoutError
+        "httpx.TransportError",  # also its timeouts
+        "aiohttp.ClientConnectionError",
+        "aiohttp.ServerTimeoutError",
+        "requests.ConnectionError",
+        "requests.Timeout",
+        "litellm.APIConnectionError",
+        "litellm.Timeout",
+    }
+)
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    """Whether `exc` (or an exception it was raised from or while handling) is a failure to reach a server rather
+    than an error about the model's output: ConnectionError, TimeoutError, an HTTP client's transport error (openai,
+    httpx, aiohttp, requests, litellm) or an answer with a 5xx status."""
+    seen: set[int] = set()
+    current: Optional[BaseException] = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, AgentBaseException):
+            current = current.original
+        if isinstance(current, (ConnectionError, TimeoutError)):
+            return True
+        names = {f"{cls.__module__.partition('.')[0]}.{cls.__name__}" for cls in type(current).__mro__}
+        if names & _TRANSPORT_ERRORS:
+            return True
+        status = getattr(current, "status_code", None)
+        if status is None:
+            status = getattr(current, "status", None)
+        if isinstance(status, int) and not isinstance(status, bool) and 500 <= status < 600:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def attempt_metadata(
@@ -214,7 +264,7 @@ def attempt_metadata(
     metadata: dict[str, Any] = dict(previous or {})
     metadata["final_reward"] = final_reward
     metadata["duration_seconds"] = round(duration_seconds, 6)
-    for key in ("error", "error_type", "traceback"):
+    for key in ("error", "error_type", "traceback", ERROR_SOURCE):
         metadata.pop(key, None)
     if outcome.reason is not None:
         metadata["error"] = outcome.reason
@@ -222,4 +272,6 @@ def attempt_metadata(
         metadata["error_type"] = outcome.error_type
     if outcome.traceback is not None:
         metadata["traceback"] = outcome.traceback
+    if outcome.source is not None and not outcome.succeeded:
+        metadata[ERROR_SOURCE] = outcome.source
     return metadata

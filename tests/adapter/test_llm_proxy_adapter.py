@@ -1,5 +1,5 @@
-"""LlmProxyTraceToTriplet: calls recorded by the LLM proxy, ordered by sequence id; rewards attributed by time when
-every span has one, else by sequence id."""
+"""LlmProxyTraceToTriplet: calls recorded by the LLM proxy, ordered by sequence id; rewards matched by the spec's
+sequence-id rule (runtime.md 5.5), never by time (training reads `adapter.rewards`, which uses times)."""
 
 from __future__ import annotations
 
@@ -51,11 +51,17 @@ def timed_call(sequence_id: int, start: float, end: float, token: int) -> Span:
     )
 
 
-def test_a_reward_emitted_between_two_calls_goes_to_the_first_even_when_numbered_after_both() -> None:
-    # the proxy numbers calls when they arrive (1, 2); the runner writes its spans at the end (3, 4)
+def test_triplet_rewards_follow_sequence_ids_even_when_times_say_otherwise() -> None:
+    # the proxy numbers calls when they arrive (1, 2); the runner writes its rewards at the end (3, 4): by the spec,
+    # reward 3 goes to the most recent unmatched call before it (2) and reward 4 back-fills call 1
     spans = [timed_call(1, 10.0, 11.0, 1), timed_call(2, 12.0, 13.0, 2), reward_span(3, 0.5, at=11.5)]
     spans.append(reward_span(4, 1.0, at=13.5))
-    assert [t.reward for t in LlmProxyTraceToTriplet().adapt(spans)] == [0.5, 1.0]
+    assert [t.reward for t in LlmProxyTraceToTriplet().adapt(spans)] == [1.0, 0.5]
+
+
+def test_a_reward_numbered_before_a_call_never_attaches_to_it_even_when_emitted_after_it() -> None:
+    spans = [timed_call(1, 10.0, 11.0, 1), reward_span(2, 0.7, at=20.0), timed_call(3, 12.0, 13.0, 2)]
+    assert [t.reward for t in LlmProxyTraceToTriplet().adapt(spans)] == [0.7, None]
 
 
 def test_without_times_the_sequence_order_decides() -> None:

@@ -8,9 +8,12 @@ nothing. Later steps count each agent's calls in the step's history (`agents.<na
 called now and then being normal.
 
 Which reward is an agent's: the last reward emitted inside that agent's span (`agl.emit_reward` within
-`agl.operation(..., **{"agent.name": ...})`); a rollout where the agent emitted none gives it the rollout's final
-reward (counted per agent as `rewards_from_rollout`). Each agent's groups are then built exactly as for a single
-policy (its calls, its rewards, compared within the task's group) and its adapter takes its own optimizer step.
+`agl.operation(..., **{"agent.name": ...})`) is its outcome, on its final call, and the earlier ones are step rewards
+on the agent's calls they follow (`agentlightning.adapter.rewards`); a rollout where the agent emitted none gives it
+the rollout's outcome (counted per agent as `rewards_from_rollout`). With a `failure_reward`, a rollout in which the
+agent code raised gives every agent that failure reward as its outcome. Each agent's groups are then built exactly
+as for a single policy (its calls, its rewards, compared within the task's group) and its adapter takes its own
+optimizer step.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from agentlightning.adapter.rewards import RolloutRewards, rollout_rewards
 from agentlightning.adapter.trace_tree import TraceTree
 from agentlightning.adapter.triplet import TracerTraceToTriplet
-from agentlightning.emitter.reward import find_final_reward, get_reward_value
+from agentlightning.algorithm.failures import read_failed_in_agent
+from agentlightning.emitter.reward import get_reward_value
 from agentlightning.types import Rollout, Span, Triplet
 
 from .call_checks import ServedBy
@@ -123,25 +128,29 @@ def assign_calls(calls: Sequence[Triplet], agents: Mapping[str, str]) -> dict[st
 
 def agent_rewards(spans: Sequence[Span]) -> dict[str, float]:
     """The last reward emitted inside each agent's span (by the innermost agent around the reward span)."""
+    owned = _agent_reward_spans(spans)
+    return {agent: float(get_reward_value(rewards[-1])) for agent, rewards in owned.items()}  # type: ignore[arg-type]
+
+
+def _agent_reward_spans(spans: Sequence[Span]) -> dict[str, list[Span]]:
+    """The numeric reward spans emitted inside each agent's span (by the innermost agent around each), in the order
+    they started."""
     if not spans:
         return {}
     tree = TraceTree.from_spans(list(spans))
     tree.repair_hierarchy()
-    found: list[tuple[float, int, str, float]] = []
-
-    def walk(node: TraceTree, agent: Optional[str]) -> None:
+    found: dict[str, list[Span]] = {}
+    stack: list[tuple[TraceTree, Optional[str]]] = [(tree, None)]
+    while stack:
+        node, agent = stack.pop()
         agent = node.agent_name() or agent
         value = get_reward_value(node.span)
-        if value is not None and agent is not None and isinstance(value, (int, float)):
-            found.append((node.span.start_time or 0.0, len(found), agent, float(value)))
-        for child in node.children:
-            walk(child, agent)
-
-    walk(tree, None)
-    rewards: dict[str, float] = {}
-    for _, _, agent, value in sorted(found):
-        rewards[agent] = value
-    return rewards
+        if agent is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.setdefault(agent, []).append(node.span)
+        stack.extend((child, agent) for child in reversed(node.children))
+    for owned in found.values():
+        owned.sort(key=lambda span: span.start_time or 0.0)  # stable: ties keep the tree's order
+    return found
 
 
 @dataclass
@@ -185,52 +194,91 @@ class AgentRollouts:
             )
 
 
-def _split(rollout: Rollout, spans: Sequence[Span], agents: Mapping[str, str]) -> AgentRollouts:
-    final = find_final_reward(spans)
+def _split(
+    rollout: Rollout,
+    spans: Sequence[Span],
+    agents: Mapping[str, str],
+    *,
+    failed: bool = False,
+    failure_reward: Optional[float] = None,
+) -> AgentRollouts:
     sampling = recorded_sampling(spans)
     proxy_calls = index_proxy_calls(spans)
-    calls = [t for t in TracerTraceToTriplet().adapt(list(spans)) if _has_ids(t)]
-    per_agent = assign_calls(calls, agents)
-    own = agent_rewards(spans)
+    adapter = TracerTraceToTriplet()
+    found = adapter._training_calls(list(spans))  # pyright: ignore[reportPrivateUsage]
+    paired = [(span, t) for span, t in found if _has_ids(t)]
+    calls = [t for _, t in paired]
+    view = rollout_rewards([span for span, _ in paired], spans, failed=failed)
+    if failed:
+        view = view.with_outcome(failure_reward)
     result = AgentRollouts(
         merged=[
             RolloutData(
-                rollout, final, calls, source="adapter" if calls else "none", sampling=sampling, proxy_calls=proxy_calls
+                rollout,
+                view.outcome,
+                calls,
+                source="adapter" if calls else "none",
+                sampling=sampling,
+                rewards=view,
+                failed_scored=failed,
+                proxy_calls=proxy_calls,
             )
         ],
         agent_names={str(c.metadata.get("agent_name")) for c in calls},
     )
-    owned_rewards: dict[str, float] = {}
-    for agent_name, value in own.items():
+    owned: dict[str, list[Span]] = {}
+    for agent_name, reward_spans in _agent_reward_spans(spans).items():
         owner = owner_of(agent_name, agents)
         if owner is not None:
-            owned_rewards[owner] = value
+            owned.setdefault(owner, []).extend(reward_spans)
+    for reward_spans in owned.values():
+        reward_spans.sort(key=lambda span: span.start_time or 0.0)  # several agent names, one adapter
     for name in agents:
-        reward = owned_rewards.get(name)
-        if reward is None and per_agent[name]:
-            reward = final
+        indices = [i for i, call in enumerate(calls) if owner_of(call.metadata.get("agent_name"), agents) == name]
+        if owned.get(name):
+            mine = rollout_rewards([paired[i][0] for i in indices], owned[name], failed=failed)
+            if failed:
+                mine = mine.with_outcome(failure_reward)
+        elif indices:
+            mine = RolloutRewards((None,) * len(indices), view.outcome)
             result.rewards_from_rollout[name] = 1
+        else:  # the agent did not act in this rollout: nothing of it counts in the agent's groups
+            mine = RolloutRewards((), None)
         result.by_agent[name] = [
-            RolloutData(rollout, reward, per_agent[name], source="adapter", proxy_calls=proxy_calls)
+            RolloutData(
+                rollout,
+                mine.outcome,
+                [calls[i] for i in indices],
+                source="adapter",
+                rewards=mine,
+                failed_scored=failed,
+                proxy_calls=proxy_calls,
+            )
         ]
     return result
 
 
 async def read_agent_rollouts(
-    store: LightningStore, rollouts: Sequence[Rollout], agents: Mapping[str, str]
+    store: LightningStore,
+    rollouts: Sequence[Rollout],
+    agents: Mapping[str, str],
+    *,
+    failure_reward: Optional[float] = None,
 ) -> AgentRollouts:
-    """Every rollout's calls and rewards, split by adapter (failed or unreadable rollouts: no reward, no calls)."""
+    """Every rollout's calls and rewards, split by adapter (failed or unreadable rollouts: no reward, no calls;
+    with a `failure_reward`, those in which the agent raised are read with it as every agent's outcome)."""
     semaphore = asyncio.Semaphore(_READ_CONCURRENCY)
 
     async def read(rollout: Rollout) -> AgentRollouts:
-        if rollout.status != "succeeded":
+        failed = rollout.status != "succeeded"
+        if failed and (failure_reward is None or not await read_failed_in_agent(store, rollout)):
             return _empty(rollout, agents, f"rollout {rollout.status}")
         async with semaphore:
             try:
                 spans = list(await store.query_spans(rollout.rollout_id, "latest"))
             except Exception as exc:
                 return _empty(rollout, agents, f"spans unreadable: {exc!r}")
-        return _split(rollout, spans, agents)
+        return _split(rollout, spans, agents, failed=failed, failure_reward=failure_reward)
 
     result = AgentRollouts(by_agent={name: [] for name in agents})
     for part in await asyncio.gather(*(read(rollout) for rollout in rollouts)):

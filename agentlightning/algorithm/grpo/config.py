@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Optional, Union
 
+from agentlightning.algorithm.failures import check_failure_reward
 from agentlightning.utils.device import validate_device_name, validate_precision
 
 __all__ = ["FULL_FINE_TUNE_LEARNING_RATE", "LORA_LEARNING_RATE", "GRPOConfig"]
@@ -68,6 +69,9 @@ class GRPOConfig:
             do not extend their conversation are trained one by one either way and counted as drift.
         credit: "final" (every call of a rollout gets its final reward's advantage) or "turn" (each call's return,
             the rewards attributed to it and to later calls, is compared with the same turn of the group).
+        failure_reward: the outcome of a rollout in which the agent's own code raised (not a timeout, a dead
+            runner or the store: `agentlightning.algorithm.failures`); such rollouts are then trained on and counted
+            as `rollouts_failed_scored`. None (default): failed rollouts are left out (`rollouts_failed`).
         informative_groups: groups with varying rewards each step trains on: while fewer were found, fresh tasks
             are sampled (up to `max_tasks_per_step`). None: `tasks_per_step`; 0: never sample more.
         max_tasks_per_step: the most tasks one step may sample while looking for informative groups (None:
@@ -127,6 +131,7 @@ class GRPOConfig:
     max_response_tokens: int = 512
     aggregation: SampleAggregation = "trajectory"
     credit: Credit = "final"
+    failure_reward: Optional[float] = None
     informative_groups: Optional[int] = None
     max_tasks_per_step: Optional[int] = None
     saturation_reward: Optional[float] = 0.9
@@ -191,6 +196,7 @@ class GRPOConfig:
             raise ValueError(f"aggregation must be 'trajectory' or 'transition', got {self.aggregation!r}")
         if self.credit not in ("final", "turn"):
             raise ValueError(f"credit must be 'final' or 'turn', got {self.credit!r}")
+        self.failure_reward = check_failure_reward(self.failure_reward)
         if self.informative_groups is not None and (
             isinstance(self.informative_groups, bool)
             or not isinstance(self.informative_groups, int)

@@ -308,8 +308,15 @@ class GRPO(Algorithm):
         agent, the merged view first)."""
         await flush_proxy(self._proxy)
         if self.agents is None:
-            return await read_rollouts(self.get_store(), finished, self._adapter(), agent_match=self.agent_match), None
-        read = await read_agent_rollouts(self.get_store(), finished, self.agents)
+            failure_reward = self.config.failure_reward
+            adapter = self._adapter()
+            data = await read_rollouts(
+                self.get_store(), finished, adapter, agent_match=self.agent_match, failure_reward=failure_reward
+            )
+            return data, None
+        read = await read_agent_rollouts(
+            self.get_store(), finished, self.agents, failure_reward=self.config.failure_reward
+        )
         return read.merged, read
 
     def _adapter(self) -> Optional[TraceToTripletBase]:

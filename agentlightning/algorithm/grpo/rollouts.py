@@ -1,8 +1,11 @@
 """From finished rollouts to training samples: rewards, triplets with exact token ids, and what was skipped.
 
-Each rollout contributes its final reward to its group (the task it was enqueued for) and every selected LLM call
-of its latest attempt as a sample. Nothing is guessed: a rollout without a reward, a failed rollout, or one whose
-calls carry no token ids is left out and counted in `SkipCounts`.
+Each rollout contributes its outcome (its final reward) to its group (the task it was enqueued for) and every
+selected LLM call of its latest attempt as a sample; the rewards are read as `agentlightning.adapter.rewards` rules
+(the outcome on the final call, step rewards on the calls they follow). Nothing is guessed: a rollout without a
+reward, a failed rollout, or one whose calls carry no token ids is left out and counted in `SkipCounts`; with a
+`failure_reward`, a rollout in which the agent raised (`agentlightning.algorithm.failures`) is trained with that
+reward as its outcome and counted as `rollouts_failed_scored`.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from agentlightning.adapter.llm_proxy import LlmProxyTraceToTriplet
+from agentlightning.adapter.rewards import RolloutRewards, rollout_rewards
 from agentlightning.adapter.triplet import TraceToTripletBase
-from agentlightning.emitter.reward import find_final_reward
+from agentlightning.algorithm.failures import read_failed_in_agent
 from agentlightning.types import Rollout, Span, Triplet
 
 from .proxy_calls import ProxyCallIndex, index_proxy_calls
@@ -25,7 +29,7 @@ from .sampling_check import SamplingRecord, recorded_sampling
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["RolloutData", "SkipCounts", "read_rollouts", "select_calls"]
+__all__ = ["RolloutData", "SkipCounts", "read_rollouts", "select_call_spans", "select_calls"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,7 @@ class SkipCounts:
     """Cumulative counts of what a run could not learn from (all reported in the step metrics and summary)."""
 
     rollouts_failed: int = 0
+    rollouts_failed_scored: int = 0  # the agent raised; trained with the failure reward (GRPO `failure_reward`)
     rollouts_unfinished: int = 0
     rollouts_without_reward: int = 0
     rollouts_reward_not_finite: int = 0
@@ -68,6 +73,8 @@ class RolloutData:
     source: str = "none"  # where the calls came from: "adapter" (client-side spans), "proxy" or "none"
     sampling: list[SamplingRecord] = field(default_factory=list)  # how each call the proxy recorded sampled
     proxy_calls: Optional[ProxyCallIndex] = None  # what the proxy recorded of each call (log-probs, finish reason)
+    rewards: Optional[RolloutRewards] = None  # the outcome and each call's step reward (None: built by hand)
+    failed_scored: bool = False  # the agent raised and `reward` is the failure reward
 
 
 def _has_ids(triplet: Triplet) -> bool:
@@ -80,17 +87,33 @@ def select_calls(
     """The LLM calls to train on and where they came from: those the adapter (client-side spans) finds with token
     ids ("adapter"); without an `agent_match`, the calls recorded by the LLM proxy when the client side has none
     ("proxy")."""
-    calls: list[Triplet] = []
+    calls, source = select_call_spans(spans, adapter, agent_match=agent_match)
+    return [triplet for _, triplet in calls], source
+
+
+def _training_calls(adapter: TraceToTripletBase, spans: list[Span]) -> list[tuple[Optional[Span], Triplet]]:
+    method = getattr(adapter, "_training_calls", None)
+    if method is None:  # an adapter that does not derive from TraceToTripletBase
+        return [(None, triplet) for triplet in adapter.adapt(spans)]
+    return list(method(spans))
+
+
+def select_call_spans(
+    spans: Sequence[Span], adapter: Optional[TraceToTripletBase], *, agent_match: Optional[str]
+) -> tuple[list[tuple[Optional[Span], Triplet]], str]:
+    """`select_calls`, each call with its span (None where the adapter names none)."""
+    calls: list[tuple[Optional[Span], Triplet]] = []
     if adapter is not None:
         try:
-            calls = [t for t in adapter.adapt(list(spans)) if _has_ids(t)]
+            calls = [(span, t) for span, t in _training_calls(adapter, list(spans)) if _has_ids(t)]
         except Exception as exc:
             logger.warning("The adapter %s failed on a rollout's spans: %r", type(adapter).__name__, exc)
             calls = []
     if calls:
         return calls, "adapter"
     if agent_match is None:
-        calls = [t for t in LlmProxyTraceToTriplet().adapt(spans) if _has_ids(t)]
+        proxy = LlmProxyTraceToTriplet()._training_calls(list(spans))  # pyright: ignore[reportPrivateUsage]
+        calls = [(span, t) for span, t in proxy if _has_ids(t)]
     return calls, "proxy" if calls else "none"
 
 
@@ -101,26 +124,33 @@ async def read_rollouts(
     *,
     agent_match: Optional[str],
     with_calls: bool = True,
+    failure_reward: Optional[float] = None,
 ) -> list[RolloutData]:
-    """Reward and selected calls of every rollout's latest attempt (failed rollouts: no reward, no calls)."""
+    """Outcome, step rewards and selected calls of every rollout's latest attempt (failed rollouts: no reward, no
+    calls; with a `failure_reward`, those in which the agent raised are read with it as their outcome)."""
     semaphore = asyncio.Semaphore(_READ_CONCURRENCY)
 
     async def read(rollout: Rollout) -> RolloutData:
-        if rollout.status != "succeeded":
+        failed = rollout.status != "succeeded"
+        if failed and (failure_reward is None or not await read_failed_in_agent(store, rollout)):
             return RolloutData(rollout, None, error=f"rollout {rollout.status}")
         async with semaphore:
             try:
                 spans = list(await store.query_spans(rollout.rollout_id, "latest"))
             except Exception as exc:
                 return RolloutData(rollout, None, error=f"spans unreadable: {exc!r}")
-        reward = find_final_reward(spans)
-        calls, source = select_calls(spans, adapter, agent_match=agent_match) if with_calls else ([], "none")
+        calls, source = select_call_spans(spans, adapter, agent_match=agent_match) if with_calls else ([], "none")
+        rewards = rollout_rewards([span for span, _ in calls], spans, failed=failed)
+        if failed:
+            rewards = rewards.with_outcome(failure_reward)
         return RolloutData(
             rollout,
-            reward,
-            calls,
+            rewards.outcome,
+            [triplet for _, triplet in calls],
             source=source,
             sampling=recorded_sampling(spans),
+            rewards=rewards,
+            failed_scored=failed,
             proxy_calls=index_proxy_calls(spans),
         )
 
@@ -131,7 +161,9 @@ def count_skips(data: Sequence[RolloutData]) -> SkipCounts:
     """Count the rollouts that cannot contribute (failed, no reward, non-finite reward, no token ids)."""
     counts = SkipCounts()
     for item in data:
-        if item.rollout.status != "succeeded":
+        if item.failed_scored:
+            counts.rollouts_failed_scored += 1
+        elif item.rollout.status != "succeeded":
             counts.rollouts_failed += 1
         elif item.reward is None:
             counts.rollouts_without_reward += 1

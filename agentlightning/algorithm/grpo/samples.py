@@ -1,8 +1,8 @@
 """From a step's rewarded rollouts to the samples the update trains on.
 
 Rewards are compared within each task's group: by default every LLM call of a rollout gets its rollout's advantage
-(`group_advantages` on the final reward); with `credit="turn"` each call gets its own, from the rewards the adapter
-attributed to the calls (`turn_advantages`). The calls of a rollout are then stitched into conversations by their
+(`group_advantages` on the final reward); with `credit="turn"` each call gets its own, from its step reward and
+the outcome on the final call (`agentlightning.adapter.rewards`, then `turn_advantages`). The calls of a rollout are then stitched into conversations by their
 token ids (`agentlightning.adapter.trajectory`): with `aggregation="trajectory"` (the default) a conversation is one
 sample whose loss mask covers only the model's own tokens; with `aggregation="transition"`, or where a call did not
 extend its conversation exactly (drift, counted), each call is a sample. Responses longer than
@@ -199,8 +199,11 @@ def _call_advantages(
 
 
 def _turn_rewards(item: RolloutData) -> list[Optional[float]]:
-    """The reward attributed to each call; the final reward goes to the last call when the adapter attributed it to
-    none (a reward span the adapter could not place), so a turn-level run never loses the outcome."""
+    """Each call's reward: its step reward, plus the outcome (`item.reward`) on the final call
+    (`agentlightning.adapter.rewards`). Data built without that view: the triplets' rewards, the final reward on the
+    last call when no call has one."""
+    if item.rewards is not None:
+        return item.rewards.with_outcome(item.reward).per_call()
     rewards: list[Optional[float]] = [
         call.reward if call.reward is not None and math.isfinite(call.reward) else None for call in item.calls
     ]

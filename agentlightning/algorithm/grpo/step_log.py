@@ -28,8 +28,9 @@ __all__ = [
 
 logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")
 
-NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update"})
-"""Skips that are a normal state (a task set the policy solves, or cannot yet): logged at INFO, not as warnings."""
+NORMAL_SKIPS = frozenset({"groups_zero_variance", "steps_without_update", "rollouts_failed_scored"})
+"""Skips that are a normal state (a task set the policy solves, or cannot yet; failures trained with the failure
+reward): logged at INFO, not as warnings."""
 MAX_ROLLOUT_DRIFT_KEPT = 1000
 
 

@@ -14,7 +14,8 @@ Two aggregation levels (config `agentlightning.trace_aggregator.level`):
   does not extend the previous context (the chat template re-rendered history differently, or the agent dropped
   turns), a new row starts at that call; nothing is spliced lossily.
 
-Every row of a rollout carries the rollout's final reward (the last non-None triplet reward, or
+Every row of a rollout carries the rollout's outcome (`RolloutTrace.final_reward`: the daemon gives its last reward
+span, see `agentlightning.adapter.rewards`; when it is None, the last non-None triplet reward, else
 `reward_fillna_value`), placed on the last trained response token of the row (`token_level_scores`). Prompts are
 left-padded and responses right-padded to the configured lengths; a prompt longer than its limit keeps its last
 tokens and flags the row in `is_drop_mask` (the trainer removes such rows after computing advantages, so group

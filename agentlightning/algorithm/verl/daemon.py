@@ -25,9 +25,10 @@ import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
+from agentlightning.adapter.rewards import rollout_rewards
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
+from agentlightning.algorithm.failures import check_failure_reward, read_failed_in_agent
 from agentlightning.algorithm.grpo.proxy_calls import index_proxy_calls
-from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Triplet
 
 from .batch import AggregationLevel, RolloutTrace, VerlBatch, build_batch
@@ -93,7 +94,12 @@ def served_model_name(address: str, timeout: float = 10.0) -> Optional[str]:
 
 
 class FinishedRollout:
-    """A finished rollout with its triplets and final reward (what the batch builder and the metrics read)."""
+    """A finished rollout with its triplets and outcome (what the batch builder and the metrics read).
+
+    `failed_scored`: the agent raised and `reward` is the daemon's `failure_reward`. A failed rollout that is not
+    scored has no triplets (nothing of it is trained). `logprobs`, per triplet: the sampler's log-probs the proxy
+    recorded (None: none).
+    """
 
     def __init__(
         self,
@@ -102,12 +108,14 @@ class FinishedRollout:
         triplets: list[Triplet],
         reward: Optional[float],
         logprobs: Optional[list[Optional[Sequence[float]]]] = None,
+        failed_scored: bool = False,
     ):
         self.rollout = rollout
         self.sample = sample
         self.triplets = triplets
         self.reward = reward
         self.logprobs = logprobs  # per triplet: the sampler's log-probs the proxy recorded (None: none)
+        self.failed_scored = failed_scored
 
     def trace(self) -> RolloutTrace:
         return RolloutTrace(
@@ -127,6 +135,9 @@ class AgentModeDaemon:
         mini_batch_size: PPO mini-batch size (the trainer thins batches to a multiple of it).
         pad_token_id: pad id of the batches.
         reward_fillna_value: reward of a rollout that reported none.
+        failure_reward: the outcome of a rollout in which the agent's own code raised (see
+            `agentlightning.algorithm.failures`); such rollouts are trained on. None (default): every failed rollout
+            is left out of the batch (counted as `training/n_rollouts_failed`).
         llm_timeout_seconds: `timeout_seconds` and `unresponsive_seconds` of every rollout.
         mode: "v1" (store mode). The v0.1 HTTP protocol ("v0") is not supported.
         llm_proxy: the proxy to publish (created on demand otherwise; it must use the same store).
@@ -155,6 +166,7 @@ class AgentModeDaemon:
         trace_aggregator: Optional[Mapping[str, Any]] = None,
         poll_interval: float = 5.0,
         initial_resources: Optional[Mapping[str, Any]] = None,
+        failure_reward: Optional[float] = None,
     ) -> None:
         if mode != "v1":
             raise ValueError(
@@ -186,6 +198,7 @@ class AgentModeDaemon:
         self.mini_batch_size = mini_batch_size
         self.pad_token_id = int(pad_token_id)
         self.reward_fillna_value = reward_fillna_value
+        self.failure_reward = check_failure_reward(failure_reward)
         self.llm_timeout_seconds = llm_timeout_seconds
         self.mode = mode
         self.store = store
@@ -333,28 +346,34 @@ class AgentModeDaemon:
                 logger.info("%d of %d rollouts finished", len(self._finished), len(self._samples))
 
     async def _read(self, rollout: Rollout) -> FinishedRollout:
+        sample = self._samples[rollout.rollout_id]
+        failed = rollout.status != "succeeded"
+        if failed:
+            scored = self.failure_reward is not None and await read_failed_in_agent(self.store, rollout)
+            logger.warning(
+                "Rollout %s finished with status %s%s",
+                rollout.rollout_id,
+                rollout.status,
+                f"; the agent raised: trained with failure_reward {self.failure_reward}" if scored else "; not trained",
+            )
+            if not scored:
+                return FinishedRollout(rollout, sample, [], None)
         spans = list(await self.store.query_spans(rollout.rollout_id, "latest"))
         try:
-            triplets = list(self.adapter.adapt(spans))
+            calls = self.adapter._training_calls(spans)  # pyright: ignore[reportPrivateUsage]
         except Exception as exc:
             logger.warning(
                 "Rollout %s: the adapter failed (%r); it counts as a rollout without triplets", rollout.rollout_id, exc
             )
-            triplets = []
-        reward: Optional[float] = None
-        for triplet in reversed(triplets):
-            if triplet.reward is not None:
-                reward = float(triplet.reward)
-                break
-        if reward is None:
-            reward = find_final_reward(spans)
-        if rollout.status != "succeeded":
-            logger.warning("Rollout %s finished with status %s", rollout.rollout_id, rollout.status)
-        elif not triplets:
+            calls = []
+        triplets = [triplet for _, triplet in calls]
+        outcome = rollout_rewards([span for span, _ in calls], spans, failed=failed).outcome
+        reward = self.failure_reward if failed else outcome  # the rollout's outcome, whatever the triplets carry
+        if not failed and not triplets:
             logger.warning("Rollout %s succeeded without LLM calls the adapter could read", rollout.rollout_id)
         records = index_proxy_calls(spans).records_for(triplets)
         logprobs: list[Optional[Sequence[float]]] = [record.logprobs if record else None for record in records]
-        return FinishedRollout(rollout, self._samples[rollout.rollout_id], triplets, reward, logprobs)
+        return FinishedRollout(rollout, sample, triplets, reward, logprobs, failed_scored=failed)
 
     @property
     def finished(self) -> list[FinishedRollout]:
@@ -368,8 +387,9 @@ class AgentModeDaemon:
         if not self.is_train:
             raise RuntimeError("get_train_batch is for training batches; this one was set up for validation")
         finished = self.finished
+        trained = [item for item in finished if item.rollout.status == "succeeded" or item.failed_scored]
         batch = build_batch(
-            [item.trace() for item in finished],
+            [item.trace() for item in trained],
             max_prompt_length=max_prompt_length,
             max_response_length=max_response_length,
             pad_token_id=self.pad_token_id,
@@ -377,9 +397,11 @@ class AgentModeDaemon:
             reward_fillna_value=self.reward_fillna_value,
             skip_single_row_groups=skip_single_row_groups,
         )
+        batch.metrics["training/n_rollouts"] = float(len(finished))
         batch.metrics["training/n_rollouts_failed"] = float(
-            sum(item.rollout.status != "succeeded" for item in finished)
+            sum(item.rollout.status != "succeeded" and not item.failed_scored for item in finished)
         )
+        batch.metrics["training/n_rollouts_failed_scored"] = float(sum(item.failed_scored for item in finished))
         return batch
 
     def get_train_data_batch(

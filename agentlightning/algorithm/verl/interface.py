@@ -6,7 +6,8 @@ the user's dictionary on top, so every VERL key works as in VERL itself, plus th
 - `agentlightning.port`: the LLM proxy's port (null: a free one);
 - `agentlightning.trace_aggregator.level`: `transition` | `trajectory`, with `trajectory_max_prompt_length` /
   `trajectory_max_response_length` (see `batch.py`);
-- `agentlightning.reward_fillna_value`, `agentlightning.llm_timeout_seconds`, `agentlightning.poll_interval_seconds`.
+- `agentlightning.reward_fillna_value`, `agentlightning.failure_reward`, `agentlightning.llm_timeout_seconds`,
+  `agentlightning.poll_interval_seconds`.
 
 Needs the `verl` extra (`pip install 'agentlightning[verl]'`, GPU machines); verl, hydra, ray and torch are imported
 only here and in the launch path, with a clear message when they are missing.

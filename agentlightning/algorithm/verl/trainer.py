@@ -93,6 +93,7 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
             mini_batch_size=int(self.config.actor_rollout_ref.actor.ppo_mini_batch_size),
             pad_token_id=self.tokenizer.pad_token_id,
             reward_fillna_value=float(agl.get("reward_fillna_value", 0.0)),
+            failure_reward=agl.get("failure_reward"),
             llm_timeout_seconds=float(agl.get("llm_timeout_seconds", 1200.0)),
             llm_proxy=proxy,
             store=self.store,

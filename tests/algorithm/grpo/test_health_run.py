@@ -32,6 +32,7 @@ def test_each_step_records_its_health_and_summary_json_holds_it_with_the_verdict
     events: list[dict[str, Any]] = []
     algorithm = GRPO(
         engine=build_tiny_engine(seed=0),
+        truncated="keep",  # the tiny random model always runs to max_tokens
         group_size=4,
         tasks_per_step=2,
         learning_rate=3e-2,
@@ -70,7 +71,13 @@ def test_a_run_with_nothing_to_learn_warns_once_and_names_it_in_the_summary(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="agentlightning.algorithm.grpo")
     algorithm = GRPO(
-        engine=build_tiny_engine(seed=0), group_size=2, tasks_per_step=1, max_steps=4, informative_groups=0, seed=0
+        engine=build_tiny_engine(seed=0),
+        group_size=2,
+        tasks_per_step=1,
+        max_steps=4,
+        informative_groups=0,
+        seed=0,
+        truncated="keep",  # the tiny random model always runs to max_tokens
     )
     _fit(algorithm, quirky_agent, [{"id": i, "kind": "constant"} for i in range(4)])
     assert [[w["code"] for w in e["warnings"]] for e in algorithm.history] == [[], [], ["no_signal"], ["no_signal"]]
