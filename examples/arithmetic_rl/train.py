@@ -201,6 +201,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         checkpoint_every=args.checkpoint_every,
         informative_groups=args.informative_groups,
         saturation_reward=None if args.no_saturation else GRPOConfig.saturation_reward,
+        # The agent's 12-token cap is part of the task (a sentence is a wrong answer, and the reward says so), so an
+        # answer cut at the cap is trained on like any other instead of being left out (GRPO's default, "mask").
+        truncated="keep",
         temperature=1.0,
         seed=args.seed,
     )
