@@ -36,8 +36,8 @@ async def test_an_enqueue_without_any_answer_says_its_outcome_is_unknown_and_how
     with pytest.raises(StoreConnectionError) as caught:
         await client.enqueue_rollout("task")
     message = str(caught.value)
-    assert "outcome of this write is unknown" in message
-    assert "Sending the same request again through this client reuses its Idempotency-Key" in message
+    assert "Outcome unknown" in message
+    assert "Sending the same request again through this client is answered with the first result" in message
     assert "query_rollouts" in message
 
 

@@ -104,9 +104,12 @@ class HttpTransport:
         except (_OutcomeUnknown, asyncio.CancelledError) as unknown:
             if digest is not None and idempotency_key is not None:
                 self._unanswered.put(digest, idempotency_key)
-            if isinstance(unknown, _OutcomeUnknown):
-                raise unknown.error from unknown.error.__cause__
-            raise
+            if not isinstance(unknown, _OutcomeUnknown):
+                raise
+            error = unknown.error
+            if digest is not None and isinstance(error, StoreConnectionError):
+                raise StoreConnectionError(f"{error}{_UNKNOWN_OUTCOME}") from error.__cause__
+            raise error from error.__cause__
         return op.response_adapter.validate_json(payload)
 
     def _new_session(self) -> Union[aiohttp.ClientSession, LiteSession]:
@@ -200,10 +203,9 @@ class HttpTransport:
                 error: BaseException = failure.error
                 error.__cause__ = None
             else:
-                message = f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
-                if not op.idempotent:
-                    message += _UNKNOWN_OUTCOME
-                error = StoreConnectionError(message)
+                error = StoreConnectionError(
+                    f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
+                )
                 error.__cause__ = failure
             if op.idempotent:
                 raise error from error.__cause__
@@ -236,11 +238,10 @@ class HttpTransport:
 
 
 _UNKNOWN_OUTCOME = (
-    ". The outcome of this write is unknown: the server may have applied it before the connection failed. Sending "
-    "the same request again through this client reuses its Idempotency-Key, so the server answers with the first "
-    "result instead of applying it twice (while the server remembers the key: 10 minutes by default, across "
-    "restarts of a SQLite or PostgreSQL store). From another process, check first (for example query_rollouts for "
-    "a metadata marker of yours) before writing again."
+    ". Outcome unknown: the server may have applied this write before the connection failed. Sending the same "
+    "request again through this client is answered with the first result, not applied twice (it reuses the "
+    "Idempotency-Key); from another process, check first, e.g. query_rollouts for a metadata marker of yours "
+    "(docs/http.md: writes whose outcome is unknown)"
 )
 
 
