@@ -101,3 +101,42 @@ def test_sigterm_stops_agl_runner_like_ctrl_c_without_leaking_semaphores(tmp_pat
     attempt = asyncio.run(latest_attempt())
     assert attempt.status == "failed"
     assert (attempt.metadata or {})["error_type"] == "RunnerInterrupted"
+
+
+def test_a_second_sigterm_while_agl_runner_stops_prints_no_traceback(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'run.db'}"
+
+    async def enqueue() -> None:
+        store = await _open(url)
+        try:
+            for _ in range(2):
+                await store.enqueue_rollout({"sleep": 60})
+        finally:
+            await store.close()
+
+    async def busy_workers() -> int:
+        store = await _open(url)
+        try:
+            return sum(1 for worker in await store.query_workers() if worker.status == "busy")
+        finally:
+            await store.close()
+
+    asyncio.run(enqueue())
+    process = subprocess.Popen(_command(url, "--n-runners", "2"), cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while asyncio.run(busy_workers()) < 2:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        for _ in range(4):  # the first stops the runners; the others land at different moments of that stop
+            process.send_signal(signal.SIGTERM)
+            time.sleep(0.1)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert "Traceback" not in stderr, stderr
+    assert "Interrupted again: killing the runner processes" in stderr
+    # 0, or killed by a last SIGTERM that arrived once the stop was over and the default action was back.
+    assert process.returncode in (0, -signal.SIGTERM), stderr

@@ -222,3 +222,23 @@ async def test_health_is_not_ok_while_the_store_cannot_serve() -> None:
                 assert "database is gone" in (await response.json())["detail"]
     finally:
         await server.stop()
+
+
+def test_a_sigterm_while_the_store_is_still_opening_stops_agl_store_cleanly() -> None:
+    # A "database" that accepts the connection and never answers: the store stays in its start-up probe.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        process = _agl("--backend", f"postgresql://postgres@127.0.0.1:{port}/test", "--port", str(_free_port()))
+        try:
+            silent.settimeout(60)
+            connection, _ = silent.accept()  # the start-up probe is under way
+            with connection:
+                process.send_signal(signal.SIGTERM)
+                _, stderr = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+    assert process.returncode == 0, stderr
+    assert "stopped before it started serving" in stderr
+    assert "Traceback" not in stderr

@@ -136,12 +136,19 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the runners like Ctrl-C: attempts recorded, processes and semaphores released, nothing leaked."""
+    """SIGTERM stops the runners like Ctrl-C: attempts recorded, processes and semaphores released, nothing leaked.
+    Only the first one interrupts: a second one while the runners stop (a supervisor insisting) does not raise in the
+    middle of their clean-up (the runner processes' own stop kills them on a repeated signal)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received = threading.Event()
 
     def interrupt(signum: int, frame: Any) -> None:
+        if received.is_set():
+            logger.warning("SIGTERM again: the runners are already stopping")
+            return
+        received.set()
         raise KeyboardInterrupt()
 
     previous = signal.signal(signal.SIGTERM, interrupt)

@@ -53,6 +53,30 @@ def _run(coroutine: Any) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    # A supervisor may stop the server at any moment, also while it is still starting: from here on SIGTERM is a
+    # clean stop (KeyboardInterrupt, like Ctrl-C), never the default action that kills the process mid-start.
+    previous = signal.signal(signal.SIGTERM, _interrupt) if _in_main_thread() else None
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(_STOPPED_EARLY, file=sys.stderr, flush=True)
+        return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _main(argv: Optional[list[str]]) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.workers < 1:
@@ -101,18 +125,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         store, host=args.host, port=args.port, api_key=api_key or "", insecure=args.insecure, max_body_bytes=max_body
     )
 
+    async def start() -> None:
+        await _probe(store)
+        await server.start()  # returns once it accepts connections; a taken port raises here
+        # This process only serves: full garbage collections may skip what start-up left (see heap.py).
+        freeze_startup_heap()
+
     async def serve() -> None:
-        try:
-            await _probe(store)
-            await server.start()  # returns once it accepts connections; a taken port raises here
-            # This process only serves: full garbage collections may skip what start-up left (see heap.py).
-            freeze_startup_heap()
-        except BaseException:  # also a Ctrl-C during the start
-            await server.stop()  # nothing to stop if it did not start
-            await store.close()
-            raise
-        print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
-        print(f"Dashboard: {server.endpoint}/", file=sys.stderr, flush=True)
+        # The handlers come first, and the start races them: a SIGTERM that arrives while the store opens or the
+        # server starts (a supervisor stopping it early) ends the start and stops cleanly, as a later one does.
         stopped = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -120,8 +141,24 @@ def main(argv: Optional[list[str]] = None) -> int:
                 loop.add_signal_handler(signum, stopped.set)
             except (NotImplementedError, RuntimeError):  # not the main thread, or a platform without them
                 pass
+        starting = asyncio.ensure_future(start())
+        stopping = asyncio.ensure_future(stopped.wait())
         try:
-            await stopped.wait()
+            await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if not starting.done():
+                starting.cancel()
+                await asyncio.gather(starting, return_exceptions=True)
+                raise _StoppedEarly()
+            starting.result()  # its error, if it failed
+        except BaseException:  # also a Ctrl-C during the start
+            stopping.cancel()
+            await server.stop()  # nothing to stop if it did not start
+            await store.close()
+            raise
+        print(f"LightningStore ({args.backend}) serving on {server.endpoint}", file=sys.stderr, flush=True)
+        print(f"Dashboard: {server.endpoint}/", file=sys.stderr, flush=True)
+        try:
+            await stopping
         finally:
             await server.stop()
             await store.close()
@@ -132,6 +169,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return _fail(str(exc), 1)
     except RuntimeError as exc:
         return _fail(str(exc), 1)
+    except _StoppedEarly:
+        print(_STOPPED_EARLY, file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         pass
     return 0
@@ -144,6 +183,13 @@ def _one_line(exc: BaseException) -> str:
 
 class _CannotServe(Exception):
     """The store failed its first read: the server is not started."""
+
+
+class _StoppedEarly(Exception):
+    """SIGTERM or Ctrl-C arrived before the server was serving."""
+
+
+_STOPPED_EARLY = "agl store: stopped before it started serving"
 
 
 async def _probe(store: Any) -> None:

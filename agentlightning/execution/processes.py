@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from .child import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STORE_UNREACHABLE, ChildStore, runner_process_main
 from .events import ExecutionEvent
-from .signals import describe_exit, join_until_deadline, signal_processes, stop_processes
+from .signals import describe_exit, join_until_deadline, signal_processes, signals_handled_by, stop_processes
 from .supervisor import Supervisor, WorkerExit
 
 if TYPE_CHECKING:
@@ -85,7 +85,9 @@ class ProcessLauncher:
         if code == EXIT_OK:
             return WorkerExit(description, ok=True, started=handle.ready.is_set())
         if not handle.ready.is_set():
-            return WorkerExit(description, started=False, fatal=True)
+            # Killed by a signal before it started (out of memory, a kill by hand): nothing says a restart would fail
+            # the same way, so it is replaced. An exit code of its own (an import error, a missing main guard) is.
+            return WorkerExit(description, started=False, fatal=code > 0)
         if code == EXIT_STORE_UNREACHABLE:
             where = self.child_store.url or "its store"
             message = f"{handle.process.name} could not reach the store at {where} within its connect_timeout"
@@ -148,6 +150,9 @@ class ProcessGroup(Supervisor[RunnerProcess]):
         self.graceful_timeout = graceful_timeout
         self.terminate_timeout = terminate_timeout
         self.interrupt_grace = interrupt_grace
+        self._grace_used: Optional[tuple[float, str]] = None
+        """(seconds, after what) the runners were given by the last shutdown before they were signalled."""
+        self._escalated = False
 
     def set_url(self, url: str) -> None:
         """Point children started from now on at the store server `url`."""
@@ -160,15 +165,31 @@ class ProcessGroup(Supervisor[RunnerProcess]):
     # ---------------------------------------------------------------------------------------------- stopping
     def shutdown(self, *, interrupted: bool = False) -> None:
         """Stop every child: the stop flag, then SIGINT, SIGTERM and SIGKILL, each after a wait. Nothing is
-        replaced once this starts."""
+        replaced once this starts. A further Ctrl-C or SIGTERM meanwhile kills the children at once (it raises
+        nothing: a KeyboardInterrupt in the middle of the stop printed a traceback and skipped the clean-up)."""
+        with signals_handled_by(self._kill_now):
+            self._shutdown(interrupted)
+
+    def _kill_now(self, signum: int) -> None:
+        """A signal during the stop: SIGKILL every child still running (runs in a signal handler: takes no lock)."""
+        if not self._escalated:
+            self._escalated = True
+            logger.warning("Interrupted again: killing the runner processes")
+        signal_processes(
+            [slot.handle.process for slot in list(self.slots) if slot.handle.process.exitcode is None], "kill"
+        )
+
+    def _shutdown(self, interrupted: bool) -> None:
         self.close()
         handles = self.handles
         processes = [handle.process for handle in handles]
         if not processes:
             return
         self._stop.set()
+        grace = self.interrupt_grace if interrupted else self.graceful_timeout
+        self._grace_used = (grace, "the interrupt" if interrupted else "the run")
         try:
-            lingering = join_until_deadline(processes, self.interrupt_grace if interrupted else self.graceful_timeout)
+            lingering = join_until_deadline(processes, grace)
             for handle in handles:  # stopped by a signal of ours: their exit code says so, not that they failed
                 handle.signalled = handle.process in lingering
             alive = stop_processes(lingering, first_wait=0.0, step_timeout=self.terminate_timeout)
@@ -234,9 +255,11 @@ class ProcessGroup(Supervisor[RunnerProcess]):
         handles = [slot.handle for slot in self.slots if not slot.handled]
         stopped = [f"{h.process.name} ({describe_exit(h.process.exitcode)})" for h in handles if h.signalled]
         if stopped:  # the run itself was over; these only failed to stop in time
+            grace, after = self._grace_used or (self.graceful_timeout, "the run")
             logger.warning(
-                "Runner processes did not stop within %g s after the run and were stopped by signal: %s",
-                self.graceful_timeout,
+                "Runner processes did not stop within %g s after %s and were stopped by signal: %s",
+                grace,
+                after,
                 ", ".join(stopped),
             )
         bad = [

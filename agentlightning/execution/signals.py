@@ -9,14 +9,23 @@ import logging
 import multiprocessing.connection
 import os
 import signal
+import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, Optional
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
-__all__ = ["SignalAction", "describe_exit", "join_until_deadline", "signal_processes", "stop_processes"]
+__all__ = [
+    "SignalAction",
+    "describe_exit",
+    "join_until_deadline",
+    "signal_processes",
+    "signals_handled_by",
+    "stop_processes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,3 +90,22 @@ def stop_processes(processes: Sequence[BaseProcess], *, first_wait: float, step_
         signal_processes(alive, action)
         alive = join_until_deadline(alive, step_timeout)
     return alive
+
+
+@contextmanager
+def signals_handled_by(handler: Callable[[int], None]) -> Iterator[None]:
+    """Within the block, Ctrl-C (SIGINT) and SIGTERM call `handler(signum)` instead of raising; the previous handlers
+    come back afterwards. Only the main thread can set handlers: elsewhere the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: Any) -> None:
+        handler(signum)
+
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

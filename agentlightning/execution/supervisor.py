@@ -3,7 +3,8 @@
 A `WorkerLauncher` knows how to start one worker, how to wait for workers and how one ended (`WorkerExit`); the
 `Supervisor` decides what to do about it, the same way for every kind of worker: a worker that finished by itself is
 noted; one that failed before it started, or for a reason no restart fixes (an agent that cannot load, a store that
-cannot be reached), stops the run; one that died while the run goes on has its in-flight attempt released (marked
+cannot be reached), stops the run; one that died while the run goes on (also one killed by a signal before it
+started: an OOM kill, a kill by hand, which a restart may well survive) has its in-flight attempt released (marked
 unresponsive, so the rollout is retried now rather than after the unresponsive timeout) and is replaced, a few times
 at most. Once `close()` is called nothing is replaced any more, so shutting down never races with a restart.
 """
@@ -186,14 +187,15 @@ class Supervisor(Generic[H]):
             return None
         if ended.fatal and ended.message is not None:
             return ended.message
-        if not ended.started:
+        if not ended.started and ended.fatal:
             return f"{name} exited with {ended.description} before it started. {self.launcher.not_started_hint()}"
         if ended.fatal:
             return f"{name} stopped with {ended.description}; see its error above"
-        reason = f"{self.launcher.kind} {name} died with {ended.description}"
+        died = f"died with {ended.description}" + ("" if ended.started else " before it started")
+        reason = f"{self.launcher.kind} {name} {died}"
         location = self.launcher.location(slot.handle)
         if location is not None:
-            reason = f"{self.launcher.kind} {name} (pid {location[1]}) died with {ended.description}"
+            reason = f"{self.launcher.kind} {name} (pid {location[1]}) {died}"
         self.deaths.append(reason)
         slot.history.append(reason)
         logger.error("%s while the run goes on", reason)

@@ -10,7 +10,9 @@ The runner never dies because an agent misbehaved: exceptions (BaseExceptions su
 timeouts, `sys.exit`, garbage results and output floods fail the attempt with a readable reason and the loop goes
 on; only a stop of the runner itself ends it. A store that cannot be reached at start is waited for
 (`connect_timeout`); a store that goes away later is ridden out (an attempt's store calls for at most
-`store_retry_timeout`); a store error that is not an outage fails the attempt, or, on a claim, ends the runner.
+`store_retry_timeout`), and so is a server error (a 500) on a claim or a registration; on an attempt's store call it
+is retried for a while (`store_calls.SERVER_ERROR_RETRY_SECONDS`). A final status the store does not accept by then
+is kept and written before the next claim. Other store errors (4xx) fail the attempt, or, on a claim, end the runner.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from agentlightning.litagent.litagent import LitAgent, running_rollout
 from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout, RolloutMode
 
 from .base import Runner
-from .errors import StoreUnreachableError, describe_store, is_transient_store_error
+from .errors import StoreUnreachableError, describe_store, is_retryable_store_error, is_server_error
 from .guard import one_at_a_time
 from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
 from .invoke import AgentInvoker
 from .output import output_budget, output_guard
-from .recording import finish_attempt, store_result
+from .recording import UnwrittenStatus, finish_attempt, store_result, write_unwritten
 from .resources import ResourcesCache, StoreCall
 from .results import (
     SUCCEEDED,
@@ -86,9 +88,8 @@ class LitAgentRunner(Runner[T_task]):
         worker_id_prefix: the worker id in the store is this prefix followed by the worker number.
         min_poll_interval: first wait after finding the queue empty.
         store_retry_timeout: how long a store call made for an attempt (its resources, its result, its status) is
-            retried through an outage (connection errors, 502/503/504). Past it the attempt fails (or, for its status,
-            is left to the store's health rules: its heartbeats have stopped) and the runner claims the next rollout.
-            Other store errors (500, 4xx) are not retried at all.
+            retried through an outage (connection errors, 502/503/504); a server error (500) for at most 30 s. Past
+            it the attempt fails, or its status is kept and written before the next claim. 4xx are not retried.
     """
 
     def __init__(
@@ -147,6 +148,7 @@ class LitAgentRunner(Runner[T_task]):
         self._resources = ResourcesCache()
         self._seen_errors: set[str] = set()
         self._warned_no_reward = False
+        self._unwritten: Optional[UnwrittenStatus] = None
         self.rollouts_processed = 0
 
     def __getstate__(self) -> dict[str, Any]:
@@ -158,6 +160,7 @@ class LitAgentRunner(Runner[T_task]):
         state["_resources"] = ResourcesCache()
         state["_seen_errors"] = set()
         state["_warned_no_reward"] = False
+        state["_unwritten"] = None
         state["rollouts_processed"] = 0
         return state
 
@@ -267,6 +270,10 @@ class LitAgentRunner(Runner[T_task]):
         try:
             with output_guard(self.max_output_chars is not None):
                 while not is_set(event) and (self.max_rollouts is None or processed < self.max_rollouts):
+                    if self._unwritten is not None and not await self._write_unwritten(event, last=False):
+                        delay = next_poll_delay(delay, minimum=0.5, maximum=5.0)  # the store still refuses it
+                        await self._sleep(delay, event)
+                        continue
                     sent_at = time.time()
                     try:
                         claimed = await store.dequeue_rollout(worker_id=self.get_worker_id())
@@ -274,14 +281,15 @@ class LitAgentRunner(Runner[T_task]):
                         await self._release_lost_claim()
                         raise
                     except Exception as exc:
-                        if not is_transient_store_error(exc):
+                        if not is_retryable_store_error(exc):
                             raise
                         if outage_since is None:
                             outage_since = time.monotonic()
                             logger.warning(
-                                "%s: the store at %s is unreachable (%r); retrying until it is back",
+                                "%s: the store at %s %s (%r); retrying until it is back",
                                 self.get_worker_id(),
                                 describe_store(store),
+                                "answered the claim with a server error" if is_server_error(exc) else "is unreachable",
                                 exc,
                             )
                         delay = next_poll_delay(delay, minimum=0.5, maximum=5.0)
@@ -304,6 +312,8 @@ class LitAgentRunner(Runner[T_task]):
                     if processed in (1, 10, 100) or processed % 1000 == 0:
                         logger.info("%s finished %d rollouts", self.get_worker_id(), processed)
         finally:
+            if self._unwritten is not None:
+                await self._write_unwritten(event, last=True)
             await heartbeat.stop()
             await self._report_stopped(heartbeat)
         logger.debug("%s stopped after %d rollouts", self.get_worker_id(), processed)
@@ -314,6 +324,14 @@ class LitAgentRunner(Runner[T_task]):
             await asyncio.wait_for(heartbeat.beat_stopped(), STOPPED_REPORT_TIMEOUT)
         except Exception as exc:
             logger.debug("%s could not report that it stopped: %r", self.get_worker_id(), exc)
+
+    async def _write_unwritten(self, event: Optional[ExecutionEvent], *, last: bool) -> bool:
+        """Write the kept final status of the last attempt; True once it is settled (written or refused for good)."""
+        assert self._unwritten is not None
+        if not await write_unwritten(self.get_store(), self._unwritten, self._store_call(event), last=last):
+            return False
+        self._unwritten = None
+        return True
 
     async def _release_lost_claim(self) -> None:
         await release_lost_claim(self.get_store(), self.get_worker_id())
@@ -354,6 +372,8 @@ class LitAgentRunner(Runner[T_task]):
             with output_guard(self.max_output_chars is not None):
                 await self._run_claimed(claimed, sent_at=sent_at, event=event, raise_on_exception=True)
         finally:
+            if self._unwritten is not None:
+                await self._write_unwritten(event, last=True)
             await heartbeat.stop()
         rollout = await store.get_rollout_by_id(claimed.rollout_id)
         if rollout is None:
@@ -409,7 +429,7 @@ class LitAgentRunner(Runner[T_task]):
                 )
             await self._trigger_hooks("on_rollout_end", agent=agent, runner=self, rollout=claimed, spans=spans)
             duration = time.perf_counter() - started
-            await finish_attempt(store, claimed, outcome, reward, duration, self._store_call(event))
+            self._unwritten = await finish_attempt(store, claimed, outcome, reward, duration, self._store_call(event))
             self.rollouts_processed += 1
         if failure is not None and raise_on_exception:
             raise failure

@@ -7,7 +7,14 @@ from typing import Any
 
 from agentlightning.store.errors import StoreBusyError, StoreClosedError, StoreOpenError
 
-__all__ = ["OUTAGE_STATUSES", "StoreUnreachableError", "describe_store", "is_transient_store_error"]
+__all__ = [
+    "OUTAGE_STATUSES",
+    "StoreUnreachableError",
+    "describe_store",
+    "is_retryable_store_error",
+    "is_server_error",
+    "is_transient_store_error",
+]
 
 
 class StoreUnreachableError(ConnectionError):
@@ -28,6 +35,18 @@ def is_transient_store_error(exc: BaseException) -> bool:
         return True
     status = getattr(exc, "status", None)
     return isinstance(status, int) and status in OUTAGE_STATUSES
+
+
+def is_server_error(exc: BaseException) -> bool:
+    """True for an error answer of the server itself (HTTP 5xx other than an outage: a 500, a 507 for a full disk).
+    It may go away (a transient fault, space freed) or not (a bug): worth a few more tries, never an endless wait."""
+    status = getattr(exc, "status", None)
+    return isinstance(status, int) and not isinstance(status, bool) and status >= 500 and status not in OUTAGE_STATUSES
+
+
+def is_retryable_store_error(exc: BaseException) -> bool:
+    """An outage or a server error: what a runner retries instead of failing an attempt or ending."""
+    return is_transient_store_error(exc) or is_server_error(exc)
 
 
 def describe_store(store: Any) -> str:

@@ -8,11 +8,13 @@ outage is ridden out. Over HTTP the common case (a numeric result) costs one req
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.emitter.reward import emit_reward
-from agentlightning.types import AttemptedRollout, Span, SpanCoreFields
+from agentlightning.types import AttemptedRollout, AttemptStatus, Span, SpanCoreFields
 
+from .errors import is_retryable_store_error
 from .resources import StoreCall
 from .results import AttemptOutcome, NormalizedResult, ResultNotStored, RunnerInterrupted, attempt_metadata
 from .spans import readable_span_from_fields
@@ -21,7 +23,7 @@ from .store_calls import INTERRUPTED_WRITE_TIMEOUT
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["StoreCall", "finish_attempt", "is_remote", "store_result"]
+__all__ = ["StoreCall", "UnwrittenStatus", "finish_attempt", "is_remote", "store_result"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +102,20 @@ async def _store_result(
     return stored
 
 
+@dataclass(frozen=True)
+class UnwrittenStatus:
+    """An attempt's final status that the store did not accept yet (an outage, a server error): the runner keeps it
+    and writes it before it claims another rollout."""
+
+    rollout_id: str
+    attempt_id: str
+    status: AttemptStatus
+    metadata: dict[str, Any]
+
+    async def write(self, store: LightningStore) -> None:
+        await store.update_attempt(self.rollout_id, self.attempt_id, status=self.status, metadata=self.metadata)
+
+
 async def finish_attempt(
     store: LightningStore,
     claimed: AttemptedRollout,
@@ -107,21 +123,31 @@ async def finish_attempt(
     reward: Optional[float],
     duration: float,
     call: StoreCall,
-) -> None:
-    """Record the attempt's status and metadata; an interrupted runner tries for a few seconds only. Failures are
-    logged, never raised (the runner goes on); the attempt's heartbeats have stopped by then, so the store's health
-    rules (`unresponsive_seconds`) decide what becomes of an attempt whose status could not be written."""
+) -> Optional[UnwrittenStatus]:
+    """Record the attempt's status and metadata; an interrupted runner tries for a few seconds only.
+
+    Returns the status when the store stayed unreachable or kept answering with a server error: the runner keeps it
+    and writes it later (`write_unwritten`). Other failures are logged, never raised (the runner goes on)."""
     metadata = attempt_metadata(claimed.attempt.metadata, outcome, final_reward=reward, duration_seconds=duration)
+    unwritten = UnwrittenStatus(claimed.rollout_id, claimed.attempt.attempt_id, outcome.status, metadata)
     interrupted = outcome.error_type == RunnerInterrupted.__name__
     try:
         await call(
-            lambda: store.update_attempt(
-                claimed.rollout_id, claimed.attempt.attempt_id, status=outcome.status, metadata=metadata
-            ),
+            lambda: unwritten.write(store),
             f"record attempt status {outcome.status!r}",
             limit=INTERRUPTED_WRITE_TIMEOUT if interrupted else None,
         )
     except Exception as exc:
+        if is_retryable_store_error(exc) and not interrupted:
+            logger.warning(
+                "Could not record status %r for rollout %s attempt %s yet (%r); the runner keeps it and writes it "
+                "before it claims another rollout",
+                outcome.status,
+                claimed.rollout_id,
+                claimed.attempt.attempt_id,
+                exc,
+            )
+            return unwritten
         logger.error(
             "Could not record status %r for rollout %s attempt %s (%r); the attempt gets no more heartbeats, so the "
             "store's health rules (unresponsive_seconds) decide what becomes of it",
@@ -130,3 +156,25 @@ async def finish_attempt(
             claimed.attempt.attempt_id,
             exc,
         )
+    return None
+
+
+async def write_unwritten(store: LightningStore, unwritten: UnwrittenStatus, call: StoreCall, *, last: bool) -> bool:
+    """Try once more to write a kept status (`call` retries it as for any attempt's store call); True once written or
+    refused for good (a 4xx: nothing a later try could change). `last` (the runner is stopping): log what is lost."""
+    try:
+        await call(lambda: unwritten.write(store), f"record the kept status {unwritten.status!r}")
+    except Exception as exc:
+        if is_retryable_store_error(exc) and not last:
+            return False
+        logger.error(
+            "Could not record status %r for rollout %s attempt %s (%r); the store's health rules "
+            "(unresponsive_seconds) decide what becomes of it",
+            unwritten.status,
+            unwritten.rollout_id,
+            unwritten.attempt_id,
+            exc,
+        )
+        return True
+    logger.info("Recorded the kept status %r of rollout %s", unwritten.status, unwritten.rollout_id)
+    return True

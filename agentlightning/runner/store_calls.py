@@ -3,8 +3,10 @@ writes retried until the store is back, the claim lost to an interruption, and s
 
 A store that cannot be reached at start is waited for (`connect_timeout`); a store that goes away later is ridden
 out: calls are retried until they succeed, their time limit passes (the whole call, retries and waits included, ends
-by then), or the runner is asked to stop (then it gives up within `INTERRUPTED_WRITE_TIMEOUT` seconds). Only an
-outage is retried (`errors.is_transient_store_error`); any other store error is raised at once.
+by then), or the runner is asked to stop (then it gives up within `INTERRUPTED_WRITE_TIMEOUT` seconds). An outage is
+retried that way (`errors.is_transient_store_error`); an error answer of the server itself (a 500, a 507) for at most
+`SERVER_ERROR_RETRY_SECONDS` (it may be a passing fault, or a bug that repeating will not fix); any other store
+error (a 4xx) is raised at once.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from typing import TYPE_CHECKING, Optional, TypeVar
 
 from agentlightning.utils.retry import FOREVER, RetryAttempt, RetryError, RetryEvent, RetryPolicy, retry_async
 
-from .errors import StoreUnreachableError, describe_store, is_transient_store_error
+from .errors import (
+    StoreUnreachableError,
+    describe_store,
+    is_retryable_store_error,
+    is_server_error,
+    is_transient_store_error,
+)
 from .results import RunnerInterrupted, attempt_metadata, outcome_of_exception
 
 if TYPE_CHECKING:
@@ -28,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INTERRUPTED_WRITE_TIMEOUT",
+    "SERVER_ERROR_RETRY_SECONDS",
     "is_set",
     "register_worker",
     "release_lost_claim",
@@ -45,6 +54,8 @@ INTERRUPTED_WRITE_TIMEOUT = 5.0
 """How long a stopping runner keeps trying to record its last attempt."""
 CONNECT_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.1, max_delay=2.0, jitter=0.0)
 """Registering waits for a store that is not up yet, until `connect_timeout` passes or the runner stops."""
+SERVER_ERROR_RETRY_SECONDS = 30.0
+"""How long a store call answered with a server error (5xx other than 502/503/504) keeps being retried."""
 STORE_RETRY = RetryPolicy(max_retries=FOREVER, initial_delay=0.2, max_delay=5.0, jitter=0.0)
 """Store calls ride out an outage: retried until they succeed, their time limit passes or the runner stops."""
 
@@ -74,12 +85,12 @@ async def retry_store_call(
     event: Optional[ExecutionEvent],
     limit: Optional[float] = None,
 ) -> R:
-    """Run a store operation, riding out an outage (an unreachable or restarting store).
+    """Run a store operation, riding out an outage (an unreachable or restarting store) and a passing server error.
 
     Retries until it succeeds; after `limit` seconds (the retries and the waits between them included; the first try
-    is bounded by the store client's own request timeout) or a few seconds after the runner is asked to stop, it gives
-    up and raises the last error (TimeoutError for a retry cut short by the limit). Errors that are not an outage are
-    raised at once.
+    is bounded by the store client's own request timeout), `SERVER_ERROR_RETRY_SECONDS` of server errors, or a few
+    seconds after the runner is asked to stop, it gives up and raises the last error (TimeoutError for a retry cut
+    short by the limit). Other errors (4xx) are raised at once.
     """
     started = time.monotonic()
     deadline = None if limit is None else started + limit
@@ -87,13 +98,20 @@ async def retry_store_call(
     def remaining() -> Optional[float]:
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
+    server_errors_since: Optional[float] = None
+
     def worth_retrying(exc: Exception) -> bool:
-        if not is_transient_store_error(exc):
+        nonlocal server_errors_since
+        now = time.monotonic()
+        if is_server_error(exc):
+            server_errors_since = now if server_errors_since is None else server_errors_since
+            if now - server_errors_since >= SERVER_ERROR_RETRY_SECONDS:
+                return False
+        elif not is_transient_store_error(exc):
             return False
-        elapsed = time.monotonic() - started
         left = remaining()
         out_of_time = left is not None and left <= 0
-        return not out_of_time and not (is_set(event) and elapsed >= INTERRUPTED_WRITE_TIMEOUT)
+        return not out_of_time and not (is_set(event) and now - started >= INTERRUPTED_WRITE_TIMEOUT)
 
     warned = False
 
@@ -142,7 +160,7 @@ async def register_worker(
     def worth_retrying(exc: Exception) -> bool:
         nonlocal timed_out
         timed_out = time.monotonic() >= deadline
-        return is_transient_store_error(exc) and not timed_out
+        return is_retryable_store_error(exc) and not timed_out
 
     def note(retry: RetryEvent) -> None:
         nonlocal warned
@@ -172,9 +190,10 @@ async def register_worker(
     except RetryError:  # asked to stop while waiting
         return False
     except Exception as exc:
-        if timed_out and is_transient_store_error(exc):
+        if timed_out and is_retryable_store_error(exc):
+            failed = "register with" if is_server_error(exc) else "reach"
             raise StoreUnreachableError(
-                f"{worker_id} could not reach the store at {describe_store(heartbeat.store)} "
+                f"{worker_id} could not {failed} the store at {describe_store(heartbeat.store)} "
                 f"within {connect_timeout:g} s (connect_timeout): {exc}"
             ) from exc
         raise

@@ -20,7 +20,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 
 from agentlightning.runner.heartbeat import has_stopped
@@ -78,6 +78,8 @@ class ProgressSnapshot:
     without_reward: int = 0
     runners_alive: int = 0
     runners_seen: int = 0
+    store_unreachable_for: Optional[float] = None
+    """Seconds since the store stopped answering the monitor's reads (None while it answers)."""
 
     @property
     def done(self) -> int:
@@ -197,10 +199,13 @@ class ProgressSink(Protocol):
 
 def format_line(s: ProgressSnapshot) -> str:
     reward = f"{s.reward_mean:.4g}" if s.reward_mean is not None else "n/a"
-    return (
+    line = (
         f"{s.done} done ({s.succeeded} succeeded, {s.failed} failed), {s.running} running, {s.queued} queued, "
         f"{s.rollouts_per_second:.1f} rollouts/s, reward {reward}, runners {s.runners_alive} alive"
     )
+    if s.store_unreachable_for is not None:
+        line = f"waiting for the store (unreachable for {s.store_unreachable_for:.0f} s); last seen: {line}"
+    return line
 
 
 class LogSink:
@@ -209,10 +214,13 @@ class LogSink:
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._last = float("-inf")
+        self._waiting = False
 
     def show(self, snapshot: ProgressSnapshot) -> None:
         now = time.monotonic()
-        if now - self._last >= self.interval:
+        waiting = snapshot.store_unreachable_for is not None
+        changed, self._waiting = waiting != self._waiting, waiting
+        if changed or now - self._last >= self.interval:  # a store that stops or resumes answering: at once
             self._last = now
             report(f"Progress: {format_line(snapshot)}")
 
@@ -247,6 +255,8 @@ class RichSink:
         table.add_row("throughput", f"{s.rollouts_per_second:.1f} rollouts/s")
         table.add_row("reward", f"{reward} (mean of the last rollouts)  {s.without_reward} without reward")
         table.add_row("runners", f"{s.runners_alive} alive")
+        if s.store_unreachable_for is not None:
+            table.add_row("store", f"[yellow]waiting: unreachable for {s.store_unreachable_for:.0f} s[/]")
         return Panel(table, title=f"{self._title} · {s.elapsed:.0f} s", expand=False)
 
     def show(self, snapshot: ProgressSnapshot) -> None:
@@ -345,6 +355,7 @@ class ProgressMonitor:
         self._thread: Optional[threading.Thread] = None
         self._last: ProgressSnapshot = ProgressSnapshot()
         self._started_at = time.time()
+        self._unreachable_since: Optional[float] = None
 
     def _make_sinks(self) -> list[ProgressSink]:
         sinks: list[ProgressSink] = []
@@ -423,14 +434,24 @@ class ProgressMonitor:
                 loop.close()
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        from agentlightning.runner.errors import is_transient_store_error
+
         try:
             self._last = loop.run_until_complete(self._read())
+            self._unreachable_since = None
+            shown = self._last
         except Exception as exc:
             logger.debug("progress: store read failed: %r", exc)
-            return
+            if not is_transient_store_error(exc):
+                return
+            # The store is restarting or unreachable: say so instead of showing stale numbers as current.
+            now = time.monotonic()
+            if self._unreachable_since is None:
+                self._unreachable_since = now
+            shown = replace(self._last, store_unreachable_for=now - self._unreachable_since)
         for sink in self._sinks:
             try:
-                sink.show(self._last)
+                sink.show(shown)
             except Exception:
                 logger.debug("progress sink failed", exc_info=True)
 

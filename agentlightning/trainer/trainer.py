@@ -22,6 +22,7 @@ from agentlightning.adapter.base import Adapter
 from agentlightning.adapter.triplet import TracerTraceToTriplet
 from agentlightning.algorithm.base import Algorithm
 from agentlightning.algorithm.fast import Baseline, FastAlgorithm
+from agentlightning.algorithm.patience import DEFAULT_STORE_PATIENCE, PatientStore
 from agentlightning.execution.base import ExecutionStrategy
 from agentlightning.execution.events import ExecutionEvent
 from agentlightning.litagent.litagent import LitAgent
@@ -83,6 +84,8 @@ class Trainer:
         progress: "auto" (a live panel on a terminal, log lines otherwise), "rich", "log" or "off".
         progress_interval: seconds between progress log lines (log mode).
         progress_file: also append progress snapshots and the final summary to this JSON-lines file.
+        store_patience: seconds each store call of the algorithm waits for a store that is unreachable (a store
+            server restarting) before it fails; 0 fails after the store client's own retries.
         n_workers, max_tasks, triplet_exporter, dev, daemon: 0.2 names and options, still accepted.
     """
 
@@ -109,6 +112,7 @@ class Trainer:
         progress: ProgressMode = "auto",
         progress_interval: float = 10.0,
         progress_file: Optional[str] = None,
+        store_patience: float = DEFAULT_STORE_PATIENCE,
     ) -> None:
         if dev:
             warnings.warn("Trainer(dev=True) is deprecated; call trainer.dev(...) instead", DeprecationWarning, 2)
@@ -128,6 +132,9 @@ class Trainer:
         self.progress: ProgressMode = progress
         self.progress_interval = progress_interval
         self.progress_file = progress_file
+        if isinstance(store_patience, bool) or not isinstance(store_patience, (int, float)) or store_patience < 0:
+            raise ValueError(f"store_patience must be a number of seconds >= 0, got {store_patience!r}")
+        self.store_patience = float(store_patience)
         self.summary: Optional[RunSummary] = None
 
         self.tracer: Tracer = self._build_tracer(tracer)
@@ -443,7 +450,10 @@ class Trainer:
                     await asyncio.sleep(0.1)
                 return
             algorithm.set_trainer(self)
-            algorithm.set_store(store)
+            # Every store call of the algorithm rides out a store that is restarting (see algorithm/patience.py).
+            algorithm.set_store(
+                PatientStore(store, patience_seconds=self.store_patience) if self.store_patience > 0 else store
+            )
             algorithm.set_adapter(self.adapter)
             if self.initial_resources is not None:
                 algorithm.set_initial_resources(self.initial_resources)

@@ -1,6 +1,7 @@
-"""Which store errors a runner rides out and for how long: only an outage (connection errors, 502/503/504, a busy or
-reopening database) is retried, and only for `store_retry_timeout` seconds per call of an attempt; a store call that
-fails for good fails the attempt (or, for its status, leaves it to the store's health rules) and the runner goes on."""
+"""Which store errors a runner rides out and for how long: an outage (connection errors, 502/503/504, a busy or
+reopening database) is retried for `store_retry_timeout` seconds per call of an attempt, a server error (a 500) for
+`SERVER_ERROR_RETRY_SECONDS`; a store call that fails for good fails the attempt (or, for its status, leaves it to the
+store's health rules) and the runner goes on. A server error on a claim is retried: the runner lives on."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any, Optional
 import pytest
 
 import agentlightning as agl
-from agentlightning.runner import LitAgentRunner
-from agentlightning.runner.errors import is_transient_store_error
+from agentlightning.runner import LitAgentRunner, store_calls
+from agentlightning.runner.errors import is_retryable_store_error, is_server_error, is_transient_store_error
 from agentlightning.store import InMemoryLightningStore
 from agentlightning.store.errors import InvalidArgumentError, StoreBusyError, StoreClosedError, StoreOpenError
 from agentlightning.store.http.errors import StoreConnectionError, StoreHTTPError
@@ -67,6 +68,22 @@ def test_an_error_that_would_repeat_is_not_transient(error: Exception) -> None:
     assert not is_transient_store_error(error)
 
 
+@pytest.mark.parametrize(
+    "error",
+    [StoreHTTPError(500, "a bug or a passing fault"), StoreHTTPError(507, "disk full")],
+    ids=repr,
+)
+def test_a_server_error_is_retried_for_a_while(error: Exception) -> None:
+    assert is_server_error(error) and is_retryable_store_error(error) and not is_transient_store_error(error)
+
+
+@pytest.mark.parametrize(
+    "error", [StoreHTTPError(404, "no such route"), InvalidArgumentError("bad argument"), ValueError("x")], ids=repr
+)
+def test_a_client_error_is_not_retried(error: Exception) -> None:
+    assert not is_retryable_store_error(error)
+
+
 class RejectingStore(InMemoryLightningStore):
     """A real in-memory store that answers 500 to every span write of a rollout whose task is {"bad": ...}."""
 
@@ -78,7 +95,10 @@ class RejectingStore(InMemoryLightningStore):
         return await super().add_many_spans(spans)
 
 
-async def test_a_500_answer_to_a_result_write_fails_the_attempt_and_the_runner_goes_on() -> None:
+async def test_a_500_answer_to_a_result_write_that_persists_fails_the_attempt_and_the_runner_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(store_calls, "SERVER_ERROR_RETRY_SECONDS", 0.5)
     store = RejectingStore()
     ids = [(await store.enqueue_rollout(task)).rollout_id for task in ({"bad": 1, "reward": 0.3}, {"reward": 0.7})]
     runner = _runner(max_rollouts=2)
@@ -115,16 +135,35 @@ async def test_a_status_write_that_keeps_failing_is_given_up_and_the_store_healt
 
 
 class FlakyClaimStore(InMemoryLightningStore):
-    """Answers 500 to every claim."""
+    """Answers the first `failures` claims with `error`."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        super().__init__()
+        self.failures = failures
+        self.error = error
+        self.claims = 0
 
     async def dequeue_rollout(self, worker_id: Optional[str] = None) -> Any:
-        raise StoreHTTPError(500, "a bug in the claim path")
+        self.claims += 1
+        if self.claims <= self.failures:
+            raise self.error
+        return await super().dequeue_rollout(worker_id=worker_id)
 
 
-async def test_a_500_answer_to_a_claim_ends_the_runner_with_that_error() -> None:
-    store = FlakyClaimStore()
+async def test_a_500_answer_to_a_claim_is_retried_and_the_runner_goes_on() -> None:
+    store = FlakyClaimStore(2, StoreHTTPError(500, "a passing fault in the claim path"))
+    rollout = await store.enqueue_rollout({"reward": 1.0})
+    runner = _runner(max_rollouts=1)
+    with runner.run_context(agent=ScriptedAgent(), store=store):
+        await asyncio.wait_for(runner.iter(), timeout=20)
+    (finished,) = await store.wait_for_rollouts(rollout_ids=[rollout.rollout_id], timeout=5)
+    assert finished.status == "succeeded" and store.claims == 3
+
+
+async def test_a_client_error_answer_to_a_claim_ends_the_runner_with_that_error() -> None:
+    store = FlakyClaimStore(1, StoreHTTPError(404, "no such route"))
     runner = _runner()
-    with runner.run_context(agent=ScriptedAgent(), store=store), pytest.raises(StoreHTTPError, match="HTTP 500"):
+    with runner.run_context(agent=ScriptedAgent(), store=store), pytest.raises(StoreHTTPError, match="HTTP 404"):
         await asyncio.wait_for(runner.iter(), timeout=20)
 
 

@@ -175,3 +175,52 @@ async def test_the_monitor_spends_at_most_a_hundredth_of_the_time_reading_the_st
     reads = SlowCounts.reads
     await monitor.stop_async()
     assert 1 <= reads <= 2  # the first read after 0.01 s, the next one not before 5 s
+
+
+def test_the_log_sink_says_at_once_when_the_store_stops_answering(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="agentlightning.trainer")
+    sink = LogSink(interval=3600)
+    sink.show(ProgressSnapshot(succeeded=3))
+    sink.show(ProgressSnapshot(succeeded=3, store_unreachable_for=2.0))
+    sink.show(ProgressSnapshot(succeeded=3, store_unreachable_for=4.0))  # within the interval: not repeated
+    sink.show(ProgressSnapshot(succeeded=5))  # answering again: at once
+    lines = [record.getMessage() for record in caplog.records]
+    assert len(lines) == 3
+    assert lines[1].startswith("Progress: waiting for the store (unreachable for 2 s); last seen: 3 done")
+    assert lines[2].startswith("Progress: 5 done")
+
+
+async def test_the_monitor_shows_a_store_it_cannot_reach_as_waiting() -> None:
+    from agentlightning.store import InMemoryLightningStore
+    from agentlightning.store.http.errors import StoreConnectionError
+    from agentlightning.trainer.progress import ProgressMonitor
+
+    class Restarting(InMemoryLightningStore):
+        down = False
+
+        async def query_workers(self, *args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StoreConnectionError("Cannot reach the LightningStore server")
+            return await super().query_workers(*args, **kwargs)
+
+    class Shown:
+        def __init__(self) -> None:
+            self.snapshots: list[ProgressSnapshot] = []
+
+        def show(self, snapshot: ProgressSnapshot) -> None:
+            self.snapshots.append(snapshot)
+
+    store = Restarting()
+    monitor = ProgressMonitor(store, mode="off")
+    shown = Shown()
+    monitor._sinks = [shown]  # type: ignore[list-item]
+    loop = asyncio.new_event_loop()
+    try:
+        await asyncio.to_thread(monitor._tick, loop)
+        store.down = True
+        await asyncio.to_thread(monitor._tick, loop)
+        store.down = False
+        await asyncio.to_thread(monitor._tick, loop)
+    finally:
+        loop.close()
+    assert [snapshot.store_unreachable_for is not None for snapshot in shown.snapshots] == [False, True, False]

@@ -22,10 +22,11 @@ __all__ = ["check_store_reachable", "proxy_settings", "run_ppo"]
 
 def check_store_reachable(store: LightningStore) -> None:
     """Raise ValueError unless copies of `store` reach the same data over HTTP (required inside Ray actors)."""
+    from agentlightning.algorithm.patience import unwrap_store
     from agentlightning.store.http.client.client import LightningStoreClient
     from agentlightning.store.http.server.server import LightningStoreServer
 
-    if not isinstance(store, (LightningStoreServer, LightningStoreClient)):
+    if not isinstance(unwrap_store(store), (LightningStoreServer, LightningStoreClient)):
         raise ValueError(
             f"VERL's trainer runs in a Ray actor and needs a store it can reach over HTTP; {type(store).__name__} "
             "would be copied into the actor. Use agl.Trainer (its client-server strategy serves the store), or pass "

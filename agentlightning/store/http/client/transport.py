@@ -18,6 +18,7 @@ from agentlightning.store.core.validation import check_id
 from agentlightning.store.http.client.lite import LiteSession
 from agentlightning.store.http.client.retry import RETRYABLE_STATUSES, FixedDelays, RetryPolicy
 from agentlightning.store.http.client.sessions import SessionPool
+from agentlightning.store.http.client.unanswered import UnansweredWrites, request_digest
 from agentlightning.store.http.errors import (
     InvalidArgumentTypeError,
     StoreConnectionError,
@@ -58,17 +59,20 @@ class HttpTransport:
         self._connection_timeout = connection_timeout
         self._api_key = api_key
         self._pool = SessionPool(self._new_session)
+        self._unanswered = UnansweredWrites()
         self.reached_server = False
         """True once the server answered at least once."""
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         del state["_pool"]
+        del state["_unanswered"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._pool = SessionPool(self._new_session)
+        self._unanswered = UnansweredWrites()
 
     async def close(self) -> None:
         await self._pool.close()
@@ -77,7 +81,9 @@ class HttpTransport:
         self, operation: str, /, *, extra_timeout: float = 0.0, idempotency_key: Optional[str] = None, **arguments: Any
     ) -> Any:
         """Run one operation remotely and decode its answer. UNSET arguments are left out. Writes carry
-        `idempotency_key` (a fresh one when None), so that sending the same request again replays its answer."""
+        `idempotency_key`, so that sending the same request again replays its answer. When it is None, the write
+        takes the key of an identical earlier write whose outcome stayed unknown (see `unanswered.py`), else a fresh
+        one."""
         op = OPERATIONS_BY_NAME[operation]
         args = {key: value for key, value in arguments.items() if not isinstance(value, Unset)}
         url, rest = self._target(op, args)
@@ -87,9 +93,23 @@ class HttpTransport:
             method, data = "POST", self._encode(op, rest)
         elif op.body is not None:
             data = self._encode(op, rest[op.body_argument] if op.body_argument else rest)
-        payload = await self._request(
-            op, method, url, data, extra_timeout=extra_timeout, idempotency_key=idempotency_key
-        )
+        digest: Optional[str] = None
+        if not op.idempotent and idempotency_key is None:
+            digest = request_digest(op.name, method, url, data)
+            idempotency_key = self._unanswered.take(digest) or uuid.uuid4().hex
+        try:
+            payload = await self._request(
+                op, method, url, data, extra_timeout=extra_timeout, idempotency_key=idempotency_key
+            )
+        except (_OutcomeUnknown, asyncio.CancelledError) as unknown:
+            if digest is not None and idempotency_key is not None:
+                self._unanswered.put(digest, idempotency_key)
+            if not isinstance(unknown, _OutcomeUnknown):
+                raise
+            error = unknown.error
+            if digest is not None and isinstance(error, StoreConnectionError):
+                raise StoreConnectionError(f"{error}{_UNKNOWN_OUTCOME}") from error.__cause__
+            raise error from error.__cause__
         return op.response_adapter.validate_json(payload)
 
     def _new_session(self) -> Union[aiohttp.ClientSession, LiteSession]:
@@ -180,10 +200,16 @@ class HttpTransport:
         except RetryError as exhausted:
             failure = exhausted.cause
             if isinstance(failure, _RetryableAnswer):
-                raise failure.error from None
-            raise StoreConnectionError(
-                f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
-            ) from failure
+                error: BaseException = failure.error
+                error.__cause__ = None
+            else:
+                error = StoreConnectionError(
+                    f"Cannot reach the LightningStore server at {self.server_address} ({op.name}): {failure!r}"
+                )
+                error.__cause__ = failure
+            if op.idempotent:
+                raise error from error.__cause__
+            raise _OutcomeUnknown(error) from None
 
     async def _wait_until_healthy(self) -> bool:
         """Probe the health route with the 0.2 `health_retry_delays`; False if it never answers 200."""
@@ -209,6 +235,22 @@ class HttpTransport:
             logger.debug("health probe failed: %r", exhausted.cause)
             return False
         return True
+
+
+_UNKNOWN_OUTCOME = (
+    ". Outcome unknown: the server may have applied this write before the connection failed. Sending the same "
+    "request again through this client is answered with the first result, not applied twice (it reuses the "
+    "Idempotency-Key); from another process, check first, e.g. query_rollouts for a metadata marker of yours "
+    "(docs/http.md: writes whose outcome is unknown)"
+)
+
+
+class _OutcomeUnknown(Exception):
+    """A write ran out of retries without an answer; `error` is what the caller sees."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _RetryableAnswer(Exception):
