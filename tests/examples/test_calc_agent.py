@@ -47,3 +47,21 @@ def test_training_script_trains_the_plain_openai_agent_on_a_tiny_model(tmp_path:
     written = json.loads((run_dir / "summary.json").read_text())
     assert written["steps"] == 1 and written["settings"]["group_size"] == 2
     assert (run_dir / "store.db").exists() and (run_dir / "train.log").exists()
+
+
+def test_the_time_budget_says_it_bounds_the_training_and_what_comes_on_top() -> None:
+    train = load("calc_agent", "train")
+    note = train.budget_note(train.parse_args(["--minutes", "1"]))
+    assert note.startswith("Time budget: 1 min of GRPO training (no step starts after that)")
+    assert "held-out evaluations before and after training (50 questions each" in note
+    assert "loading the model" in note and "--held-out N" in note
+
+
+def test_the_minutes_option_says_in_its_help_that_it_bounds_only_the_training(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    train = load("calc_agent", "train")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "It bounds the training only" in help_text and "held-out evaluations before and after" in help_text
