@@ -47,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
         default="conversation",
         help="one record per stitched conversation (default) or per LLM call (sft, rl)",
     )
+    parser.add_argument(
+        "--tool-turns",
+        choices=["openai", "text"],
+        default="openai",
+        help="openai: tool calls as tool_calls, results as role tool, a tools column (templates that render tools); "
+        "text: calls, results and tools written as the text the model saw (templates that do not, e.g. SmolLM2's) "
+        "(default openai)",
+    )
     parser.add_argument("--agent-match", default=None, help="regex on agent names: export only their calls")
     parser.add_argument(
         "--min-reward",
@@ -185,7 +193,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return _fail(f"no SQLite store at {missing} (from --store {args.store})", 1)
     try:
         options = ExportOptions(
-            kind=args.kind, unit=args.unit, agent_match=args.agent_match, min_reward=args.min_reward, mode_in=args.mode
+            kind=args.kind,
+            unit=args.unit,
+            agent_match=args.agent_match,
+            min_reward=args.min_reward,
+            mode_in=args.mode,
+            tool_turns=args.tool_turns,
         )
         store = store_from_url(args.store)
     except ValueError as exc:
