@@ -123,6 +123,19 @@ def test_system_use_is_found_whatever_the_snapshot_layout(js: Any, stats: Any, c
     assert usage["memoryPercent"] == memory
 
 
+def test_memory_figures_are_scaled_to_bytes_by_the_unit_their_key_names(js: Any) -> None:
+    snapshot = {  # as agentlightning.utils.system_snapshot writes it: megabytes
+        "memory_total_mb": 24000.0,
+        "memory_used_mb": 4300.0,
+        "memory_percent": 17.9,
+        "gpus": [{"memory_used_mb": 1.0, "memory_total_mb": 2.0}],
+    }
+    usage = js("stats", "return m.systemUsage(arg);", snapshot)
+    assert (usage["memoryUsed"], usage["memoryTotal"]) == (4300 * 1024**2, 24000 * 1024**2)
+    assert js("format", "return m.formatBytes(arg);", usage["memoryUsed"]) == "4.2 GB"
+    assert js("stats", "return m.systemUsage(arg).memoryUsed;", {"mem_used": 1024}) == 1024  # no unit: bytes
+
+
 def test_heartbeat_health(js: Any) -> None:
     assert js(
         "stats",
