@@ -278,7 +278,12 @@ class _LazyServers(dict):  # type: ignore[type-arg]
 
             engine = InferenceEngine.from_default()
             inference = InferenceServer(engine, port=0).start()
-            self._stops.append(lambda: (inference.stop(), engine.close()))
+
+            def stop_inference() -> None:
+                inference.stop()
+                engine.close()
+
+            self._stops.append(stop_inference)
             url = inference.endpoint
         self[key] = url
         return url
