@@ -90,6 +90,15 @@ def test_moving_average_and_reward_per_version(js: Any) -> None:
     ]
 
 
+def test_reward_per_version_names_the_grpo_step_its_rollouts_trained(js: Any) -> None:
+    groups = js(
+        "stats",
+        "return m.rewardByVersion([{reward: 1, resourcesId: 'a', step: 2}, {reward: 0, resourcesId: 'a', step: 1},"
+        "{reward: 1, resourcesId: 'b'}], ['a', 'b']);",
+    )
+    assert [(group["resourcesId"], group["step"]) for group in groups] == [("a", 1), ("b", None)]
+
+
 def test_failures_are_grouped_by_reason(js: Any) -> None:
     groups = js(
         "stats",

@@ -52,16 +52,18 @@ export function rewardSeries(points, window = 20) {
 
 /**
  * Mean reward per resources version: [{resourcesId, mean, count, order}], in the order of `versions`
- * (a list of resources ids, oldest first); ids not in `versions` come last, "none" for rollouts without one.
+ * (a list of resources ids, oldest first); ids not in `versions` come last, "none" for rollouts without one. A
+ * group's `step` is the first GRPO step among its points' `step`s (null when none has one).
  */
 export function rewardByVersion(points, versions = []) {
   const groups = new Map();
   for (const point of points) {
     if (!isNumber(point.reward)) continue;
     const key = point.resourcesId ?? "none";
-    const group = groups.get(key) ?? { resourcesId: key, sum: 0, count: 0 };
+    const group = groups.get(key) ?? { resourcesId: key, sum: 0, count: 0, step: null };
     group.sum += point.reward;
     group.count += 1;
+    if (Number.isInteger(point.step)) group.step = group.step === null ? point.step : Math.min(group.step, point.step);
     groups.set(key, group);
   }
   const rank = (id) => {
@@ -69,7 +71,7 @@ export function rewardByVersion(points, versions = []) {
     return index === -1 ? versions.length + (id === "none" ? 1 : 0) : index;
   };
   return [...groups.values()]
-    .map((group) => ({ resourcesId: group.resourcesId, mean: group.sum / group.count, count: group.count, order: rank(group.resourcesId) }))
+    .map((group) => ({ resourcesId: group.resourcesId, mean: group.sum / group.count, count: group.count, order: rank(group.resourcesId), step: group.step }))
     .sort((a, b) => a.order - b.order || a.resourcesId.localeCompare(b.resourcesId));
 }
 
