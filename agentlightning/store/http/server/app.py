@@ -133,7 +133,8 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
 
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
     # store operations never pay for them. Outermost first.
-    app.front_middleware.append((TimingMiddleware, {"observe": metrics.observe if metrics is not None else None}))
+    observe = metrics.observe if metrics is not None else None
+    app.front_middleware.append((TimingMiddleware, {"observe": observe, "keyless": not settings.api_key}))
     if settings.cors_allow_origins:
         from starlette.middleware.cors import CORSMiddleware
 
