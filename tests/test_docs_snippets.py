@@ -7,7 +7,8 @@ Every ```python block of README.md and docs/*.md is one of:
   itself or by an earlier snippet of the same page, is a builtin or a standard-library module.
 No snippet reaches into a private attribute (`obj._name`). The only changes made to a program's text: the local
 model address `http://127.0.0.1:8000/v1` becomes the fake OpenAI-compatible server's (tests/fake_openai_server.py),
-or the embedded SmolLM2's for the Agents SDK example (which needs the Responses API); fixed ports become free ones
+or the embedded SmolLM2's for the Agents SDK example (which needs the Responses API) and the Anthropic SDK example
+(the Messages API, whose client is given the address without `/v1`); fixed ports become free ones
 (`port=4747` and `port=4000` as `port=0`/`None` say, `http://127.0.0.1:4747` the test's store server); runner counts
 become 1; GRPO trains the tiny random model (`agentlightning.inference.tiny`) for one step instead of SmolLM2 for
 12 minutes. `OPENAI_BASE_URL` / `OPENAI_API_KEY` point the OpenAI client at the fake server (not for the Agents SDK
@@ -231,6 +232,7 @@ _NEEDS: dict[str, Callable[[], Any]] = {
     ),
     "InferenceEngine.from_default()": _needs_the_default_model,
     "from agents import": lambda: (pytest.importorskip("agents"), _needs_the_default_model()),
+    "import anthropic": lambda: (pytest.importorskip("anthropic"), _needs_the_default_model()),
     "opentelemetry.exporter.otlp": lambda: pytest.importorskip("opentelemetry.exporter.otlp.proto.http"),
 }
 
@@ -238,6 +240,8 @@ _NEEDS: dict[str, Callable[[], Any]] = {
 def _prepare(code: str, servers: dict[str, str]) -> str:
     if LOCAL_MODEL in code:
         code = code.replace(LOCAL_MODEL, servers["smollm2" if "from agents import" in code else "fake"])
+    if "import anthropic" in code:  # the Anthropic SDK adds /v1/messages to the server's address itself
+        code = code.replace(f'"{LOCAL_MODEL.removesuffix("/v1")}"', f'"{servers["smollm2"].removesuffix("/v1")}"')
     if STORE_SERVER in code:
         code = code.replace(STORE_SERVER, servers["store"])
     code = code.replace("port=4747", "port=0").replace("port=4000", "port=None")

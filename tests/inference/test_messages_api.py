@@ -11,9 +11,9 @@ import pytest
 pytest.importorskip("torch", reason="the inference extra (torch) is not installed")
 anthropic = pytest.importorskip("anthropic")
 
-from agentlightning.inference.server import InferenceServer
+from agentlightning.inference.server import InferenceServer  # noqa: E402
 
-from .scripted import scripted_engine
+from .scripted import scripted_engine  # noqa: E402
 
 TOOL = {
     "name": "get_weather",
