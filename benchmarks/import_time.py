@@ -192,7 +192,10 @@ def import_figure(measured: dict[str, Any], settings: dict[str, Any]) -> Figure:
 
 def first_use_figure(measured: dict[str, Any], settings: dict[str, Any]) -> Figure:
     """`import agentlightning` plus the first use of the names a training script touches next (`USE`)."""
-    label = "import agentlightning plus first use of agl.Trainer, agl.rollout, agl.LLM, agl.emit_reward (fresh interpreter, median)"
+    label = (
+        "import agentlightning plus its first use (agl.Trainer, agl.rollout, agl.LLM, agl.emit_reward looked up, "
+        "which loads their modules; fresh interpreter, median)"
+    )
     return _figure("import.first_use_median_ms", label, measured, {**settings, "code": USE})
 
 

@@ -192,6 +192,8 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true", help="only the main job (with --train-minutes)")
     add_json_argument(parser)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
 
     try:
         command = vllm_command(args.vllm_command)
