@@ -18,30 +18,16 @@ from agentlightning.llm_proxy import LLMProxy  # noqa: E402
 from agentlightning.store import InMemoryLightningStore  # noqa: E402
 from agentlightning.types import AttemptedRollout  # noqa: E402
 
-from ..inference.scripted import scripted_engine  # noqa: E402
+from ..inference.scripted import WEATHER_PARAMETERS, scripted_engine, weather_reply  # noqa: E402
 from .conftest import base_url, rollout, spans_of  # noqa: E402
 
-TOOL = {
-    "name": "get_weather",
-    "description": "The current weather in a city",
-    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TOOL = {"name": "get_weather", "description": "The current weather in a city", "input_schema": WEATHER_PARAMETERS}
 QUESTION = [{"role": "user", "content": "Weather in Paris?"}]
-
-
-def reply(prompt: str) -> str:
-    if "<tool_response>" in prompt:
-        result = prompt.rsplit("<tool_response>\n", 1)[1].split("\n</tool_response>", 1)[0]
-        return f"The weather in Paris: {result}."
-    if "get_weather" in prompt:
-        return "Let me check.\n" + CALL
-    return "Hello there!"
 
 
 @pytest.fixture(scope="module")
 def upstream_server() -> Iterator[InferenceServer]:
-    with InferenceServer(scripted_engine(reply)) as server:
+    with InferenceServer(scripted_engine(weather_reply)) as server:
         yield server
 
 
