@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 from agentlightning.store.base import LightningStore, LightningStoreCapabilities
 from agentlightning.store.delegating import DelegatingStore
@@ -41,8 +41,11 @@ async def call_with_patience(
     where: str,
     patience_seconds: float,
     clock: Callable[[], float] = time.monotonic,
+    on_wait: Optional[Callable[[bool], None]] = None,
 ) -> R:
     """Run `operation`, trying again through an outage of the store at `where` for up to `patience_seconds`.
+
+    `on_wait(True)` is called when the wait begins and `on_wait(False)` when it ends (either way).
 
     Raises:
         the last error: an error that is not an outage at once, an outage once the patience is spent (a
@@ -63,6 +66,8 @@ async def call_with_patience(
         if not waiting:
             waiting = True
             last_report = now
+            if on_wait is not None:
+                on_wait(True)
             logger.warning(
                 "The store at %s is unreachable (%s: %r): waiting up to %g s for it (store_patience)",
                 where,
@@ -80,6 +85,8 @@ async def call_with_patience(
     try:
         result = await retry_async(attempt, _BACKOFF, what=what, retry_on=worth_waiting, on_retry=report)
     except ConnectionError as exc:
+        if waiting and on_wait is not None:
+            on_wait(False)
         if not waiting:
             raise
         note = (
@@ -92,6 +99,8 @@ async def call_with_patience(
             raise exc from None
         raise explained from exc
     if waiting:
+        if on_wait is not None:
+            on_wait(False)
         logger.warning(
             "The store at %s is reachable again after %.1f s (%s went through)", where, clock() - started, what
         )
@@ -109,9 +118,22 @@ class PatientStore(DelegatingStore):
             raise ValueError(f"store_patience must be a number of seconds >= 0, got {patience_seconds!r}")
         self.store = store
         self.patience_seconds = float(patience_seconds)
+        self._waiting: list[float] = []  # when each call now waiting for the store began to wait (monotonic)
+
+    @property
+    def waiting_for(self) -> Optional[float]:
+        """Seconds the longest-waiting call has been waiting for the store (None: no call is waiting): what the
+        Trainer's progress shows as "waiting for the store"."""
+        return time.monotonic() - min(self._waiting) if self._waiting else None
+
+    def _on_wait(self, started: bool) -> None:
+        if started:
+            self._waiting.append(time.monotonic())
+        elif self._waiting:
+            self._waiting.pop(0)
 
     def __getattr__(self, name: str) -> Any:
-        if name == "store":  # not set yet (unpickling): no recursion
+        if name in ("store", "_waiting"):  # not set yet (unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.store, name)
 
@@ -137,6 +159,7 @@ class PatientStore(DelegatingStore):
             what=operation,
             where=describe_store(self.store),
             patience_seconds=self.patience_seconds,
+            on_wait=self._on_wait,
         )
 
 

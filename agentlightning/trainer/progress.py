@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 
@@ -356,6 +356,9 @@ class ProgressMonitor:
         self._last: ProgressSnapshot = ProgressSnapshot()
         self._started_at = time.time()
         self._unreachable_since: Optional[float] = None
+        # Seconds the algorithm has been waiting for the store (the Trainer sets it to its PatientStore's
+        # `waiting_for`), so the display says "waiting" even between this monitor's own reads.
+        self.waiting_probe: Optional[Callable[[], Optional[float]]] = None
 
     def _make_sinks(self) -> list[ProgressSink]:
         sinks: list[ProgressSink] = []
@@ -425,35 +428,45 @@ class ProgressMonitor:
         try:
             while not self._stop.wait(wait):
                 started = time.perf_counter()
-                self._tick(loop)
-                wait = max(self.read_interval, (time.perf_counter() - started) / READ_BUDGET)
+                read = self._tick(loop)
+                # The read budget spaces out reads that cost time; a read that failed (the store unreachable,
+                # retrying) cost waiting, not work: the next one comes at the usual interval.
+                spent = time.perf_counter() - started if read else 0.0
+                wait = max(self.read_interval, spent / READ_BUDGET)
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
             finally:
                 loop.close()
 
-    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Read the store and show the snapshot; False when the read failed."""
         from agentlightning.runner.errors import is_transient_store_error
 
+        read = True
         try:
             self._last = loop.run_until_complete(self._read())
             self._unreachable_since = None
             shown = self._last
         except Exception as exc:
+            read = False
             logger.debug("progress: store read failed: %r", exc)
             if not is_transient_store_error(exc):
-                return
+                return read
             # The store is restarting or unreachable: say so instead of showing stale numbers as current.
             now = time.monotonic()
             if self._unreachable_since is None:
                 self._unreachable_since = now
             shown = replace(self._last, store_unreachable_for=now - self._unreachable_since)
+        waiting = self.waiting_probe() if self.waiting_probe is not None else None
+        if waiting is not None and (shown.store_unreachable_for or 0.0) < waiting:
+            shown = replace(shown, store_unreachable_for=waiting)
         for sink in self._sinks:
             try:
                 sink.show(shown)
             except Exception:
                 logger.debug("progress sink failed", exc_info=True)
+        return read
 
     async def stop_async(self, *, read_timeout: float = 10.0) -> RunSummary:
         """Stop the thread, read the final state and close the sinks; the run summary. A store that does not answer

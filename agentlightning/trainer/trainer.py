@@ -451,9 +451,12 @@ class Trainer:
                 return
             algorithm.set_trainer(self)
             # Every store call of the algorithm rides out a store that is restarting (see algorithm/patience.py).
-            algorithm.set_store(
-                PatientStore(store, patience_seconds=self.store_patience) if self.store_patience > 0 else store
-            )
+            if self.store_patience > 0:
+                patient = PatientStore(store, patience_seconds=self.store_patience)
+                monitor.waiting_probe = lambda: patient.waiting_for
+                algorithm.set_store(patient)
+            else:
+                algorithm.set_store(store)
             algorithm.set_adapter(self.adapter)
             if self.initial_resources is not None:
                 algorithm.set_initial_resources(self.initial_resources)
