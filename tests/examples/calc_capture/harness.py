@@ -36,6 +36,7 @@ FRAMEWORKS = {  # --framework name -> the example's agent module
     "smolagents": "agent_smolagents",
     "llamaindex": "agent_llamaindex",
     "dspy": "agent_dspy",
+    "litellm": "agent_litellm",
 }
 PACKAGES = {  # framework name -> the package it imports (the matrix skips a framework that is not installed)
     "openai": "openai",
@@ -46,6 +47,7 @@ PACKAGES = {  # framework name -> the package it imports (the matrix skips a fra
     "smolagents": "smolagents",
     "llamaindex": "llama_index.llms.litellm",
     "dspy": "dspy",
+    "litellm": "litellm",
 }
 CAPTURES = ("client", "proxy")
 LLM_SPANS = ("openai.chat.completion", "openai.responses")
@@ -73,6 +75,11 @@ def calc() -> ModuleType:
     """The example's task module, as its agents import it (`task`, from the example's folder)."""
     load("calc_agent", "task")  # puts the folder on sys.path
     return importlib.import_module("task")
+
+
+def max_tokens_of(llm: LLM) -> int:
+    """The resource's `max_tokens` (the test model spends a token per character)."""
+    return int(llm.sampling_parameters.get("max_tokens", SAMPLING["max_tokens"]))
 
 
 def tool_call(name: str, **arguments: Any) -> str:
