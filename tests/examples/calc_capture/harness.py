@@ -49,6 +49,8 @@ PACKAGES = {  # framework name -> the package it imports (the matrix skips a fra
     "dspy": "dspy",
     "litellm": "litellm",
 }
+FIRST_FRAMEWORKS = ("openai", "langgraph", "agents-sdk", "autogen")
+"""The frameworks the bad-input and agent_match tests cover (the others are in the matrix and the event-loop test)."""
 CAPTURES = ("client", "proxy")
 LLM_SPANS = ("openai.chat.completion", "openai.responses")
 MODEL = "scripted"
@@ -121,6 +123,11 @@ def react_fields(task: dict[str, Any]) -> Script:
         return dspy_fields(reasoning="The tool computed it.", answer=results[0])
 
     return script
+
+
+def script_for(framework: str) -> Callable[[dict[str, Any]], Script]:
+    """What a trained model does with `framework`: `solving`, in the shape the framework reads."""
+    return {"smolagents": final_answer_tool, "dspy": react_fields}.get(framework, solving)
 
 
 def solving(task: dict[str, Any]) -> Script:

@@ -17,9 +17,6 @@ calls with the tool's result between them) must give:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
 from agentlightning.adapter.trajectory import call_ids, stitch_calls
@@ -31,20 +28,15 @@ from .harness import (
     PACKAGES,
     Outcome,
     Rollouts,
-    Script,
     Scripts,
     agent_module,
     completion_text,
     completion_tool_calls,
-    final_answer_tool,
     plan,
-    react_fields,
-    solving,
+    script_for,
     tool_runs,
 )
 
-SCRIPTS: dict[str, Callable[[dict[str, Any]], Script]] = {"smolagents": final_answer_tool, "dspy": react_fields}
-"""What a trained model does per framework (default: `solving`): smolagents answers through its final_answer tool."""
 REPLAYS_AS_TEXT = {"smolagents", "dspy"}
 """Frameworks that re-render earlier steps as text instead of resending the model's messages: no call's prompt
 extends the previous call's tokens, so each call is a sequence of its own."""
@@ -69,7 +61,7 @@ async def _solved_rollout(framework: str, capture: str, rollouts: Rollouts, scri
     """One rollout per framework and capture, shared by the tests below (each checks one property of it)."""
     if (framework, capture) not in _SOLVED:
         outcome = await rollouts.run(
-            agent_module(framework).calc_agent, scripts.new_task(SCRIPTS.get(framework, solving)), capture
+            agent_module(framework).calc_agent, scripts.new_task(script_for(framework)), capture
         )
         assert outcome.rollout.status == "succeeded", outcome.error
         _SOLVED[framework, capture] = outcome
