@@ -8,7 +8,7 @@
 #   bash scripts/train.sh --fresh            # start over instead of resuming
 #   bash scripts/train.sh --help             # every option
 #
-# The second example, a multi-turn tool-calling agent (examples/calc_agent/), in any of its four frameworks; the
+# The second example, a multi-turn tool-calling agent (examples/calc_agent/), in any of its frameworks; the
 # framework's extra is installed too:
 #
 #   bash scripts/train.sh calc --framework langgraph       # 15 minutes into runs/calc-langgraph
@@ -34,7 +34,9 @@ if [ "${1:-}" = "calc" ]; then
         langgraph) extra=langchain ;;
         agents-sdk) extra=openai-agents ;;
         autogen) extra=autogen ;;
-        *) echo "unknown --framework '$framework' (one of: openai, langgraph, agents-sdk, autogen)" >&2; exit 2 ;;
+        pydantic-ai | smolagents | llamaindex | dspy) extra="$framework" ;;
+        *) echo "unknown --framework '$framework' (one of: openai, langgraph, agents-sdk, autogen," \
+            "pydantic-ai, smolagents, llamaindex, dspy)" >&2; exit 2 ;;
     esac
     source "$(dirname "$0")/_venv.sh" "train,$extra"
     exec .venv/bin/python examples/calc_agent/train.py "$@"

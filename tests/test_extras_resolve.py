@@ -1,5 +1,6 @@
 """The documented extras resolve against the package index (`pip install --dry-run --report`), and the reason of
-the one documented conflict (`crewai` with `openai-agents`, docs/capture.md) still holds in what they resolve to.
+the documented conflicts (`crewai` with `openai-agents`; LlamaIndex's OpenAI package with `openai-agents`, which is
+why the `llamaindex` extra uses its LiteLLM integration: docs/capture.md) still hold in what they resolve to.
 
 Slow (each resolution reads the index's metadata: tens of seconds; the two run in parallel) and skipped when no
 package index answers. Resolution only: nothing is downloaded beyond metadata, nothing is installed. The conflict is
@@ -23,6 +24,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 RESOLVE = ["capture", "crewai"]
+LLAMAINDEX_OPENAI = "llama-index-llms-openai>=0.8,<0.9"
+"""LlamaIndex's OpenAI package on the line that works with llama-index-core 0.14 (resolved alone: not an extra)."""
 
 
 def _pip(*args: str) -> list[str]:
@@ -36,7 +39,7 @@ def index_reachable() -> None:
         pytest.skip(f"no package index answers ({(probe.stderr or probe.stdout).strip()[-200:]})")
 
 
-def _start(extras: str, report: Path) -> subprocess.Popen[str]:
+def _start(extras: str, report: Path, requirement: str = "") -> subprocess.Popen[str]:
     command = _pip(
         "install",
         "--dry-run",
@@ -45,7 +48,7 @@ def _start(extras: str, report: Path) -> subprocess.Popen[str]:
         "--quiet",
         "--report",
         str(report),
-        f"{ROOT}[{extras}]",
+        requirement or f"{ROOT}[{extras}]",
     )
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -62,6 +65,8 @@ def test_documented_extras_resolve_and_the_documented_conflict_still_holds(
 ) -> None:
     reports = {extras: tmp_path / f"{extras.replace(',', '+')}.json" for extras in RESOLVE}
     running = {extras: _start(extras, report) for extras, report in reports.items()}
+    llamaindex_report = tmp_path / "llama-index-llms-openai.json"
+    llamaindex = _start("", llamaindex_report, LLAMAINDEX_OPENAI)
     outputs = {extras: process.communicate(timeout=900)[0] for extras, process in running.items()}
     resolved: dict[str, dict[str, Any]] = {}
     for extras in RESOLVE:
@@ -74,3 +79,10 @@ def test_documented_extras_resolve_and_the_documented_conflict_still_holds(
     agents_wants = _openai_requirement(resolved["capture"], "openai-agents")
     assert "3.0.0" not in crewai_wants, f"crewai now allows openai 3 ({crewai_wants}): the conflict may be gone"
     assert "2.99.0" not in agents_wants, f"openai-agents now allows openai 2 ({agents_wants}): the conflict may be gone"
+    # Why the `llamaindex` extra avoids llama-index-llms-openai (pyproject.toml, docs/capture.md): it wants openai < 3.
+    output = llamaindex.communicate(timeout=900)[0]
+    assert llamaindex.returncode == 0, f"{LLAMAINDEX_OPENAI} does not resolve:\n{output[-3000:]}"
+    llamaindex_wants = _openai_requirement(json.loads(llamaindex_report.read_text()), "llama-index-llms-openai")
+    assert "3.0.0" not in llamaindex_wants, (
+        f"llama-index-llms-openai now allows openai 3 ({llamaindex_wants}): the `llamaindex` extra could use it"
+    )

@@ -5,8 +5,9 @@ empty or when calls lack token ids, naming the cause and the counts:
 - no spans at all;
 - every LLM call failed without an answer (nothing reached the LLM proxy the calls were sent to, or the model
   server): the first error and the fix;
-- no LLM call captured, with the cause the spans show: the agent's client is LiteLLM (its own spans are there), the
-  calls were recorded under other span names, or no instrumented client recorded a call;
+- no LLM call captured, with the cause the spans show: the agent's client is LiteLLM with a provider other than its
+  OpenAI one (its own spans are there), the calls were recorded under other span names, or no instrumented client
+  recorded a call (naming the clients that bypass the OpenAI SDK: only an LLM proxy records those);
 - the agent filter matched nothing (the agent names seen are listed);
 - the calls carry no token ids (the server did not return them, e.g. vLLM without `return_token_ids`).
 
@@ -189,10 +190,12 @@ def _no_call_reason(spans: Sequence[Span], llm_call_match: str, top_span_names: 
     litellm = sorted({span.name for span in spans if _is_litellm_span(span)})
     if litellm:
         return (
-            f"no LLM call captured: the agent calls its model through LiteLLM (its spans: {', '.join(litellm)}), "
-            "whose calls are not OpenAI SDK calls, so zero-code capture does not record them. Point LiteLLM at an "
-            "LLMProxy (api_base=llm.get_base_url(rollout_id, attempt_id)): the proxy records every call with its "
-            "token ids, whatever the client (spans of v0.2's LiteLLM proxy are read by LlmProxyTraceToTriplet)"
+            f"no LLM call captured: the agent calls its model through LiteLLM (its spans: {', '.join(litellm)}) "
+            "with a provider that does not call through the OpenAI SDK, so zero-code capture does not record it. "
+            "Use LiteLLM's OpenAI provider (model='openai/<name>', api_base=<the LLM resource's endpoint>), which "
+            "the default tracer records with token ids, or point LiteLLM at an LLMProxy (api_base="
+            "llm.get_base_url(rollout_id, attempt_id)): the proxy records every call with its token ids, whatever "
+            "the client (spans of v0.2's LiteLLM proxy are read by LlmProxyTraceToTriplet)"
         )
     if unmatched:
         return (
@@ -204,8 +207,11 @@ def _no_call_reason(spans: Sequence[Span], llm_call_match: str, top_span_names: 
         f"no LLM call captured: none of the {len(spans)} spans matched llm_call_match={llm_call_match!r} "
         f"(most frequent span names: {', '.join(top_span_names)}), so no instrumented LLM client recorded a call. "
         "Is the LLM client instrumented (agentlightning.instrument_all() or OtelTracer(instrument=True); the "
-        "Trainer's default tracer instruments the OpenAI SDK and the supported frameworks)? Any client is recorded "
-        "when its calls go through an LLMProxy"
+        "Trainer's default tracer instruments the OpenAI SDK and the supported frameworks)? Clients that bypass the "
+        "OpenAI SDK are never recorded client-side: LiteLLM providers other than openai/ (e.g. hosted_vllm/), "
+        "DSPy's default engine (pass dspy.LM(..., engine='litellm')), raw HTTP, programs in other languages. Any "
+        "client is recorded when its calls go through an LLMProxy (Trainer(llm_proxy=...), the agent calling the "
+        "LLM resource's endpoint)"
     )
 
 

@@ -92,6 +92,8 @@ class RunSummary:
 
     snapshot: ProgressSnapshot
     failure_reasons: list[tuple[str, int]] = field(default_factory=list)
+    missing_llm_calls: Optional[str] = None
+    """Set when no rollout of the run produced an LLM call: that, with the cause and the fix (`capture_check`)."""
 
     def describe(self) -> str:
         s = self.snapshot
@@ -108,12 +110,15 @@ class RunSummary:
         if self.failure_reasons:
             reasons = "; ".join(f"{count}x {reason}" for reason, count in self.failure_reasons)
             text += f". Failure reasons: {reasons}"
+        if self.missing_llm_calls:
+            text += f". Capture: {self.missing_llm_calls}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self.snapshot)
         data["done"] = self.snapshot.done
         data["failure_reasons"] = [{"reason": reason, "count": count} for reason, count in self.failure_reasons]
+        data["missing_llm_calls"] = self.missing_llm_calls
         return data
 
 
@@ -324,6 +329,8 @@ class ProgressMonitor:
         jsonl_path: also append snapshots to this JSON-lines file.
         title: the panel's title.
         alive_after: a worker counts as alive if it was heard from within this many seconds.
+        adapter: the run's adapter; when given, a summary of a run in which no rollout produced an LLM call says so
+            with the adapter's diagnosis (`capture_check.missing_llm_calls`).
     """
 
     def __init__(
@@ -336,6 +343,7 @@ class ProgressMonitor:
         jsonl_path: Optional[str] = None,
         title: str = "Agent Lightning",
         alive_after: float = 30.0,
+        adapter: Any = None,
     ) -> None:
         if mode not in ("auto", "rich", "log", "off"):
             raise ValueError(f"progress must be 'auto', 'rich', 'log' or 'off', got {mode!r}")
@@ -346,6 +354,7 @@ class ProgressMonitor:
         self.jsonl_path = jsonl_path
         self.title = title
         self.alive_after = alive_after
+        self.adapter = adapter
         self.tracker = ProgressTracker()
         self.summary: Optional[RunSummary] = None
         self.read_interval = interval
@@ -468,6 +477,19 @@ class ProgressMonitor:
                 logger.debug("progress sink failed", exc_info=True)
         return read
 
+    async def _missing_llm_calls(self, snapshot: ProgressSnapshot, read_timeout: float) -> Optional[str]:
+        if self.adapter is None or not snapshot.done:
+            return None
+        from .capture_check import missing_llm_calls
+
+        try:
+            return await asyncio.wait_for(
+                missing_llm_calls(self.store, self.adapter, since=self._started_at), read_timeout
+            )
+        except Exception as exc:
+            logger.debug("progress: capture check failed: %r", exc)
+            return None
+
     async def stop_async(self, *, read_timeout: float = 10.0) -> RunSummary:
         """Stop the thread, read the final state and close the sinks; the run summary. A store that does not answer
         within `read_timeout` seconds leaves the last snapshot in the summary."""
@@ -480,7 +502,7 @@ class ProgressMonitor:
         except Exception as exc:
             logger.debug("progress: final read failed: %r", exc)
             snapshot, reasons = self._last, []
-        self.summary = RunSummary(snapshot, reasons)
+        self.summary = RunSummary(snapshot, reasons, await self._missing_llm_calls(snapshot, read_timeout))
         for sink in self._sinks:
             try:
                 sink.close(self.summary)

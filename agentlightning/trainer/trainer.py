@@ -436,6 +436,7 @@ class Trainer:
             log_interval=self.progress_interval,
             jsonl_path=self.progress_file,
             title=f"Agent Lightning · {describe.get('strategy', 'run')} · {self.n_runners} runner(s)",
+            adapter=self.adapter,
         )
         await monitor.start_async()
         in_trainer_process = trainer_pid is None or os.getpid() == trainer_pid

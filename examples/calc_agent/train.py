@@ -46,6 +46,10 @@ FRAMEWORKS = {
     "langgraph": ("agent_langgraph", "langgraph", "langchain"),
     "agents-sdk": ("agent_agents_sdk", "agents", "openai-agents"),
     "autogen": ("agent_autogen", "autogen_agentchat", "autogen"),
+    "pydantic-ai": ("agent_pydantic_ai", "pydantic_ai", "pydantic-ai"),
+    "smolagents": ("agent_smolagents", "smolagents", "smolagents"),
+    "llamaindex": ("agent_llamaindex", "llama_index.llms.litellm", "llamaindex"),
+    "dspy": ("agent_dspy", "dspy", "dspy"),
 }
 
 

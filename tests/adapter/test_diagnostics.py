@@ -121,3 +121,18 @@ def test_no_instrumented_client_names_the_fixes() -> None:
     reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
     assert "no instrumented LLM client recorded a call" in reason
     assert "OtelTracer(instrument=True)" in reason and "LLMProxy" in reason
+
+
+def test_no_instrumented_client_names_the_clients_that_bypass_the_openai_sdk() -> None:
+    adapter = TracerTraceToTriplet()
+    assert adapter.adapt([span("agent", "a", None)]) == []
+    reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
+    assert "hosted_vllm/" in reason and "engine='litellm'" in reason and "Trainer(llm_proxy=...)" in reason
+
+
+def test_litellm_spans_name_its_openai_provider_as_the_fix() -> None:
+    spans = [span("agent", "a", None), span("litellm_request", "l", "a", gen_ai__system="hosted_vllm")]
+    adapter = TracerTraceToTriplet()
+    adapter.adapt(spans)
+    reason = str(adapter.last_diagnosis.reason if adapter.last_diagnosis else "")
+    assert "model='openai/<name>'" in reason

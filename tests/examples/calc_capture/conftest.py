@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
+# LiteLLM (DSPy, LlamaIndex's LiteLLM integration) fetches its model table from GitHub at import unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("torch", reason="the inference extra (torch) is not installed")
 pytest.importorskip("openai", reason="the openai extra is not installed")
 

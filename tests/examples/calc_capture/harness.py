@@ -32,7 +32,25 @@ FRAMEWORKS = {  # --framework name -> the example's agent module
     "langgraph": "agent_langgraph",
     "agents-sdk": "agent_agents_sdk",
     "autogen": "agent_autogen",
+    "pydantic-ai": "agent_pydantic_ai",
+    "smolagents": "agent_smolagents",
+    "llamaindex": "agent_llamaindex",
+    "dspy": "agent_dspy",
+    "litellm": "agent_litellm",
 }
+PACKAGES = {  # framework name -> the package it imports (the matrix skips a framework that is not installed)
+    "openai": "openai",
+    "langgraph": "langgraph",
+    "agents-sdk": "agents",
+    "autogen": "autogen_agentchat",
+    "pydantic-ai": "pydantic_ai",
+    "smolagents": "smolagents",
+    "llamaindex": "llama_index.llms.litellm",
+    "dspy": "dspy",
+    "litellm": "litellm",
+}
+FIRST_FRAMEWORKS = ("openai", "langgraph", "agents-sdk", "autogen")
+"""The frameworks the bad-input and agent_match tests cover (the others are in the matrix and the event-loop test)."""
 CAPTURES = ("client", "proxy")
 LLM_SPANS = ("openai.chat.completion", "openai.responses")
 MODEL = "scripted"
@@ -41,7 +59,14 @@ SAMPLING = {"temperature": 0.0, "max_tokens": 200}  # the character-level tokeni
 Script = Callable[[list[str]], str]
 """The model's next answer, from the tool results the agent sent back since the question (oldest first)."""
 
-_RESULT = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.DOTALL)
+_RESULT = re.compile(
+    r"<tool_response>\n(.*?)\n</tool_response>"
+    r"|Observation:\n(.*?)\s*<\|im_end\|>"
+    r"|\[\[ ## observation_\d+ ## \]\]\n([^\n<]*)",  # (the test tokenizer has no "\n\n": it reads <unk>)
+    re.DOTALL,
+)
+"""A tool's result in the rendered prompt: a tool message, smolagents' observation (a user message), or an
+observation field of DSPy's ReAct trajectory."""
 
 
 def agent_module(framework: str) -> ModuleType:
@@ -54,6 +79,11 @@ def calc() -> ModuleType:
     return importlib.import_module("task")
 
 
+def max_tokens_of(llm: LLM) -> int:
+    """The resource's `max_tokens` (the test model spends a token per character)."""
+    return int(llm.sampling_parameters.get("max_tokens", SAMPLING["max_tokens"]))
+
+
 def tool_call(name: str, **arguments: Any) -> str:
     """A tool call in the format the server parses (Hermes `<tool_call>`)."""
     return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
@@ -62,6 +92,42 @@ def tool_call(name: str, **arguments: Any) -> str:
 def plan(task: dict[str, Any]) -> list[str]:
     """The tools a model that has learned the task calls, in order: the task's operation, once."""
     return [str(task["op"])]
+
+
+def final_answer_tool(task: dict[str, Any]) -> Script:
+    """`solving` for smolagents, which takes the answer as a call of its `final_answer` tool."""
+
+    def script(results: list[str]) -> str:
+        if not results:
+            return tool_call(plan(task)[0], a=task["a"], b=task["b"])
+        return tool_call("final_answer", answer=results[-1])
+
+    return script
+
+
+def dspy_fields(**fields: str) -> str:
+    """An answer in DSPy's chat format: each output field under its `[[ ## name ## ]]` header."""
+    return "".join(f"[[ ## {name} ## ]]\n{value}\n" for name, value in fields.items()) + "[[ ## completed ## ]]"
+
+
+def react_fields(task: dict[str, Any]) -> Script:
+    """`solving` for DSPy's ReAct, which reads each step from text fields: call the task's tool, then its `finish`
+    tool, then (its extract step, which sees both observations) answer with the tool's result."""
+
+    def script(results: list[str]) -> str:
+        if not results:
+            arguments = json.dumps({"a": task["a"], "b": task["b"]})
+            return dspy_fields(next_thought="Use the tool.", next_tool_name=plan(task)[0], next_tool_args=arguments)
+        if len(results) == 1:
+            return dspy_fields(next_thought="I have the answer.", next_tool_name="finish", next_tool_args="{}")
+        return dspy_fields(reasoning="The tool computed it.", answer=results[0])
+
+    return script
+
+
+def script_for(framework: str) -> Callable[[dict[str, Any]], Script]:
+    """What a trained model does with `framework`: `solving`, in the shape the framework reads."""
+    return {"smolagents": final_answer_tool, "dspy": react_fields}.get(framework, solving)
 
 
 def solving(task: dict[str, Any]) -> Script:
@@ -108,7 +174,7 @@ class Scripts:
                 return "ok"
             position, question = max(found)
             script = self._scripts[question]
-            results = _RESULT.findall(prompt[position + len(question) :])
+            results = ["".join(groups) for groups in _RESULT.findall(prompt[position + len(question) :])]
             self._shown.setdefault(question, []).append(results)
         return script(results)
 

@@ -20,7 +20,7 @@ import agentlightning as agl
 from agentlightning.adapter import TracerTraceToTriplet
 from agentlightning.algorithm.grpo.rollouts import select_calls
 
-from .harness import FRAMEWORKS, Rollouts, Scripts, agent_module, calc, plan, prompt_text
+from .harness import FIRST_FRAMEWORKS, PACKAGES, Rollouts, Scripts, agent_module, calc, plan, prompt_text
 
 CHECK = "Is this the right answer? "
 
@@ -103,15 +103,11 @@ def two_agents(framework: str) -> Any:
     return rollout
 
 
-@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+@pytest.mark.parametrize("framework", FIRST_FRAMEWORKS)
 async def test_agent_match_selects_only_the_named_agents_calls(
     framework: str, rollouts: Rollouts, scripts: Scripts
 ) -> None:
-    pytest.importorskip(
-        {"openai": "openai", "langgraph": "langgraph", "agents-sdk": "agents", "autogen": "autogen_agentchat"}[
-            framework
-        ]
-    )
+    pytest.importorskip(PACKAGES[framework])
     task = scripts.new_task()
     outcome = await rollouts.run(two_agents(framework), task, "client")
     assert outcome.rollout.status == "succeeded", outcome.error

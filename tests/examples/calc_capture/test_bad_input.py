@@ -26,7 +26,8 @@ from agentlightning.algorithm.grpo.samples import call_ids
 
 from .harness import (
     CAPTURES,
-    FRAMEWORKS,
+    FIRST_FRAMEWORKS,
+    PACKAGES,
     SAMPLING,
     Rollouts,
     Script,
@@ -42,14 +43,9 @@ from .harness import (
 GIVE_UP = "I cannot tell."
 
 
-@pytest.fixture(params=list(FRAMEWORKS))
+@pytest.fixture(params=FIRST_FRAMEWORKS)
 def framework(request: pytest.FixtureRequest) -> str:
-    pytest.importorskip(
-        {"openai": "openai", "langgraph": "langgraph", "agents-sdk": "agents", "autogen": "autogen_agentchat"}[
-            request.param
-        ],
-        reason=f"the {request.param} framework is not installed",
-    )
+    pytest.importorskip(PACKAGES[request.param], reason=f"the {request.param} framework is not installed")
     return request.param
 
 

@@ -25,26 +25,27 @@ from agentlightning.types import Span
 from .harness import (
     CAPTURES,
     FRAMEWORKS,
+    PACKAGES,
     Outcome,
     Rollouts,
     Scripts,
     agent_module,
+    completion_text,
     completion_tool_calls,
     plan,
+    script_for,
     tool_runs,
 )
 
+REPLAYS_AS_TEXT = {"smolagents", "dspy"}
+"""Frameworks that re-render earlier steps as text instead of resending the model's messages: no call's prompt
+extends the previous call's tokens, so each call is a sequence of its own."""
 MAKES_TOOL_SPANS = {("langgraph", "client"), ("agents-sdk", "client"), ("autogen", "client"), ("autogen", "proxy")}
 
 
 @pytest.fixture(params=list(FRAMEWORKS))
 def framework(request: pytest.FixtureRequest) -> str:
-    pytest.importorskip(
-        {"openai": "openai", "langgraph": "langgraph", "agents-sdk": "agents", "autogen": "autogen_agentchat"}[
-            request.param
-        ],
-        reason=f"the {request.param} framework is not installed",
-    )
+    pytest.importorskip(PACKAGES[request.param], reason=f"the {request.param} framework is not installed")
     return request.param
 
 
@@ -59,7 +60,9 @@ _SOLVED: dict[tuple[str, str], Outcome] = {}
 async def _solved_rollout(framework: str, capture: str, rollouts: Rollouts, scripts: Scripts) -> Outcome:
     """One rollout per framework and capture, shared by the tests below (each checks one property of it)."""
     if (framework, capture) not in _SOLVED:
-        outcome = await rollouts.run(agent_module(framework).calc_agent, scripts.new_task(), capture)
+        outcome = await rollouts.run(
+            agent_module(framework).calc_agent, scripts.new_task(script_for(framework)), capture
+        )
         assert outcome.rollout.status == "succeeded", outcome.error
         _SOLVED[framework, capture] = outcome
     return _SOLVED[framework, capture]
@@ -75,10 +78,16 @@ async def test_a_tool_calling_rollout_is_captured_whole(
 
     tools = plan(outcome.task)
     calls = outcome.llm_spans
-    assert len(calls) == len(tools) + 1, [span.name for span in outcome.spans]
+    expected = expected_tool_calls(framework, tools)
+    assert len(calls) == len(expected), [span.name for span in outcome.spans]
     for span in calls:
         assert span.attributes.get("prompt_token_ids") and span.attributes.get("response_token_ids"), span.name
-    assert [completion_tool_calls(span) for span in calls] == [[tool] for tool in tools] + [[]]
+    assert [completion_tool_calls(span) for span in calls] == expected
+    if framework == "dspy":  # ReAct names each step's tool in a text field
+        texts = [completion_text(span) for span in calls]
+        steps = [*tools, "finish"]
+        named = [f"[[ ## next_tool_name ## ]]\n{tool}\n" in text for tool, text in zip(steps, texts[:-1], strict=True)]
+        assert named == [True] * len(steps)
     if (framework, capture) in MAKES_TOOL_SPANS:
         assert tool_runs(outcome.spans) == tools
 
@@ -88,7 +97,7 @@ async def test_the_calls_become_triplets_with_the_reward_on_the_last(
 ) -> None:
     outcome = await _solved_rollout(framework, capture, rollouts, scripts)
     triplets = outcome.triplets()
-    assert [t.reward for t in triplets] == [None] * len(plan(outcome.task)) + [1.0]
+    assert [t.reward for t in triplets] == [None] * (len(outcome.llm_spans) - 1) + [1.0]
     assert [t.prompt["token_ids"] for t in triplets] == [_ids(s, "prompt_token_ids") for s in outcome.llm_spans]
     assert [t.response["token_ids"] for t in triplets] == [_ids(s, "response_token_ids") for s in outcome.llm_spans]
 
@@ -96,6 +105,10 @@ async def test_the_calls_become_triplets_with_the_reward_on_the_last(
 async def test_the_calls_stitch_into_one_sequence_without_drift(
     framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
 ) -> None:
+    if framework in REPLAYS_AS_TEXT:
+        pytest.skip(
+            f"{framework} re-renders its history (test_a_call_whose_prompt_was_re_rendered_is_its_own_sequence)"
+        )
     outcome = await _solved_rollout(framework, capture, rollouts, scripts)
     triplets = outcome.triplets()
     report = stitch_calls([call_ids(t) for t in triplets])
@@ -106,6 +119,31 @@ async def test_the_calls_stitch_into_one_sequence_without_drift(
     assert generated == [token for t in triplets for token in t.response["token_ids"]]
     environment = [token for token, mask in zip(sequence.response_ids, sequence.loss_mask, strict=True) if not mask]
     assert environment, "the tool results between the calls are in the sequence, masked"
+
+
+async def test_a_call_whose_prompt_was_re_rendered_is_its_own_sequence(
+    framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
+) -> None:
+    if framework not in REPLAYS_AS_TEXT:
+        pytest.skip(f"{framework} resends the model's messages (test_the_calls_stitch_into_one_sequence_without_drift)")
+    outcome = await _solved_rollout(framework, capture, rollouts, scripts)
+    triplets = outcome.triplets()
+    report = stitch_calls([call_ids(t) for t in triplets])
+    assert [sequence.calls for sequence in report.sequences] == [[index] for index in range(len(triplets))]
+    for sequence, triplet in zip(report.sequences, triplets, strict=True):
+        assert sequence.prompt_ids == triplet.prompt["token_ids"]
+        assert sequence.response_ids == triplet.response["token_ids"]
+        assert all(sequence.loss_mask)
+
+
+def expected_tool_calls(framework: str, tools: list[str]) -> list[list[str]]:
+    """The tools each LLM call's completion calls, for a rollout that calls `tools` in order: then the answer
+    (smolagents answers through its final_answer tool; DSPy's ReAct writes its steps as text fields, calls its
+    finish tool and then asks for the answer in one more call)."""
+    if framework == "dspy":
+        return [[] for _ in tools] + [[], []]
+    answer = ["final_answer"] if framework == "smolagents" else []
+    return [[tool] for tool in tools] + [answer]
 
 
 def _ids(span: Span, key: str) -> list[int]:
