@@ -106,6 +106,7 @@ def test_the_snippet_runs(name: str, code: str, fake_server: str, tmp_path: Path
         (tmp_path / module).write_text(text)
     script = tmp_path / "snippet.py"
     script.write_text(_prepare(code, fake_server))
+    timeout = 420 if "agl.GRPO(" in code else 280  # a GRPO run evaluates its held-out tasks before and after
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -113,7 +114,7 @@ def test_the_snippet_runs(name: str, code: str, fake_server: str, tmp_path: Path
         "OPENAI_API_KEY": "test",
     }
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
     )
     assert result.returncode == 0, f"{name} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     assert "Traceback" not in result.stderr, result.stderr[-4000:]
