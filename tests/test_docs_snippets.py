@@ -10,8 +10,9 @@ model address `http://127.0.0.1:8000/v1` becomes the fake OpenAI-compatible serv
 or the embedded SmolLM2's for the Agents SDK example (which needs the Responses API) and the Anthropic SDK example
 (the Messages API, whose client is given the address without `/v1`); fixed ports become free ones
 (`port=4747` and `port=4000` as `port=0`/`None` say, `http://127.0.0.1:4747` the test's store server); runner counts
-become 1; GRPO trains the tiny random model (`agentlightning.inference.tiny`) for one step instead of SmolLM2 for
-12 minutes. `OPENAI_BASE_URL` / `OPENAI_API_KEY` point the OpenAI client at the fake server (not for the Agents SDK
+become 1; GRPO trains the tiny random model (`agentlightning.inference.tiny`) for one step of one group of 2 instead
+of SmolLM2 for some minutes. A snippet whose first line is `# file: NAME.py` is a module the page's programs import:
+it is written into the folder as NAME.py before each program of its page runs (and is not checked as a fragment). `OPENAI_BASE_URL` / `OPENAI_API_KEY` point the OpenAI client at the fake server (not for the Agents SDK
 example, which must not need them).
 
 Not run (the reason is checked to still apply): the VERL example (verl and NVIDIA GPUs) and the PostgreSQL example
@@ -43,6 +44,7 @@ LOCAL_MODEL = "http://127.0.0.1:8000/v1"
 STORE_SERVER = "http://127.0.0.1:4747"
 _BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 _KNOWN_NAMES = set(dir(builtins)) | set(sys.stdlib_module_names)
+_FILE = re.compile(r"# file: (\w+\.py)\n")
 
 
 def _snippets(paths: list[Path]) -> Iterator[tuple[str, str]]:
@@ -51,6 +53,12 @@ def _snippets(paths: list[Path]) -> Iterator[tuple[str, str]]:
         for match in _BLOCK.finditer(text):
             line = text[: match.start()].count("\n") + 2
             yield f"{path.name}:{line}", match.group(1)
+
+
+def _modules_of(page: str) -> dict[str, str]:
+    """The `# file: NAME.py` snippets of `page` (a file name in docs/ or README.md): {NAME.py: code}."""
+    path = next(p for p in DOCS if p.name == page)
+    return {match.group(1): code for _, code in _snippets([path]) if (match := _FILE.match(code))}
 
 
 def _is_program(code: str) -> bool:
@@ -72,7 +80,7 @@ def _fragments() -> list[tuple[str, str, str]]:
     for path in DOCS:
         earlier: list[str] = []
         for name, code in _snippets([path]):
-            if not _is_program(code):
+            if not _is_program(code) and not _FILE.match(code):
                 found.append((name, code, "\n".join(earlier)))
             earlier.append(code)
     return found
@@ -130,8 +138,8 @@ def test_snippets_start_the_trainer_only_under_a_main_guard() -> None:
 
 def test_the_snippets_that_are_run_cover_the_training_ones() -> None:
     names = {name.split(":")[0] for name, code in _runnable() if ".fit(" in code}
-    assert names == {"README.md", "runtime.md", "algorithms.md"}
-    assert len([1 for _, code in _runnable() if "= agl.APO(" in code or "= agl.GRPO(" in code]) == 2
+    assert names == {"README.md", "runtime.md", "algorithms.md", "train-your-agent.md"}
+    assert len([1 for _, code in _runnable() if "= agl.APO(" in code or "= agl.GRPO(" in code]) == 3
 
 
 def test_the_snippets_that_are_not_run_still_need_what_they_are_not_run_for() -> None:
@@ -248,7 +256,9 @@ def _prepare(code: str, servers: dict[str, str]) -> str:
     code = re.sub(r"n_runners=\d+", "n_runners=1", code)
     if "agl.GRPO(" in code:
         code = code.replace("agl.GRPO(", "agl.GRPO(engine=_tiny_engine(), ")
-        code = code.replace("max_minutes=12", "max_steps=1")
+        code = re.sub(r"max_minutes=\d+", "max_steps=1", code)
+        code = re.sub(r"group_size=\d+", "group_size=2", code)
+        code = re.sub(r"tasks_per_step=\d+", "tasks_per_step=1", code)
         code = "from agentlightning.inference.tiny import build_tiny_engine as _tiny_engine\n" + code
     return code
 
@@ -306,6 +316,7 @@ def servers() -> Iterator[_LazyServers]:
         started.stop()
 
 
+@pytest.mark.timeout(900)  # the program's own limit (600 s) governs; a GRPO program trains and evaluates
 @pytest.mark.parametrize(("name", "code"), _runnable(), ids=[name for name, _ in _runnable()])
 def test_the_snippet_runs(name: str, code: str, servers: _LazyServers, tmp_path: Path) -> None:
     for marker, need in _NEEDS.items():
@@ -314,6 +325,8 @@ def test_the_snippet_runs(name: str, code: str, servers: _LazyServers, tmp_path:
     for marker, setup in _SETUP.items():
         if marker in code:
             setup(tmp_path)
+    for module, text in _modules_of(name.split(":")[0]).items():
+        (tmp_path / module).write_text(text)
     script = tmp_path / "snippet.py"
     script.write_text(_prepare(code, servers))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

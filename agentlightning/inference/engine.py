@@ -373,7 +373,7 @@ class InferenceEngine:
                 self.model.load_state_dict(state, strict=False)
             self.weights_version = version
             self._scheduler.prefixes.clear()  # kept prefixes hold keys and values of the old weights
-        logger.info("Loaded weights version %s into %s", version, self.model_name)
+        logger.debug("Loaded weights version %s into %s", version, self.model_name)
 
     def weights_updated(self, version: str) -> None:
         """Record that the model's tensors were changed in place to `version`, by a trainer that shares them.
@@ -383,7 +383,7 @@ class InferenceEngine:
         """
         self.weights_version = version
         self._scheduler.prefixes.clear()
-        logger.info("Weights version %s of %s were updated in place", version, self.model_name)
+        logger.debug("Weights version %s of %s were updated in place", version, self.model_name)  # once per step
 
     def load_adapter(
         self,
@@ -412,7 +412,7 @@ class InferenceEngine:
                 raise AdapterError(f"Adapter {name!r}: pass scale= with in-memory weights (lora_alpha / rank)")
         with self.paused():
             self.adapters.load(name, weights, scale=scale, version=version)
-        logger.info("Loaded LoRA adapter %s version %s on %s", name, version, self.model_name)
+        logger.debug("Loaded LoRA adapter %s version %s on %s", name, version, self.model_name)
 
     def unload_adapter(self, name: str) -> None:
         """Stop serving adapter `name` (after running sequences finish); KeyError if it is not loaded."""

@@ -309,8 +309,8 @@ class LitAgentRunner(Runner[T_task]):
                     delay = None
                     await self._run_claimed(claimed, sent_at=sent_at, event=event, raise_on_exception=False)
                     processed += 1
-                    if processed in (1, 10, 100) or processed % 1000 == 0:
-                        logger.info("%s finished %d rollouts", self.get_worker_id(), processed)
+                    if processed in (1, 10, 100) or processed % 1000 == 0:  # DEBUG: INFO shows the algorithm's steps
+                        logger.debug("%s finished %d rollouts", self.get_worker_id(), processed)
         finally:
             if self._unwritten is not None:
                 await self._write_unwritten(event, last=True)

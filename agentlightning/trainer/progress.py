@@ -4,7 +4,8 @@ A monitor thread reads the store every tick (status counts, the rollouts finishe
 a `ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
 terminal, a plain line every `log_interval` seconds otherwise (printed to stderr when logging is not configured), and
 optionally a JSON-lines file. The rewards come from the attempt metadata that runners write when they finish
-(`final_reward`), so following them costs no span queries. A tick costs the store five counts and one query of the
+(`final_reward`), so following them costs no span queries; training rollouts and evaluation rollouts (mode "val" or
+"test", e.g. GRPO's held-out evaluations) are averaged apart, so the reward shown is the training reward. A tick costs the store five counts and one query of the
 newly finished rollouts (at most 500); with log lines only the store is read every 5 s by default, and never more
 than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
 The final snapshot and the most frequent failure reasons make the run summary.
@@ -53,6 +54,8 @@ _STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
     "cancelled": ("cancelled",),
 }
 _FINISHED: tuple[RolloutStatus, ...] = ("succeeded", "failed", "cancelled")
+_EVALUATION_MODES = ("val", "test")
+"""Rollout modes whose rewards are evaluations, kept apart from the training reward."""
 _FINISHED_PER_READ = 500
 """Most finished rollouts read at once (their rewards feed the window; faster runs are sampled)."""
 _READ_MARGIN = 10
@@ -74,7 +77,9 @@ class ProgressSnapshot:
     queued: int = 0
     rollouts_per_second: float = 0.0
     reward_mean: Optional[float] = None
-    """Mean final reward of the last `reward_window` finished rollouts that had one."""
+    """Mean final reward of the last `reward_window` finished training rollouts (mode not "val"/"test") with one."""
+    val_reward_mean: Optional[float] = None
+    """The same over evaluation rollouts (mode "val" or "test"); None before any finished."""
     without_reward: int = 0
     runners_alive: int = 0
     runners_seen: int = 0
@@ -104,7 +109,9 @@ class RunSummary:
         if s.running or s.queued:
             text += f"; {s.running} still running, {s.queued} still queued"
         if s.reward_mean is not None:
-            text += f"; mean reward {s.reward_mean:.4g} (last rollouts)"
+            text += f"; mean reward {s.reward_mean:.4g} (last training rollouts)"
+        if s.val_reward_mean is not None:
+            text += f"; mean validation reward {s.val_reward_mean:.4g} (last evaluation rollouts)"
         if s.without_reward:
             text += f"; {s.without_reward} without a reward"
         if self.failure_reasons:
@@ -138,6 +145,7 @@ class ProgressTracker:
     def __init__(self, *, reward_window: int = 100, rate_window: float = 10.0) -> None:
         self._baseline: Optional[dict[str, int]] = None
         self._rewards: deque[float] = deque(maxlen=reward_window)
+        self._val_rewards: deque[float] = deque(maxlen=reward_window)
         self._seen: set[str] = set()
         self._without_reward = 0
         self._done_history: deque[tuple[float, int]] = deque()
@@ -168,7 +176,7 @@ class ProgressTracker:
                 continue
             reported, reward = _final_reward(rollout)
             if reward is not None:
-                self._rewards.append(reward)
+                (self._val_rewards if rollout.mode in _EVALUATION_MODES else self._rewards).append(reward)
             elif reported and rollout.status == "succeeded":
                 self._without_reward += 1
         snapshot = ProgressSnapshot(
@@ -179,6 +187,7 @@ class ProgressTracker:
             running=counts.get("running", 0),
             queued=counts.get("queued", 0),
             reward_mean=sum(self._rewards) / len(self._rewards) if self._rewards else None,
+            val_reward_mean=sum(self._val_rewards) / len(self._val_rewards) if self._val_rewards else None,
             without_reward=self._without_reward,
             runners_alive=workers_alive,
             runners_seen=workers_seen,
@@ -202,11 +211,18 @@ class ProgressSink(Protocol):
     def close(self, summary: Optional[RunSummary]) -> None: ...
 
 
+def _rewards_text(s: ProgressSnapshot) -> str:
+    """The training reward, and the validation reward apart once evaluation rollouts finished."""
+    text = f"reward {s.reward_mean:.4g}" if s.reward_mean is not None else "reward n/a"
+    if s.val_reward_mean is not None:
+        text += f", validation reward {s.val_reward_mean:.4g}"
+    return text
+
+
 def format_line(s: ProgressSnapshot) -> str:
-    reward = f"{s.reward_mean:.4g}" if s.reward_mean is not None else "n/a"
     line = (
         f"{s.done} done ({s.succeeded} succeeded, {s.failed} failed), {s.running} running, {s.queued} queued, "
-        f"{s.rollouts_per_second:.1f} rollouts/s, reward {reward}, runners {s.runners_alive} alive"
+        f"{s.rollouts_per_second:.1f} rollouts/s, {_rewards_text(s)}, runners {s.runners_alive} alive"
     )
     if s.store_unreachable_for is not None:
         line = f"waiting for the store (unreachable for {s.store_unreachable_for:.0f} s); last seen: {line}"
@@ -251,14 +267,13 @@ class RichSink:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
-        reward = f"{s.reward_mean:.4g}" if s.reward_mean is not None else "n/a"
         table.add_row(
             "rollouts",
             f"[green]{s.succeeded} succeeded[/]  [red]{s.failed} failed[/]  {s.cancelled} cancelled  "
             f"[cyan]{s.running} running[/]  {s.queued} queued",
         )
         table.add_row("throughput", f"{s.rollouts_per_second:.1f} rollouts/s")
-        table.add_row("reward", f"{reward} (mean of the last rollouts)  {s.without_reward} without reward")
+        table.add_row("reward", f"{_rewards_text(s)} (mean of the last rollouts)  {s.without_reward} without reward")
         table.add_row("runners", f"{s.runners_alive} alive")
         if s.store_unreachable_for is not None:
             table.add_row("store", f"[yellow]waiting: unreachable for {s.store_unreachable_for:.0f} s[/]")

@@ -30,9 +30,8 @@ from agent import arithmetic_agent, lenient_correct, strict_correct
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO, GRPOConfig
-from agentlightning.algorithm.grpo.health_log import health_summary
 from agentlightning.algorithm.grpo.live import GRPOLiveView
-from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, write_summary
+from agentlightning.algorithm.grpo.report import plot_accuracy, write_run_outputs, write_summary
 
 logger = logging.getLogger("arithmetic_rl")
 
@@ -229,17 +228,13 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
 
 
 def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float) -> dict[str, Any]:
-    """Write summary.json, reward_curve.png, accuracy.png and final_model/ for what `algorithm` ran."""
-    reports = {e.label: e.to_dict() for e in algorithm.evaluations}
+    """Extend the summary.json GRPO wrote (with reward_curve.png and final_model/) with this example's fields, and
+    draw accuracy.png with its strict and lenient checks."""
+    grpo_summary = algorithm.summary()
+    reports = grpo_summary["evaluations"]
     held_out, v1_held_out = split_tasks()[1], v1_split_tasks()[1]
     before, after = accuracy(reports.get("before"), held_out), accuracy(reports.get("after"), held_out)
     v1_before, v1_after = accuracy(reports.get("before"), v1_held_out), accuracy(reports.get("after"), v1_held_out)
-    history = algorithm.history
-    steps_this_run = [e for e in history if e["step"] > algorithm.start_step and "seconds" in e]
-    timing = {
-        part: sum(e["seconds"][part] for e in steps_this_run) / max(len(steps_this_run), 1)
-        for part in ("rollout", "adapter", "update", "weight_swap", "total")
-    }
     summary = {
         "model": "tiny random model"
         if args.tiny
@@ -248,12 +243,8 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
             "What is a + b? (a, b in 0..9); 50 training and 50 held-out questions, split by the unordered pair "
             "{a, b}; reward: strict correctness"
         ),
-        "settings": algorithm.config.to_dict(),
         "runners": args.runners,
-        "steps": algorithm.step,
-        "resumed_from": algorithm.resumed_from,
         "wall_seconds": round(wall, 1),
-        "mean_seconds_per_step": {k: round(v, 3) for k, v in timing.items()},
         "held_out_accuracy": {"before": before, "after": after},
         "gain": _gain(before, after),
         # The held-out half of the split used before issue 21 (22 of its 50 questions are training questions with
@@ -261,19 +252,10 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
         "v1_split_held_out_accuracy": {"before": v1_before, "after": v1_after},
         "v1_split_gain": _gain(v1_before, v1_after),
         "evaluation_unfinished": {label: r.get("unfinished", 0) for label, r in reports.items()},
-        "skips": algorithm.skips.to_dict(),
-        "group_sampling": algorithm.group_sampling.to_dict(),
-        "drift": algorithm.drift.to_dict(),
-        "health": health_summary(history, algorithm.evaluations),
         "load_average": os.getloadavg(),
-        "history": history,
-        "evaluations": reports,
         "store": str(run_dir / "store.db"),
-        "final_model": str(run_dir / "final_model"),
+        **grpo_summary,
     }
-    if algorithm.policy is not None:
-        algorithm.policy.save_merged(run_dir / "final_model")
-    plot_rewards(history, run_dir / "reward_curve.png")
     plot_accuracy(
         {c: {"before": before[c], "after": after[c]} for c in ("strict", "lenient")}, run_dir / "accuracy.png"
     )
@@ -312,6 +294,7 @@ def report_from_checkpoint(args: argparse.Namespace, run_dir: Path, algorithm: G
     algorithm.evaluations = [
         EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in state.get("evaluations", [])
     ]
+    write_run_outputs(algorithm, run_dir, final_model=False)  # GRPO's summary and plots of the recorded state
     return report(args, run_dir, algorithm, float("nan"))
 
 

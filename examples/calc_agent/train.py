@@ -36,7 +36,7 @@ import task as calc_task
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
 from agentlightning.algorithm.grpo.live import GRPOLiveView
-from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, training_summary, write_summary
+from agentlightning.algorithm.grpo.report import plot_accuracy, write_summary
 
 logger = logging.getLogger("calc_agent")
 
@@ -285,8 +285,10 @@ def _right_plan(item: dict[str, Any]) -> bool:
 def report(
     args: argparse.Namespace, run_dir: Path, algorithm: GRPO, without_tools: Optional[dict[str, Any]], wall: float
 ) -> dict[str, Any]:
-    """Write summary.json, reward_curve.png, accuracy.png and final_model/ for what `algorithm` ran."""
-    reports = {e.label: e.to_dict() for e in algorithm.evaluations}
+    """Extend the summary.json GRPO wrote (with reward_curve.png and final_model/) with this example's fields, and
+    draw accuracy.png with its tool-use checks."""
+    grpo_summary = algorithm.summary()
+    reports = grpo_summary["evaluations"]
     before, after = tool_use(reports.get("before")), tool_use(reports.get("after"))
     summary = {
         "framework": args.framework,
@@ -304,14 +306,9 @@ def report(
             for k in ("strict", "lenient", "calls_per_rollout", "valid_tool_call", "right_plan")
         },
         "load_average": os.getloadavg(),
-        **training_summary(algorithm),
-        "evaluations": reports,
         "store": str(run_dir / "store.db"),
-        "final_model": str(run_dir / "final_model"),
+        **grpo_summary,
     }
-    if algorithm.policy is not None:
-        algorithm.policy.save_merged(run_dir / "final_model")
-    plot_rewards(algorithm.history, run_dir / "reward_curve.png")
     plot_accuracy(
         {k: {"before": before[k], "after": after[k]} for k in ("strict", "valid_tool_call", "right_plan")},
         run_dir / "accuracy.png",

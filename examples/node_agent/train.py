@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
-from agentlightning.algorithm.grpo.report import plot_accuracy, plot_rewards, training_summary, write_summary
+from agentlightning.algorithm.grpo.report import write_summary
 from agentlightning.litagent.command import CommandAgent
 
 HERE = Path(__file__).resolve().parent
@@ -112,8 +112,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
 
 
 def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float) -> dict[str, Any]:
-    """Write summary.json, reward_curve.png, accuracy.png and final_model/ for what `algorithm` ran."""
-    reports = {e.label: e.to_dict() for e in algorithm.evaluations}
+    """Extend the summary.json GRPO wrote (with the plots and final_model/) with this example's fields."""
+    grpo_summary = algorithm.summary()
+    reports = grpo_summary["evaluations"]
     accuracy = {label: (reports.get(label) or {}).get("mean_reward") for label in ("before", "after")}
     summary = {
         "agent": "examples/node_agent/agent.mjs (JavaScript, openai npm package), run by CommandAgent",
@@ -122,13 +123,8 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
         "gain": None if None in accuracy.values() else round(accuracy["after"] - accuracy["before"], 4),  # type: ignore[operator]
         "wall_seconds": round(wall, 1),
         "load_average": os.getloadavg(),
-        **training_summary(algorithm),
-        "evaluations": reports,
+        **grpo_summary,
     }
-    if algorithm.policy is not None:
-        algorithm.policy.save_merged(run_dir / "final_model")
-    plot_rewards(algorithm.history, run_dir / "reward_curve.png")
-    plot_accuracy({"held-out accuracy": accuracy}, run_dir / "accuracy.png")
     write_summary(run_dir / "summary.json", summary)
     print(f"held-out accuracy {accuracy['before']} -> {accuracy['after']} after {algorithm.step} GRPO steps; {run_dir}")
     return summary

@@ -12,16 +12,26 @@ from typing import Any, Optional
 
 import pytest
 
-from agentlightning.trainer.progress import LogSink, ProgressSnapshot, ProgressTracker, RichSink, RunSummary
+from agentlightning.trainer.progress import (
+    LogSink,
+    ProgressSnapshot,
+    ProgressTracker,
+    RichSink,
+    RunSummary,
+    format_line,
+)
 from agentlightning.types import Attempt, AttemptedRollout
 from agentlightning.utils.bookkeeping import bookkeeping_metadata
 
 
-def _finished(rollout_id: str, status: str, reward: object, end_time: Optional[float] = None) -> AttemptedRollout:
+def _finished(
+    rollout_id: str, status: str, reward: object, end_time: Optional[float] = None, mode: Optional[str] = None
+) -> AttemptedRollout:
     metadata = {"final_reward": reward} if reward != "absent" else {}
     return AttemptedRollout(
         rollout_id=rollout_id,
         input={},
+        mode=mode,  # type: ignore[arg-type]
         start_time=0.0,
         end_time=end_time,
         status=status,  # type: ignore[arg-type]
@@ -47,6 +57,22 @@ def test_reward_mean_and_rollouts_without_reward_come_from_attempt_metadata() ->
     assert snapshot.without_reward == 1
     again = tracker.update({"succeeded": 5}, finished, 1, 1)  # the same rollouts are not counted twice
     assert again.without_reward == 1
+
+
+def test_validation_rewards_are_averaged_apart_from_the_training_reward() -> None:
+    tracker = ProgressTracker()
+    finished = [
+        _finished("t1", "succeeded", 0.0, mode="train"),
+        _finished("t2", "succeeded", 0.5),  # no mode: a training rollout
+        _finished("v1", "succeeded", 1.0, mode="val"),
+        _finished("v2", "succeeded", 1.0, mode="test"),
+    ]
+    snapshot = tracker.update({"succeeded": 4}, finished, 1, 1)
+    assert snapshot.reward_mean == pytest.approx(0.25)
+    assert snapshot.val_reward_mean == pytest.approx(1.0)
+    line = format_line(snapshot)
+    assert "reward 0.25, validation reward 1" in line
+    assert "validation reward" not in format_line(ProgressSnapshot(reward_mean=0.5))
 
 
 def test_the_reward_window_keeps_the_newest_rewards_as_the_store_lists_them() -> None:

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -51,6 +52,7 @@ from .evaluation import EvaluationReport, evaluation_report
 from .health_log import RunHealth, log_verdict
 from .health_store import POINTER_KEY, HealthRecordWriter
 from .loss import Sample
+from .report import training_summary, write_run_outputs
 from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
 from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
 from .sampler_gap import correction_needed, describe_sampler
@@ -102,7 +104,11 @@ class GRPO(Algorithm):
         vllm: options of the vLLM server (`VllmServing`): `url`, `command` (default `$AGL_VLLM_COMMAND`, else
             `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`, `api_key`,
             `startup_timeout`, `log_path`, `env`.
-        output_dir: where checkpoints, the final model and the summary go (None: no checkpoints).
+        output_dir: where checkpoints and, at the end of `run` (also after Ctrl-C, for what ran), `summary.json`,
+            `reward_curve.png`, `accuracy.png` and `final_model/` go (see `report.write_run_outputs`; None: none of
+            them).
+        save_final_model: write `final_model/` (the trained model, LoRA merged in) at the end; False: the
+            checkpoints only.
         resume: continue from the last checkpoint in `output_dir`, if any.
         agent_match: regex on agent names: only LLM calls made inside matching agents are trained on (needs
             client-side spans of the calls, e.g. `OtelTracer(instrument=["openai"])`). Several agents, each with
@@ -138,6 +144,7 @@ class GRPO(Algorithm):
         serving: Optional[str] = None,
         vllm: Optional[dict[str, Any]] = None,
         output_dir: Union[str, Path, None] = None,
+        save_final_model: bool = True,
         resume: bool = True,
         agent_match: AgentMatch = None,
         resource_name: str = "main_llm",
@@ -164,6 +171,10 @@ class GRPO(Algorithm):
         self.server = server
         self.server_url = server_url
         self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.save_final_model = save_final_model
+        self.final_model_path: Optional[Path] = None  # where the end of `run` saved the trained model
+        # Wall seconds of this run's phases: the held-out evaluations are outside `max_minutes` (see `summary`).
+        self.phase_seconds: dict[str, float] = {}
         self.resume = resume
         self.agents = parse_agent_match(agent_match)  # {adapter name: pattern} when several agents train
         self.agent_match = agent_match if isinstance(agent_match, str) else None
@@ -360,7 +371,9 @@ class GRPO(Algorithm):
     async def run(
         self, train_dataset: Optional[Dataset[Any]] = None, val_dataset: Optional[Dataset[Any]] = None
     ) -> None:
-        """Train on `train_dataset`; evaluate `val_dataset` greedily before and after (if given)."""
+        """Train on `train_dataset`; evaluate `val_dataset` greedily before and after (if given); with `output_dir`,
+        write the run's outputs at the end (also when interrupted). `max_minutes` bounds the training steps only: the
+        evaluations before and after come on top (`summary()["seconds"]` records each phase)."""
         if train_dataset is None or len(train_dataset) == 0:
             raise ValueError("GRPO needs a non-empty train_dataset")
         if self.balance_by is not None:  # before anything loads: a balance_by that fails on a task stops here
@@ -370,6 +383,8 @@ class GRPO(Algorithm):
         self._tracker = make_tracker(self.tracking, directory=directory, run_name=directory.name)
         if self._tracker is not None:
             self._tracker.log_params(self.config.to_dict())
+        started = time.monotonic()
+        self.phase_seconds = {}
         self._build()
         try:
             self._try_resume()
@@ -383,21 +398,59 @@ class GRPO(Algorithm):
             await self._health_writer.save(self.history)
             self._start_proxy()
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
-                await self.evaluate(val_dataset, label="before")
-            await self._train(train_dataset)
+                async with self._timed("evaluation_before"):
+                    await self.evaluate(val_dataset, label="before")
+            async with self._timed("training"):
+                await self._train(train_dataset)
             if val_dataset is not None and len(val_dataset):
-                await self.evaluate(val_dataset, label="after")
+                async with self._timed("evaluation_after"):
+                    await self.evaluate(val_dataset, label="after")
                 await self._health_writer.save(self.history, log_verdict(self.history, self.evaluations))
             self._checkpoint(final=True)
+            self.phase_seconds["total"] = round(time.monotonic() - started, 3)
+            self._write_outputs()
         except (KeyboardInterrupt, asyncio.CancelledError):
             logger.warning("GRPO interrupted at step %d; saving a checkpoint before stopping", self.step)
             if self._finish_pending_update():
                 self.step += 1  # the interrupted step's update completed: its weights are what gets saved
                 self.history.append({"step": self.step, "interrupted": True, "samples": len(self.last_samples)})
             self._checkpoint(final=True)
+            self.phase_seconds["total"] = round(time.monotonic() - started, 3)
+            self._write_outputs()
             raise
         finally:
             self._shutdown()
+
+    @contextlib.asynccontextmanager
+    async def _timed(self, phase: str) -> AsyncIterator[None]:
+        """Record the wall seconds of `phase` in `phase_seconds` (also when it is interrupted)."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phase_seconds[phase] = round(time.monotonic() - started, 3)
+
+    def summary(self) -> dict[str, Any]:
+        """What summary.json holds: `training_summary` (settings, steps, timing, skips, health and verdict, history),
+        the evaluations by label (`EvaluationReport.to_dict()`), `seconds` (wall seconds of this run's phases:
+        `evaluation_before`, `training` (what `max_minutes` bounds), `evaluation_after`, `total`) and `final_model`
+        (its folder, or None). A script may add keys of its own and write it again (`report.write_summary`)."""
+        return {
+            **training_summary(self),
+            "evaluations": {e.label: e.to_dict() for e in self.evaluations},
+            "seconds": dict(self.phase_seconds),
+            "final_model": str(self.final_model_path) if self.final_model_path is not None else None,
+        }
+
+    def _write_outputs(self) -> None:
+        """Write the run's outputs into `output_dir` (see `report.write_run_outputs`); a failure is logged, never
+        raised (the checkpoints are already written)."""
+        if self.output_dir is None:
+            return
+        try:
+            write_run_outputs(self, self.output_dir, final_model=self.save_final_model)
+        except Exception as exc:
+            logger.warning("GRPO could not write its outputs to %s: %r", self.output_dir, exc, exc_info=True)
 
     def _shutdown(self) -> None:
         self._executor.shutdown(wait=True)
@@ -427,6 +480,12 @@ class GRPO(Algorithm):
         n = len(dataset)
         last_step = max_steps(self.config, n)
         stop_at = deadline(self.config, time.monotonic())
+        if stop_at is not None:
+            logger.info(
+                "GRPO: max_minutes=%g bounds the training steps (a step started in time finishes); the held-out "
+                "evaluations before and after are not counted in it",
+                self.config.max_minutes,
+            )
         while last_step is None or self.step < last_step:
             if stop_at is not None and time.monotonic() >= stop_at:
                 logger.info(

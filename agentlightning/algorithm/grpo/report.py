@@ -1,15 +1,21 @@
-"""The files a finished GRPO run leaves in its run directory: reward curve and accuracy plots, JSON summary."""
+"""The files a GRPO run leaves in its `output_dir` (`write_run_outputs`): summary.json, the reward curve and
+held-out accuracy plots, and the trained model (`final_model/`); and the helpers that build them, which a script may
+call to extend them (its own summary keys, its own accuracy checks)."""
 
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 from .health_log import health_summary
 
-__all__ = ["plot_accuracy", "plot_rewards", "training_summary", "write_summary"]
+__all__ = ["plot_accuracy", "plot_rewards", "training_summary", "write_run_outputs", "write_summary"]
+
+logger = logging.getLogger(__name__)
 
 _TIMED_PARTS = ("rollout", "adapter", "update", "weight_swap", "total")
 
@@ -58,7 +64,7 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise RuntimeError("Plots need matplotlib: `pip install 'agentlightning[train]'`") from exc
+        raise RuntimeError("Plots need matplotlib: `pip install 'agentlightning[plot]'`") from exc
     return plt
 
 
@@ -112,3 +118,38 @@ def write_summary(path: Path, summary: Mapping[str, Any]) -> Path:
     temp.write_text(json.dumps(summary, indent=2, default=str))
     temp.replace(path)
     return path
+
+
+def write_run_outputs(algorithm: Any, directory: Path, *, final_model: bool = True) -> dict[str, Any]:
+    """Write what a GRPO run leaves in `directory` and return the summary: `final_model/` (the merged model, when
+    `final_model` and a policy exists; several agents: one adapter folder per agent), `summary.json`
+    (`algorithm.summary()`), `reward_curve.png` (training reward per step) and `accuracy.png` (mean held-out reward
+    before and after, when an evaluation ran). Without matplotlib the plots are skipped with one log line."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if final_model and algorithm.policy is not None:
+        algorithm.final_model_path = save_final_model(algorithm.policy, directory / "final_model")
+    summary: dict[str, Any] = algorithm.summary()
+    write_summary(directory / "summary.json", summary)
+    try:
+        plot_rewards(summary["history"], directory / "reward_curve.png")
+        rewards = {label: report.get("mean_reward") for label, report in summary["evaluations"].items()}
+        if rewards:
+            plot_accuracy({"mean reward": rewards}, directory / "accuracy.png")
+    except RuntimeError as exc:  # matplotlib is missing
+        logger.warning("GRPO: no reward_curve.png / accuracy.png in %s: %s", directory, exc)
+    return summary
+
+
+def save_final_model(policy: Any, folder: Path) -> Path:
+    """Save `policy` to `folder` (replacing an earlier final model only once the new one is complete): the full model
+    with LoRA merged in, or, for several agents' adapters (no `save_merged`), each agent's adapter and the tokenizer."""
+    staging = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    if hasattr(policy, "save_merged"):
+        policy.save_merged(staging)
+    else:
+        policy.save_model(staging)
+    shutil.rmtree(folder, ignore_errors=True)
+    staging.replace(folder)
+    logger.info("GRPO: the trained model is in %s", folder)
+    return folder
