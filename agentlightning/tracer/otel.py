@@ -156,8 +156,9 @@ class OtelTracer(Tracer):
         )
         register_processor(self._processor)
         if self._instrument_on_init == "auto":
-            self._lazy = _instrumentation().LazyInstrumentation()
-            self._lazy.start()
+            lazy: LazyInstrumentation = _instrumentation().LazyInstrumentation()
+            lazy.start()
+            self._lazy = lazy
         elif self._instrument_on_init:
             try:
                 _instrumentation().instrument_all(self._integrations())  # undoes its own partial work when it fails
