@@ -23,7 +23,7 @@ def test_a_point_loads_the_attribute_or_module_installed_at_it(monkeypatch: pyte
 
 def test_loading_an_empty_point_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(extensions, "_installed", {})
-    with pytest.raises(LookupError, match="'demo.missing'"):
+    with pytest.raises(LookupError, match=r"'demo\.missing'"):
         extensions.load("demo.missing")
 
 
