@@ -55,10 +55,12 @@ def exit_unavailable(reason: str) -> NoReturn:
 
 @dataclass
 class Peer:
-    """The same figure for the alternative a user would pick (another library, the reference implementation)."""
+    """The same figure for the alternative a user would pick (another library, the reference implementation);
+    `rounds`: its value in each round of a run of several, in the order measured (empty: measured once)."""
 
     name: str
     value: float
+    rounds: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -74,7 +76,9 @@ class Figure:
         met: whether the target is met (None: no target).
         higher_is_better: direction, for ratios against the peer.
         peer: the alternative's figure from the same run, or None.
-        detail: free-form facts a reader needs (rounds, spread, seeds).
+        detail: free-form facts a reader needs (spread, seeds, settings).
+        rounds: the figure's value in each round (repeat, seed, trial) of a run of several, in the order measured;
+            `value` is their median or mean, as the label or detail says (empty: measured once).
     """
 
     key: str
@@ -86,6 +90,7 @@ class Figure:
     higher_is_better: bool = True
     peer: Optional[Peer] = None
     detail: dict[str, Any] = field(default_factory=dict)
+    rounds: list[float] = field(default_factory=list)
 
     @property
     def ratio(self) -> Optional[float]:

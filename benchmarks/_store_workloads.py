@@ -17,7 +17,8 @@ Workloads:
   `--readers` tasks loop a snapshot read (query_workers, then query_rollouts over `--rollouts` stored rollouts);
   operations/s and the latency of each kind.
 - trainer-loop: `Trainer.fit` of a no-op agent over `--rollouts` tasks with `--runners` runners; rollouts/s over the
-  whole `fit`, start-up included.
+  whole `fit`, start-up included, and at steady state: the rollouts that finished after the first half did, over the
+  time from the half-way rollout's end to the last one's (the store's `end_time` of each rollout; `steady_rate`).
 
 `--transport memory` calls an InMemoryLightningStore in this process; `--transport http` starts the package's own
 `agl store --host 127.0.0.1 --port P` (in-memory backend, its own process, as a user runs a store server) and calls
@@ -241,6 +242,7 @@ class EnqueueAllWaitAll(agl.Algorithm):
     """Enqueues every task in one call and waits until all of them finished."""
 
     finished: int = 0
+    end_times: list[float]  # each finished rollout's end_time (set before `fit`)
 
     async def run(self, train_dataset: Any = None, val_dataset: Any = None) -> None:
         from agentlightning.types import EnqueueRolloutRequest
@@ -254,18 +256,41 @@ class EnqueueAllWaitAll(agl.Algorithm):
             done = await store.wait_for_rollouts(rollout_ids=sorted(pending), timeout=1.0)
             pending -= {rollout.rollout_id for rollout in done}
             self.finished += len(done)
+            self.end_times += [rollout.end_time for rollout in done if rollout.end_time is not None]
+
+
+def steady_rate(end_times: list[float], warm_up: float = 0.5) -> float:
+    """Rollouts/s once warmed up: of the rollouts sorted by end time, those after the first `warm_up` share, over the
+    seconds from the end of the last warm-up rollout to the end of the last rollout (start-up excluded)."""
+    if not 0 <= warm_up < 1:
+        raise ValueError(f"warm_up must be in [0, 1), not {warm_up}")
+    ordered = sorted(end_times)
+    first = max(1, int(len(ordered) * warm_up))  # the warm-up's last rollout marks the start of the steady span
+    if len(ordered) - first < 1:
+        raise ValueError(f"{len(ordered)} end times leave no rollout after the warm-up")
+    seconds = ordered[-1] - ordered[first - 1]
+    if seconds <= 0:
+        raise ValueError("the rollouts after the warm-up all ended at the same instant: no rate")
+    return (len(ordered) - first) / seconds
 
 
 def trainer_loop(args: argparse.Namespace) -> dict[str, Any]:
     """Trainer.fit of a no-op agent over `--rollouts` tasks, start-up included."""
     algorithm = EnqueueAllWaitAll()
+    algorithm.end_times = []
     trainer = agl.Trainer(algorithm=algorithm, n_runners=args.runners, strategy={"type": args.strategy})
     started = time.perf_counter()
     trainer.fit(NoOpAgent(), train_dataset=[{"task": i} for i in range(args.rollouts)])
     elapsed = time.perf_counter() - started
     if algorithm.finished != args.rollouts:
         raise RuntimeError(f"trainer-loop finished {algorithm.finished} instead of {args.rollouts} rollouts")
-    return {"rollouts_per_s": round(args.rollouts / elapsed, 2), "fit_seconds": round(elapsed, 3)}
+    if len(algorithm.end_times) != args.rollouts:
+        raise RuntimeError(f"trainer-loop saw {len(algorithm.end_times)} end times for {args.rollouts} rollouts")
+    return {
+        "rollouts_per_s": round(args.rollouts / elapsed, 2),
+        "steady_rollouts_per_s": round(steady_rate(algorithm.end_times), 2),
+        "fit_seconds": round(elapsed, 3),
+    }
 
 
 def main(argv: Optional[list[str]] = None) -> None:

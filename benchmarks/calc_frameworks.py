@@ -68,6 +68,7 @@ def framework_figures(rows: list[dict[str, Any]]) -> list[Figure]:
         name, before, after = r["framework"], r["before"], r["after"]
         gain = round(after["strict"] - before["strict"], 3)
         detail = {"steps": r["steps"], "trained_steps": r["trained_steps"], "seconds_per_step": r["seconds"],
+                  "strict": [before["strict"], after["strict"]], "without_tools": r["without_tools"],
                   "valid_tool_call": [before["valid_tool_call"], after["valid_tool_call"]],
                   "tokens_ratio": r["tokens_ratio"]}  # fmt: skip
         found += [

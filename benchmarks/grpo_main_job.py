@@ -124,7 +124,8 @@ def gain_figures(rows: list[dict[str, Any]], compare_sampling: bool) -> list[Fig
                 unit="strict accuracy",
                 target=">= +0.30 in 12 minutes",
                 met=statistics.fmean(gains) >= 0.30,
-                detail={"gains": gains, "min": min(gains), "max": max(gains)},
+                detail={"seeds": [r["seed"] for r in rows], "min": min(gains), "max": max(gains)},
+                rounds=gains,
             )
         )
     return found

@@ -327,7 +327,9 @@ def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]], m
                     target=f"{'>=' if higher else '<='} TRL {precision}" if peer_stats is not None else None,
                     met=better,
                     higher_is_better=higher,
-                    peer=Peer(f"TRL GRPOTrainer {precision}", peer_stats["mean"]) if peer_stats is not None else None,
+                    peer=Peer(f"TRL GRPOTrainer {precision}", peer_stats["mean"], list(peer_stats["values"]))
+                    if peer_stats is not None
+                    else None,
                     detail={
                         "spread": stats,
                         "peer_spread": peer_stats,
@@ -338,6 +340,7 @@ def figures_of(summary: dict[str, dict[str, Any]], runs: list[dict[str, Any]], m
                         ),
                         "runs": [_row(r) for r in runs if r["side"] == side],
                     },
+                    rounds=list(stats["values"]),
                 )
             )
     return figures

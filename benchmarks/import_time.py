@@ -11,10 +11,13 @@ import compiles the package's sources again and takes several times longer). The
 `--profile-runs` interpreters import it under `python -X importtime`, whose report (stderr: self and cumulative
 microseconds per module, nested by indentation) is parsed and the median per module taken. Printed: the 10 modules
 with the largest cumulative time, the time per top-level package (its modules' self time added up: which third-party
-libraries the import pulls in), and our own modules by cumulative time. The target is a median under 300 ms.
+libraries the import pulls in), and our own modules by cumulative time.
 
-`import agentlightning` resolves its public names on first use, so the same is measured for what a training script
-touches next (`agl.Trainer`, `agl.rollout`, `agl.LLM`, `agl.emit_reward`): where the time went (`detail.first_use`).
+`import agentlightning` resolves its public names on first use, so the import alone costs little: what a fresh
+process pays is the import plus the first use of what a training script touches next (`agl.Trainer`, `agl.rollout`,
+`agl.LLM`, `agl.emit_reward`), measured the same way as a row of its own (`import.first_use_median_ms`, where the time
+went in its `detail`). The target, a median under 300 ms, applies to both. Each fresh interpreter's time is kept
+(`rounds`).
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ def report(statement: str, runs: int, profile_runs: int) -> dict[str, Any]:
         print(f"    {cumulative_ms:8.1f} ms  (self {self_ms:6.1f})  {name}")
     print()
     return {
+        "rounds_ms": [round(wall, 2) for wall in walls],
         "median_ms": round(median, 1),
         "min_ms": round(min(walls), 1),
         "max_ms": round(max(walls), 1),
@@ -173,27 +177,41 @@ def main() -> None:
 
     plain = report(IMPORT, args.runs, args.profile_runs)
     used = report(USE, args.runs, args.profile_runs)
-    median = plain["median_ms"]
-    print(f"import agentlightning: median {median:.0f} ms (target < {TARGET_MS:.0f} ms)")
-    write_results(
-        args.json,
-        [
-            Figure(
-                key="import.median_ms",
-                label="import agentlightning (fresh interpreter, median)",
-                value=median,
-                unit="ms",
-                target=f"< {TARGET_MS:.0f} ms",
-                met=median < TARGET_MS,
-                higher_is_better=False,
-                detail={
-                    "runs": args.runs,
-                    "profile_runs": args.profile_runs,
-                    **plain,
-                    "first_use": {"code": USE, **used},
-                },
-            )
-        ],
+    print(
+        f"import agentlightning: median {plain['median_ms']:.0f} ms; plus first use: median {used['median_ms']:.0f} "
+        f"ms (target < {TARGET_MS:.0f} ms)"
+    )
+    settings = {"runs": args.runs, "profile_runs": args.profile_runs}
+    write_results(args.json, [import_figure(plain, settings), first_use_figure(used, settings)])
+
+
+def import_figure(measured: dict[str, Any], settings: dict[str, Any]) -> Figure:
+    """`import agentlightning` alone: the median of fresh interpreters, each one's time in `rounds`."""
+    return _figure("import.median_ms", "import agentlightning (fresh interpreter, median)", measured, settings)
+
+
+def first_use_figure(measured: dict[str, Any], settings: dict[str, Any]) -> Figure:
+    """`import agentlightning` plus the first use of the names a training script touches next (`USE`)."""
+    label = (
+        "import agentlightning plus its first use (agl.Trainer, agl.rollout, agl.LLM, agl.emit_reward looked up, "
+        "which loads their modules; fresh interpreter, median)"
+    )
+    return _figure("import.first_use_median_ms", label, measured, {**settings, "code": USE})
+
+
+def _figure(key: str, label: str, measured: dict[str, Any], settings: dict[str, Any]) -> Figure:
+    median = measured["median_ms"]
+    detail = {**settings, **{name: value for name, value in measured.items() if name != "rounds_ms"}}
+    return Figure(
+        key=key,
+        label=label,
+        value=median,
+        unit="ms",
+        target=f"< {TARGET_MS:.0f} ms",
+        met=median < TARGET_MS,
+        higher_is_better=False,
+        detail=detail,
+        rounds=list(measured["rounds_ms"]),
     )
 
 

@@ -1,9 +1,10 @@
 """Two agents trained in one run, one LoRA adapter each: each agent's held-out reward before and after.
 
-Runs `examples/multi_agent/train.py` (a solver and a reviewer of its answer, each with its own reward; GRPO with
-`agent_match=["solver", "reviewer"]` on SmolLM2-135M-Instruct, the example's defaults) for `--minutes` and reports
-each agent's held-out gain (target: each +0.2 over its untrained value in 15 minutes), with the solver's strict
-accuracy before and after (what a reviewer that always says "yes" would score) for reading the reviewer's gain.
+Runs `examples/multi_agent/train.py` (a solver and a reviewer of answers balanced between right and wrong ones, each
+with its own reward; GRPO with `agent_match=["solver", "reviewer"]` on SmolLM2-135M-Instruct, the example's defaults)
+for `--minutes` and reports each agent's held-out gain (target: each +0.2 over its untrained value in 15 minutes),
+with the reviewer's held-out accuracy per kind of input (right / wrong answers; saying "yes" to everything scores 0.5
+overall) and the solver's strict accuracy before and after.
 
 Usage:
     python benchmarks/multi_agent_adapters.py [--minutes 15] [--run-dir runs/bench-multi-agent] [--json PATH]
@@ -58,6 +59,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                     "after": result["held_out_after"],
                     "steps": summary["steps"],
                     "solver_strict_accuracy": summary["solver_strict_accuracy"],
+                    "reviewer_accuracy": summary.get("reviewer_accuracy"),
                     "seed": args.seed,
                 },
             )

@@ -249,6 +249,18 @@ def sample_figures(result: dict[str, Any]) -> list[Figure]:
             unit="x",
             target=">= 2x less",
             met=ratios["update_seconds_median"] >= 2,
+            detail={
+                "statistic": "ratio of the two forms' median update times; rounds: the ratio in each repeat",
+                "update_seconds": {name: form["update_seconds"] for name, form in result["forms"].items()},
+            },
+            rounds=[
+                round(transition / trajectory, 3)
+                for trajectory, transition in zip(
+                    result["forms"]["trajectory"]["update_seconds"],
+                    result["forms"]["transition"]["update_seconds"],
+                    strict=True,
+                )
+            ],
         ),
         Figure(
             key="grpo.multi_turn.log_prob_relative_difference",

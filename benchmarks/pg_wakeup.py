@@ -127,6 +127,7 @@ def measure(args: argparse.Namespace, poll: bool) -> dict[str, Any]:
         "mean_ms": statistics.fmean(latencies),
         "max_ms": max(latencies),
         "write_p50_ms": _percentile(writes, 0.50),
+        "trials_ms": [round(value, 2) for value in latencies],
     }
     print(
         f"wake-up latency ms: p50 {figures['p50_ms']:.1f}  p99 {figures['p99_ms']:.1f}  "
@@ -151,8 +152,11 @@ def wakeup_figures(poll: bool, ours: dict[str, Any], polling: Optional[dict[str,
                 target="< 50 ms (including the finishing write)" if stat == "p50_ms" and not poll else None,
                 met=met,
                 higher_is_better=False,
-                peer=Peer("polling every 0.5 s", round(polling[stat], 1)) if polling else None,
-                detail={"trials": trials, "write_p50_ms": round(ours["write_p50_ms"], 1)},
+                peer=Peer("polling every 0.5 s", round(polling[stat], 1), list(polling.get("trials_ms", [])))
+                if polling
+                else None,
+                detail={"trials": trials, "write_p50_ms": round(ours["write_p50_ms"], 1), "rounds": "each trial's ms"},
+                rounds=list(ours.get("trials_ms", [])),
             )
         )
     return found

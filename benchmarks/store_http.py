@@ -345,6 +345,7 @@ def per_task_figures(args: argparse.Namespace, result: dict[str, Any]) -> list[F
                 met=total < 350 if not variant else None,
                 higher_is_better=False,
                 detail={k: result[k] for k in ("runs", "import_ms", "first_ms", "first_max_ms", "second_ms")},
+                rounds=list(result.get("rounds_total_ms", [])),
             )
         ]
     full = args.task == "full" and not variant

@@ -199,4 +199,5 @@ def first_request(url: str, runs: int) -> dict[str, Any]:
     return {key: percentile([sample[key] for sample in samples], 0.5) for key in medians} | {
         "runs": runs,
         "first_max_ms": max(sample["first_ms"] for sample in samples),
+        "rounds_total_ms": [round(sample["total_ms"], 2) for sample in samples],
     }

@@ -13,7 +13,9 @@ then the reference's, the order swapped every round, so that the load of a share
 Transports: `memory` (InMemoryLightningStore called in the workload's process) and `http` (the same store served by
 LightningStoreServer from a child process, called through LightningStoreClient): both packages have both, with the
 same constructor arguments. The trainer loop runs `Trainer.fit` with the client-server strategy ("cs") of each
-package and its default store. Not compared: the durable backends (the reference 0.3.0 has MongoDB only, with an
+package and its default store; it is reported with start-up included (the whole `fit`) and at steady state (the
+rollouts that finished after the first half did, by the store's end times: `_store_workloads.steady_rate`). Not
+compared: the durable backends (the reference 0.3.0 has MongoDB only, with an
 SQLite stub; ours has SQLite and PostgreSQL and no MongoDB) and `agl store --workers N` (the reference's
 multi-process server needs a zero-copy store, which its in-memory store is not).
 """
@@ -120,6 +122,14 @@ def _cases(quick: bool, transports: list[str], workloads: list[str]) -> list[Cas
                     True,
                     None,
                 ),
+                (
+                    "steady_rollouts_per_s",
+                    "trainer_loop_steady_rollouts_per_s",
+                    "Trainer loop (no-op agent, 2 runners, steady state: the second half of the rollouts): rollouts/s",
+                    "rollouts/s",
+                    True,
+                    None,
+                ),
             ),
         )
     )
@@ -201,14 +211,13 @@ def figures_of(case: Case, samples: Samples) -> list[Figure]:
                 target=target,
                 met=met,
                 higher_is_better=higher,
-                peer=Peer(PEER_NAME, round(peer, 2)),
+                peer=Peer(PEER_NAME, round(peer, 2), [sample[metric] for sample in samples.peer]),
                 detail={
                     "rounds": len(samples.ours),
-                    "ours": [sample[metric] for sample in samples.ours],
-                    "peer": [sample[metric] for sample in samples.peer],
                     "arguments": " ".join(case.arguments),
                     "statistic": "median over rounds",
                 },
+                rounds=[sample[metric] for sample in samples.ours],
             )
         )
     return figures

@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/summary_table.py --check     # exit 1 when a page disagrees
 
 docs/benchmarks.md holds the overview (`overview.py`: one question per benchmark, its headline figures and peers);
-docs/benchmarks-appendix.md the full table (this module: every figure with its provenance) and the lab notes.
+docs/benchmarks-appendix.md the full table (this module: every figure with its provenance) and the lab notes;
+examples/calc_agent/README.md the calculator agent's results (`calc_table.py`).
 
 A result file is what `benchmarks/_results.py` writes for one run of one benchmark (`<name>.json`, named after the
 benchmark's entry in `benchmarks/run_all.py`). `merge_results` copies result files into `benchmarks/results/`, the
@@ -242,8 +243,13 @@ def _registry_order() -> list[str]:
     return [benchmark.name for benchmark in REGISTRY]
 
 
-def regenerate(results: Path = RESULTS_DIR, doc: Path = DOC, appendix: Path = APPENDIX) -> list[tuple[Path, str, str]]:
-    """(page, as it is, regenerated from `results`) for the overview page `doc` and the full table's `appendix`."""
+def regenerate(
+    results: Path = RESULTS_DIR, doc: Path = DOC, appendix: Path = APPENDIX, calc_readme: Optional[Path] = None
+) -> list[tuple[Path, str, str]]:
+    """(page, as it is, regenerated from `results`) for the overview page `doc`, the full table's `appendix` and the
+    calculator example's README (`calc_readme`, by default examples/calc_agent/README.md; left out when `results`
+    holds no calc_frameworks result)."""
+    import calc_table  # benchmarks/calc_table.py
     import overview  # benchmarks/overview.py
 
     records, order = load_results(results), _registry_order()
@@ -253,6 +259,12 @@ def regenerate(results: Path = RESULTS_DIR, doc: Path = DOC, appendix: Path = AP
     pages.append((doc, current, replace_between(current, overview.BEGIN, overview.END, section)))
     current = appendix.read_text()
     pages.append((appendix, current, replace_summary(current, summary_section(records, order))))
+    calc = records.get(calc_table.BENCHMARK)
+    readme = calc_readme or calc_table.README
+    if calc is not None and readme.is_file():
+        current = readme.read_text()
+        section = calc_table.calc_section(calc)
+        pages.append((readme, current, replace_between(current, calc_table.BEGIN, calc_table.END, section)))
     return pages
 
 

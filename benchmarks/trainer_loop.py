@@ -176,11 +176,15 @@ async def _runner_loop(rollouts: int, tracer_name: str) -> float:
         return (time.perf_counter() - started) / rollouts
 
 
-def overhead(rollouts: int, repeats: int) -> dict[str, float]:
-    bare = statistics.median(asyncio.run(_bare_store_loop(rollouts)) for _ in range(repeats))
-    dummy = statistics.median(asyncio.run(_runner_loop(rollouts, "dummy")) for _ in range(repeats))
-    otel = statistics.median(asyncio.run(_runner_loop(rollouts, "otel")) for _ in range(repeats))
-    return {"bare": bare, "runner_dummy": dummy, "runner_otel": otel}
+def overhead(rollouts: int, repeats: int) -> dict[str, list[float]]:
+    """Seconds per rollout of the store loop alone, the runner with DummyTracer and with OtelTracer, measured in turn
+    in each repeat (so that each repeat's three share the machine's load): every repeat's value, in order."""
+    found: dict[str, list[float]] = {"bare": [], "runner_dummy": [], "runner_otel": []}
+    for _ in range(repeats):
+        found["bare"].append(asyncio.run(_bare_store_loop(rollouts)))
+        found["runner_dummy"].append(asyncio.run(_runner_loop(rollouts, "dummy")))
+        found["runner_otel"].append(asyncio.run(_runner_loop(rollouts, "otel")))
+    return found
 
 
 def _load() -> float:
@@ -333,7 +337,13 @@ def progress_figures(results: list[dict[str, Any]]) -> list[Figure]:
                 "pairs": r["pairs"],
                 "rollouts": r["rollouts"],
                 "rate_change_pct": round(r["rate_change"] * 100, 1),
+                "statistic": "median of the pairs' changes; rounds: each pair's",
+                "rates": r["rates"],
+                "cpu_us": r["cpu_us"],
             },
+            rounds=[
+                round((on / off - 1) * 100, 1) for off, on in zip(r["cpu_us"]["off"], r["cpu_us"]["log"], strict=True)
+            ],
         )
         for r in results
     ]
@@ -396,7 +406,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             )
     found = loop_figures(measured)
     if not args.skip_overhead:
-        figures = overhead(args.overhead_rollouts, args.repeats)
+        each_repeat = overhead(args.overhead_rollouts, args.repeats)
+        figures = {name: statistics.median(values) for name, values in each_repeat.items()}
         found.append(
             Figure(
                 key="trainer.runner_overhead_us",
@@ -404,9 +415,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                 value=round((figures["runner_otel"] - figures["bare"]) * 1e6),
                 unit="µs",
                 higher_is_better=False,
-                detail={name: round(value * 1e6) for name, value in figures.items()},
+                detail={name: round(value * 1e6) for name, value in figures.items()}
+                | {"statistic": "median with OtelTracer minus median of the store alone; rounds: each repeat's",
+                   "repeats_us": {name: [round(v * 1e6) for v in values] for name, values in each_repeat.items()}},
+                rounds=[round((otel - bare) * 1e6)
+                        for bare, otel in zip(each_repeat["bare"], each_repeat["runner_otel"], strict=True)],
             )
-        )
+        )  # fmt: skip
         print()
         print("| one rollout, in-process store, one runner | µs |")
         print("|---|---:|")

@@ -14,8 +14,15 @@ else
     SUDO=""
     [ "$(id -u)" != "0" ] && SUDO="sudo -n"
     echo "installing Debian's chromium for the dashboard browser tests..." >&2
-    if ! { timeout 300 $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive timeout 600 $SUDO apt-get install -y -qq chromium; } >/dev/null 2>&1; then
-        echo "note: apt-get could not install chromium: the dashboard browser tests will skip" >&2
+    # Another apt-get or dpkg (a machine's own provisioning, often installing the same package) holds the dpkg lock:
+    # wait for it rather than fail. Whatever apt-get's exit status, what counts is whether the browser is there.
+    APT_LOG="$(mktemp)"
+    { timeout 300 $SUDO apt-get -o DPkg::Lock::Timeout=240 update -qq \
+        && DEBIAN_FRONTEND=noninteractive timeout 600 $SUDO apt-get -o DPkg::Lock::Timeout=240 install -y -qq chromium; } \
+        >"$APT_LOG" 2>&1 || true
+    if [ ! -x "$CHROMIUM" ]; then
+        echo "note: apt-get could not install chromium ($(grep -v '^\s*$' "$APT_LOG" | tail -n 1 || true)): the dashboard browser tests will skip" >&2
     fi
+    rm -f "$APT_LOG"
 fi
 true

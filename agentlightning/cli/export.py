@@ -47,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
         default="conversation",
         help="one record per stitched conversation (default) or per LLM call (sft, rl)",
     )
+    parser.add_argument(
+        "--tool-turns",
+        choices=["openai", "text"],
+        default="openai",
+        help="openai: tool calls as tool_calls, results as role tool, a tools column (templates that render tools); "
+        "text: calls, results and tools written as the text the model saw (templates that do not, e.g. SmolLM2's) "
+        "(default openai)",
+    )
     parser.add_argument("--agent-match", default=None, help="regex on agent names: export only their calls")
     parser.add_argument(
         "--min-reward",
@@ -114,16 +122,37 @@ def _progress(quiet: bool) -> tuple[Callable[[str, int, Optional[int]], None], C
             bar.update(tasks[phase], completed=done, total=total)
 
         return update, bar.stop
-    last = [0.0]
+    return PlainProgress(), lambda: None
 
-    def plain(phase: str, done: int, total: Optional[int]) -> None:
-        now = time.monotonic()
-        if now - last[0] >= _PLAIN_PROGRESS_SECONDS or (total is not None and done >= total):
-            last[0] = now
-            of = f" of {total:,}" if total is not None else ""
-            print(f"agl export: {phase} {done:,}{of}", file=sys.stderr, flush=True)
 
-    return plain, lambda: None
+class PlainProgress:
+    """Progress as plain lines on stderr (not a terminal): the first report, then at most one line every `interval`
+    seconds, and each phase's completion (done reaching total) once, however often it is reported."""
+
+    def __init__(
+        self,
+        interval: float = _PLAIN_PROGRESS_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        emit: Optional[Callable[[str], None]] = None,
+    ) -> None:
+        self._interval = interval
+        self._clock = clock
+        self._emit = emit or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._last_line_at: Optional[float] = None
+        self._completed: set[tuple[str, Optional[int]]] = set()
+
+    def __call__(self, phase: str, done: int, total: Optional[int]) -> None:
+        now = self._clock()
+        complete = total is not None and done >= total
+        if complete:
+            if (phase, total) in self._completed:
+                return
+            self._completed.add((phase, total))
+        elif self._last_line_at is not None and now - self._last_line_at < self._interval:
+            return
+        self._last_line_at = now
+        of = f" of {total:,}" if total is not None else ""
+        self._emit(f"agl export: {phase} {done:,}{of}")
 
 
 def _print_summary(summary: Any, args: argparse.Namespace) -> None:
@@ -146,19 +175,6 @@ def _print_summary(summary: Any, args: argparse.Namespace) -> None:
         print(f"  why a rollout had no calls, e.g. {summary.no_calls_example}", file=sys.stderr)
 
 
-def _missing_sqlite_file(url: str) -> Optional[str]:
-    """The path of a `sqlite:///` store that does not exist (opening it would create an empty one), else None."""
-    if not url.startswith("sqlite:"):
-        return None
-    from agentlightning.store.sqlite.store import parse_sqlite_url
-
-    try:
-        path, _ = parse_sqlite_url(url)
-    except ValueError:
-        return None  # reported when the store is opened
-    return None if path == ":memory:" or Path(path).exists() else path
-
-
 def _discarded(args: argparse.Namespace) -> str:
     return f"; {args.out} was not written" if args.out is not None else ""
 
@@ -168,15 +184,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     problem = _check(args)
     if problem:
         return _fail(problem)
+    from agentlightning.cli.options import missing_sqlite_file
     from agentlightning.export import ExportOptions, export_store, open_writer
     from agentlightning.store.url import store_from_url
 
-    missing = _missing_sqlite_file(args.store)
+    missing = missing_sqlite_file(args.store)
     if missing:
         return _fail(f"no SQLite store at {missing} (from --store {args.store})", 1)
     try:
         options = ExportOptions(
-            kind=args.kind, unit=args.unit, agent_match=args.agent_match, min_reward=args.min_reward, mode_in=args.mode
+            kind=args.kind,
+            unit=args.unit,
+            agent_match=args.agent_match,
+            min_reward=args.min_reward,
+            mode_in=args.mode,
+            tool_turns=args.tool_turns,
         )
         store = store_from_url(args.store)
     except ValueError as exc:

@@ -7,11 +7,15 @@ docs/inference.md).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
+
+from agentlightning.cli.options import port_number
 
 INSTALL_HINT = (
     "install local inference with: pip install torch --index-url https://download.pytorch.org/whl/cpu && "
@@ -53,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="name(s) clients use, repeatable (default: the model's name, see --model)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (0 picks a free one)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port to listen on (0 picks a free one)")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("AGL_INFERENCE_API_KEY"),
@@ -81,6 +85,27 @@ def _fail(message: str) -> int:
     return 1
 
 
+def loading_line(model: str) -> str:
+    """What `agl serve` says before it loads `model` (torch's import and the load itself can take a while)."""
+    if model == "tiny":
+        return "agl serve: loading tiny (a small random model)..."
+    if model != "default":
+        return f"agl serve: loading {model}..."
+    from agentlightning.inference.model_files import DEFAULT_MODEL_NAME, ModelFilesError, is_converted
+
+    try:
+        cached = is_converted()
+    except ModelFilesError:  # the package is missing: the load reports it
+        cached = True
+    first_use = (
+        "; first use: converting its GGUF into a cached fp32 model folder, 10-50 s on an idle machine, longer on a "
+        "busy one"
+        if not cached
+        else ""
+    )
+    return f"agl serve: loading {DEFAULT_MODEL_NAME} (the embedded default model{first_use})..."
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.max_batch_size < 1:
@@ -95,6 +120,11 @@ def main(argv: list[str]) -> int:
         )
     # Idle OpenMP threads must not spin: they would steal the CPU from the HTTP threads (and other processes).
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    missing = next((name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None), None)
+    if missing is not None:  # checked before the loading line: importing torch itself takes seconds
+        return _fail(f"{missing} is not installed; {INSTALL_HINT}")
+    print(loading_line(args.model), file=sys.stderr, flush=True)
+    started = time.monotonic()
     try:
         import torch
         import transformers  # noqa: F401
@@ -121,6 +151,7 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return _fail(f"could not load the model from {args.model!r}: {first_line}")
+    print(f"agl serve: loaded {engine.model_name} in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     server = InferenceServer(
         engine, host=args.host, port=args.port, served_model_names=args.served_model_name, api_key=args.api_key
     )

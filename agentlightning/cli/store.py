@@ -18,6 +18,8 @@ import socket
 import sys
 from typing import Any, Optional
 
+from agentlightning.cli.options import port_number
+
 __all__ = ["main"]
 
 API_KEY_ENV = "AGL_STORE_API_KEY"
@@ -27,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agl store", description="Serve a LightningStore over HTTP.")
     parser.add_argument("--backend", default="memory://", help="store URL (default: memory://)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=4747, help="TCP port (default: 4747)")
+    parser.add_argument("--port", type=port_number, default=4747, help="TCP port (default: 4747)")
     parser.add_argument(
         "--api-key", default=None, help=f"bearer token required by every route (default: ${API_KEY_ENV})"
     )

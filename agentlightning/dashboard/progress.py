@@ -27,7 +27,7 @@ from typing import Any, Literal, Optional
 from agentlightning.store.base import LightningStore
 from agentlightning.types import Rollout
 
-__all__ = ["BUCKET_WIDTHS", "FinishedRollout", "RunProgress", "bucket_width", "summarize"]
+__all__ = ["BUCKET_WIDTHS", "FinishedRollout", "RunProgress", "bucket_width", "grpo_step", "summarize"]
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 BOOKKEEPING_KEY = "agentlightning.bookkeeping"
@@ -52,6 +52,15 @@ class FinishedRollout:
     resources_id: Optional[str]
     reward: Optional[float]
     attempt_id: Optional[str]
+    step: Optional[int] = None
+    """The GRPO step that enqueued it (`metadata["grpo"]["step"]`), None for any other rollout."""
+
+
+def grpo_step(metadata: Any) -> Optional[int]:
+    """The training step GRPO recorded in a rollout's metadata (`{"grpo": {"step": n, ...}}`), else None."""
+    grpo = metadata.get("grpo") if isinstance(metadata, dict) else None
+    step = grpo.get("step") if isinstance(grpo, dict) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _recorded_reward(rollout: Rollout) -> Any:
@@ -99,12 +108,21 @@ def summarize(records: Iterable[FinishedRollout], buckets: int = 60) -> dict[str
     Each group has count, succeeded, failed, cancelled, rewarded (rollouts with a reward), reward_sum,
     mean_reward (None without rewards), positive (rewards above 0) and positive_share (positive / rewarded: the
     accuracy when rewards are 0 or 1). Buckets and versions are in time order (a version's place is its first
-    finished rollout).
+    finished rollout). `steps` groups a GRPO run's rollouts by training step and mode: a training rollout by the
+    step that enqueued it, any other (an evaluation) by the first step whose rollouts ran with the same resources;
+    rollouts of no step are left out of `steps` (it is empty for a run without GRPO).
     """
     records = list(records)
     totals = _group()
     if not records:
-        return {"totals": _finish(totals), "bucket_seconds": None, "buckets": [], "versions": [], "modes": []}
+        return {
+            "totals": _finish(totals),
+            "bucket_seconds": None,
+            "buckets": [],
+            "versions": [],
+            "steps": [],
+            "modes": [],
+        }
     first = min(record.end_time for record in records)
     last = max(record.end_time for record in records)
     width = bucket_width(last - first, buckets)
@@ -136,8 +154,29 @@ def summarize(records: Iterable[FinishedRollout], buckets: int = 60) -> dict[str
         "versions": sorted(
             (_finish(group) for group in by_version.values()), key=lambda group: group["first_end_time"]
         ),
+        "steps": _by_step(records),
         "modes": sorted({record.mode or "none" for record in records}),
     }
+
+
+def _by_step(records: list[FinishedRollout]) -> list[dict[str, Any]]:
+    """Groups per (GRPO step, mode), in step order (see `summarize`)."""
+    step_of_resources: dict[Optional[str], int] = {}
+    for record in records:
+        if record.step is not None:
+            known = step_of_resources.get(record.resources_id)
+            step_of_resources[record.resources_id] = record.step if known is None else min(known, record.step)
+    by_step: dict[tuple[int, str], dict[str, Any]] = {}
+    for record in records:
+        step = record.step if record.step is not None else step_of_resources.get(record.resources_id)
+        if step is None:
+            continue
+        mode = record.mode or "none"
+        group = by_step.get((step, mode))
+        if group is None:
+            group = by_step[(step, mode)] = {"step": step, "mode": mode, **_group()}
+        _add(group, record)
+    return sorted((_finish(group) for group in by_step.values()), key=lambda group: (group["step"], group["mode"]))
 
 
 class RunProgress:
@@ -261,6 +300,7 @@ class RunProgress:
             resources_id=rollout.resources_id,
             reward=None if reward is _UNKNOWN else reward,
             attempt_id=attempt_id,
+            step=grpo_step(rollout.metadata),
         )
         self.records[rollout_id] = record
         self._changes += 1

@@ -22,6 +22,7 @@ from agentlightning.types import RolloutMode
 from .preference import GroupExtremes, PairCandidates, preference_record
 from .records import ExportedRollout, Unit, rl_records, sft_records
 from .source import ReadCounts, RolloutReader
+from .tool_turns import TextToolTurnsWriter, ToolTurns
 from .writers import Kind, RecordWriter
 
 if TYPE_CHECKING:
@@ -45,8 +46,11 @@ class ExportOptions:
     mode_in: Optional[Sequence[RolloutMode]] = None
     page_size: int = 200
     concurrency: int = 8
+    tool_turns: ToolTurns = "openai"
 
     def __post_init__(self) -> None:
+        if self.tool_turns not in ("openai", "text"):
+            raise ValueError(f"unknown tool_turns {self.tool_turns!r}: use openai or text")
         if self.kind not in ("sft", "rl", "preference"):
             raise ValueError(f"unknown kind {self.kind!r}: use sft, rl or preference")
         if self.unit not in ("conversation", "call"):
@@ -108,6 +112,8 @@ async def export_store(
 ) -> ExportSummary:
     """Write the records of `store`'s succeeded rollouts to `writer` (which the caller closes or aborts)."""
     options = options or ExportOptions()
+    if options.tool_turns == "text":
+        writer = TextToolTurnsWriter(writer)
     started = time.monotonic()
     reader = RolloutReader(
         store,

@@ -10,7 +10,7 @@ proxy, which records the call with its token ids).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -18,11 +18,10 @@ from pydantic import ValidationError
 
 from agentlightning.utils.anthropic_messages import (
     MessagesRequestError,
-    MessagesStream,
     anthropic_error,
-    chat_chunks,
     chat_request,
     message_response,
+    translate_chat_stream,
 )
 
 from .protocol import ChatCompletionRequest
@@ -55,27 +54,10 @@ async def serve_messages(raw: bytes, chat: ChatHandler) -> Any:
     answer = await chat(chat_body)
     model = str(request["model"])
     if isinstance(answer, StreamingResponse):
-        return StreamingResponse(_translate(answer.body_iterator, model), media_type="text/event-stream")
+        return StreamingResponse(translate_chat_stream(answer.body_iterator, model), media_type="text/event-stream")
     if isinstance(answer, JSONResponse):
         if answer.status_code != 200:
             detail = json.loads(bytes(answer.body)).get("error", {})
             return _error(answer.status_code, str(detail.get("message", "request failed")))
         answer = json.loads(bytes(answer.body))
     return message_response(answer, model)
-
-
-async def _translate(chunks: AsyncIterable[Any], model: str) -> AsyncIterator[bytes]:
-    stream = MessagesStream(model)
-    buffer = b""
-    async for piece in chunks:
-        buffer += piece if isinstance(piece, bytes) else str(piece).encode()
-        while b"\n\n" in buffer:
-            event, buffer = buffer.split(b"\n\n", 1)
-            for chunk in chat_chunks(event.split(b"\n")):
-                if "error" in chunk and "choices" not in chunk:
-                    yield MessagesStream.error(500, str(chunk["error"].get("message", chunk["error"])))
-                    return
-                for out in stream.feed(chunk):
-                    yield out
-    for out in stream.finish():
-        yield out

@@ -72,6 +72,15 @@ def _is_complete(folder: Path) -> bool:
     )
 
 
+def is_converted(gguf_path: Optional[Path] = None) -> bool:
+    """Whether the default model's (or `gguf_path`'s) fp32 conversion is already cached (loading it is then quick).
+
+    Raises:
+        ModelFilesError: no `gguf_path` given and the model package is not installed.
+    """
+    return _is_complete(converted_model_dir(gguf_path or find_packaged_gguf()))
+
+
 def ensure_converted(gguf_path: Optional[Path] = None) -> Path:
     """Return a folder with the model as fp32 safetensors plus its tokenizer, converting the GGUF on first use.
 

@@ -1,7 +1,8 @@
 """Functional agents: turn a plain function into a `LitAgent` with `@rollout`, `@llm_rollout` or `@prompt_rollout`.
 
 The function's parameters say what it needs, by name: `task` first, then `llm` (the first `LLM` resource) or
-`prompt_template` (the first `PromptTemplate` resource), and optionally `rollout` (the rollout being run)::
+`prompt_template` (the first `PromptTemplate` resource), and optionally `rollout` (the rollout being run). With
+`@rollout`, an agent that needs no resource takes `task` alone (or `task, rollout`)::
 
     @agl.rollout
     async def agent(task, llm, rollout):
@@ -31,7 +32,8 @@ logger = logging.getLogger(__name__)
 AgentFunction = Callable[..., Any]
 
 _ACCEPTED_SIGNATURES = (
-    "[async] def agent(task, llm[, rollout])  or  [async] def agent(task, prompt_template[, rollout])"
+    "[async] def agent(task, llm[, rollout])  or  [async] def agent(task, prompt_template[, rollout])  or  "
+    "[async] def agent(task[, rollout])"
 )
 
 
@@ -184,8 +186,15 @@ def prompt_rollout(
     return decorate(func) if func is not None else decorate
 
 
+def _takes_no_resource(func: Callable[..., Any]) -> bool:
+    """`func` is `(task)` or `(task, rollout)`: an agent that needs no resource."""
+    params = list(inspect.signature(func).parameters)
+    return params in (["task"], ["task", "rollout"])
+
+
 def rollout(func: Callable[..., Any]) -> FunctionalLitAgent:
-    """Decorate an agent function whose signature names what it needs (an LLM or a prompt template).
+    """Decorate an agent function whose signature names what it needs (an LLM, a prompt template, or nothing but
+    its task).
 
     Raises:
         NotImplementedError: the signature matches none of the accepted forms.
@@ -195,6 +204,8 @@ def rollout(func: Callable[..., Any]) -> FunctionalLitAgent:
             _check_signature(func, resource_param)
         except ValueError:
             continue
+        return FunctionalLitAgent(func)
+    if _takes_no_resource(func):
         return FunctionalLitAgent(func)
     name = getattr(func, "__qualname__", repr(func))
     params = list(inspect.signature(func).parameters)

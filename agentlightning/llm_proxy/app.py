@@ -25,6 +25,7 @@ from agentlightning.tracer.scope import untraced_asgi
 from .auth import ProxyKeyMiddleware
 from .call_link import REQUEST_ID_HEADER, proxy_request_id
 from .known_attempts import KnownAttempts
+from .messages import CLIENT_API, MESSAGES_PATHS, as_anthropic_error, serve_messages
 from .models import AGENT_HEADER, ModelRouter, Upstream, token_id_server
 from .record import CallRecord, StreamAssembler
 from .token_id_support import FIELD, rejects_return_token_ids
@@ -142,16 +143,41 @@ async def _read_json(request: Any) -> tuple[Optional[dict[str, Any]], Optional[A
     return body, None
 
 
-async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, attempt_id: str) -> Any:
+async def _handle(
+    state: ProxyState,
+    request: Any,
+    path: str,
+    rollout_id: str,
+    attempt_id: str,
+    *,
+    body: Optional[dict[str, Any]] = None,
+    client_api: Optional[str] = None,
+) -> Any:
+    """Serve one call; `body` is given when another API's request was translated into this one (`client_api`)."""
     path = path.strip("/")
+    if path in MESSAGES_PATHS and body is None:
+        request_body, problem = await _read_json(request)
+        if request_body is None:
+            assert problem is not None
+            return as_anthropic_error(problem)
+
+        async def chat(translated: dict[str, Any]) -> Any:
+            return await _handle(
+                state, request, "v1/chat/completions", rollout_id, attempt_id, body=translated, client_api=CLIENT_API
+            )
+
+        return await serve_messages(request_body, chat)
     kind = ROUTES.get(path[3:] if path.startswith("v1/") else path)
     if kind is None:
         return _error(
-            404, f"The proxy does not serve /{path}; it serves /v1/chat/completions, /v1/completions and /v1/responses"
+            404,
+            f"The proxy does not serve /{path}; it serves /v1/chat/completions, /v1/completions, /v1/responses and "
+            "/v1/messages",
         )
-    body, problem = await _read_json(request)
-    if problem is not None or body is None:
-        return problem
+    if body is None:
+        body, problem = await _read_json(request)
+        if problem is not None or body is None:
+            return problem
     model = body.get("model")
     if not isinstance(model, str):
         return _error(400, "The request needs a 'model' string")
@@ -187,6 +213,7 @@ async def _handle(state: ProxyState, request: Any, path: str, rollout_id: str, a
     record = CallRecord(
         rollout_id=rollout_id, attempt_id=attempt_id, kind=kind, request=upstream_body,
         upstream=upstream.api_base, stream=stream, sequence_id=sequence_id, requested_model=model,
+        client_api=client_api,
     )  # fmt: skip
     path_upstream = UPSTREAM_PATHS[kind]
     linked = {REQUEST_ID_HEADER: proxy_request_id(record.span_id)}  # names this call's record to the client

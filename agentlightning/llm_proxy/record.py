@@ -75,6 +75,7 @@ class CallRecord:
     attempts: int = 0
     sequence_id: Optional[int] = None
     requested_model: Optional[str] = None
+    client_api: Optional[str] = None  # the API the client spoke when not the upstream's (e.g. "anthropic.messages")
     trace_id: str = field(default_factory=_new_trace_id)
     span_id: str = field(default_factory=_new_span_id)
     _span: Optional[Span] = field(default=None, init=False, repr=False, compare=False)
@@ -140,6 +141,8 @@ class CallRecord:
             "agentlightning.llm.upstream": self.upstream,
             "agentlightning.llm.attempts": self.attempts,
         }
+        if self.client_api is not None:
+            attrs["agentlightning.llm.client_api"] = self.client_api
         requested = self.requested_model or request.get("model")
         if isinstance(requested, str):
             attrs["gen_ai.request.model"] = requested

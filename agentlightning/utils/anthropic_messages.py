@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import Any, Optional
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "error_type_for_status",
     "message_response",
     "sse_event",
+    "translate_chat_stream",
 ]
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use"}
@@ -399,3 +400,24 @@ def chat_chunks(lines: Sequence[bytes]) -> list[dict[str, Any]]:
         if isinstance(parsed, dict):
             chunks.append(parsed)
     return chunks
+
+
+async def translate_chat_stream(chunks: AsyncIterable[Any], model: str) -> AsyncIterator[bytes]:
+    """Anthropic's stream events for a chat completion's server-sent events (`bytes` or `str` pieces); an error
+    event of the chat stream (`data: {"error": ...}`) ends it with Anthropic's `error` event."""
+    stream = MessagesStream(model)
+    buffer = b""
+    async for piece in chunks:
+        buffer += piece if isinstance(piece, bytes) else str(piece).encode()
+        while b"\n\n" in buffer:
+            event, buffer = buffer.split(b"\n\n", 1)
+            for chunk in chat_chunks(event.split(b"\n")):
+                if "error" in chunk and not chunk.get("choices"):
+                    error = chunk["error"]
+                    message = error.get("message", error) if isinstance(error, dict) else error
+                    yield MessagesStream.error(502, str(message))
+                    return
+                for out in stream.feed(chunk):
+                    yield out
+    for out in stream.finish():
+        yield out

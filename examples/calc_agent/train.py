@@ -63,7 +63,14 @@ def load_agent(framework: str) -> Any:
 def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--framework", choices=sorted(FRAMEWORKS), default="langgraph")
-    parser.add_argument("--minutes", type=float, default=15.0, help="training time budget (default 15)")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=15.0,
+        help="training time budget (default 15): no GRPO step starts after it. It bounds the training only: loading "
+        "the model, the step running when it runs out, and the held-out evaluations before and after training "
+        "(--held-out questions each) come on top",
+    )
     parser.add_argument("--run-dir", default=None, help="run directory (default runs/calc-<framework>)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
@@ -103,9 +110,20 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def budget_note(args: argparse.Namespace) -> str:
+    """What `--minutes` bounds, said before the run starts (the whole run takes longer)."""
+    steps = f", {args.max_steps} steps at most" if args.max_steps is not None else ""
+    return (
+        f"Time budget: {args.minutes:g} min of GRPO training (no step starts after that{steps}). On top of it: "
+        "loading the model, the step running when the time is up, and the held-out evaluations before and after "
+        f"training ({args.held_out} questions each, through the agent; --held-out N makes them shorter)."
+    )
+
+
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     args = parse_args(argv)
     agent = load_agent(args.framework)
+    print(budget_note(args), flush=True)
     run_dir = Path(args.run_dir or f"runs/calc-{args.framework}")
     if args.fresh and run_dir.exists():
         shutil.rmtree(run_dir)

@@ -2,10 +2,14 @@
 
 The solver answers "What is a + b?" after two worked examples (the main job's prompt, built by
 examples/arithmetic_rl/agent.py); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the first
-integer of its answer. The reviewer is shown the solver's answer and must say whether it is right; its reward
-is 1 when its verdict ("yes" / "no") is correct, else 0. Each agent's work runs inside an `agl.operation` span with
-`agent.name`, and each emits its reward inside that span, so GRPO attributes it to that agent. The rollout returns
-the solver's reward (what a single-policy run, `agent_match="solver"`, trains on).
+integer of its answer. The reviewer is shown a proposed answer and must say whether it is right; its reward is 1 when
+its verdict ("yes" / "no") is correct, else 0. Which answer it is shown is fixed by the task (`review_input`): a
+"right" task shows the sum (the solver's own answer whenever the solver got it right), a "wrong" task the solver's
+wrong number when it gave one (`"solver_mistakes": true`), else the sum moved by the task's `offset`. Half of the
+tasks are of each kind, so neither "yes" nor "no" is a base rate the reviewer can learn instead of checking, however
+good the solver gets. Each agent's work runs inside an `agl.operation` span with `agent.name`, and each emits its
+reward inside that span, so GRPO attributes it to that agent. The rollout returns the solver's reward (what a
+single-policy run, `agent_match="solver"`, trains on).
 
 Each agent calls the LLM resource it was handed: `solver_llm` / `reviewer_llm` when GRPO trains that agent's own
 LoRA adapter (`agent_match=["solver", "reviewer"]`), else the shared `main_llm` (the base model).
@@ -32,6 +36,7 @@ REVIEW = (
     "Question: what is {a} + {b}?\nProposed answer: {answer}\n"
     "Is the proposed answer exactly the right number? Reply with just yes or no."
 )
+REVIEW_KINDS = ("right", "wrong")
 SHARED_RESOURCE = "main_llm"
 
 
@@ -48,12 +53,18 @@ def _chat(llm: LLM, messages: list[dict[str, str]], max_tokens: int) -> str:
     return reply.choices[0].message.content or ""
 
 
+def first_integer(text: str) -> Optional[int]:
+    """The first integer in `text` (None without one)."""
+    match = re.search(r"-?\d+", text)
+    return int(match.group()) if match else None
+
+
 def closeness(answer: str, expected: int) -> float:
     """1 for exactly the number; else 0.5 / (1 + distance) for the first integer in the answer; 0 without one."""
     if answer.strip() == str(expected):
         return 1.0
-    match = re.search(r"-?\d+", answer)
-    return 0.5 / (1 + abs(int(match.group()) - expected)) if match else 0.0
+    said = first_integer(answer)
+    return 0.5 / (1 + abs(said - expected)) if said is not None else 0.0
 
 
 def verdict(review: str) -> Optional[bool]:
@@ -62,10 +73,41 @@ def verdict(review: str) -> Optional[bool]:
     return None if match is None else match.group(1) == "yes"
 
 
-def review_reward(review: str, answer: str, expected: int) -> float:
-    """1 when the verdict says correctly whether `answer` is exactly `expected`; 0 otherwise (no verdict: 0)."""
+def review_kind(task: dict[str, Any]) -> str:
+    """Whether the task shows the reviewer a right or a wrong answer ("right" / "wrong"; the `balance_by` key).
+    Raises ValueError naming what is missing or malformed."""
+    kind = task.get("review")
+    if kind not in REVIEW_KINDS:
+        raise ValueError(f"task {task!r}: 'review' must be one of {list(REVIEW_KINDS)}, got {kind!r}")
+    if kind == "wrong":
+        offset = task.get("offset")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset == 0:
+            raise ValueError(f"task {task!r}: a 'wrong' review needs a non-zero integer 'offset', got {offset!r}")
+        if int(task["a"]) + int(task["b"]) + offset < 0:
+            raise ValueError(f"task {task!r}: 'offset' {offset} makes the wrong answer negative")
+    return kind
+
+
+def review_input(task: dict[str, Any], answer: str) -> tuple[str, bool]:
+    """The answer the reviewer judges, given the solver's `answer`, and whether it is right.
+
+    A "right" task shows the sum (which is the solver's answer whenever the solver got it right); a "wrong" task
+    shows the solver's own wrong number when it gave one and the task allows it (`solver_mistakes`), else the sum
+    plus the task's `offset`. So the answer is right exactly for "right" tasks, whatever the solver did.
+    """
+    expected = int(task["a"]) + int(task["b"])
+    if review_kind(task) == "right":
+        return str(expected), True
+    said = first_integer(answer)
+    if task.get("solver_mistakes") and said is not None and said != expected:
+        return str(said), False
+    return str(expected + int(task["offset"])), False
+
+
+def review_reward(review: str, shown_right: bool) -> float:
+    """1 when the verdict says correctly whether the shown answer is right; 0 otherwise (no verdict: 0)."""
     said = verdict(review)
-    return 1.0 if said is not None and said == (answer.strip() == str(expected)) else 0.0
+    return 1.0 if said is not None and said == shown_right else 0.0
 
 
 def agent_llm(resources: NamedResources, rollout: Rollout, agent: str) -> LLM:
@@ -81,20 +123,22 @@ def agent_llm(resources: NamedResources, rollout: Rollout, agent: str) -> LLM:
 
 
 class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
-    """The team: the solver answers, the reviewer judges the answer; each rewarded inside its own span."""
+    """The team: the solver answers, the reviewer judges the task's review input; each rewarded inside its own span."""
 
     def rollout(self, task: dict[str, Any], resources: NamedResources, rollout: Rollout) -> float:
+        review_kind(task)  # a malformed task fails here, before any call
         expected = int(task["a"]) + int(task["b"])
         with agl.operation("solve", **{"agent.name": "solver"}):
             answer = _chat(agent_llm(resources, rollout, "solver"), messages_for(task), max_tokens=8)
             solved = closeness(answer, expected)
             agl.emit_reward(solved)
         with agl.operation("review", **{"agent.name": "reviewer"}):
-            prompt = REVIEW.format(a=task["a"], b=task["b"], answer=answer.strip() or "(no answer)")
+            shown, shown_right = review_input(task, answer)
+            prompt = REVIEW.format(a=task["a"], b=task["b"], answer=shown)
             review = _chat(
                 agent_llm(resources, rollout, "reviewer"), [{"role": "user", "content": prompt}], max_tokens=4
             )
-            agl.emit_reward(review_reward(review, answer, expected))
+            agl.emit_reward(review_reward(review, shown_right))
         return solved
 
 

@@ -8,8 +8,11 @@ python examples/multi_agent/train.py --serving vllm --vllm-arg=--dtype --vllm-ar
 
 `--agents solver,reviewer` is `GRPO(agent_match=["solver", "reviewer"])`: each agent's calls go to its own adapter
 (the resources `solver_llm` / `reviewer_llm`), its groups are built from its own calls and its own reward (emitted
-inside its span, see team.py), and each adapter takes its own optimizer step. The held-out tasks are run greedily
-before and after; `summary.json` in the run directory holds each agent's held-out reward before and after.
+inside its span, see team.py), and each adapter takes its own optimizer step. Every training pair is a task twice,
+once showing the reviewer a right answer and once a wrong one, and `balance_by` puts one of each kind in every step
+(`--tasks-per-step 2`), so the reviewer is always shown as many right answers as wrong ones. The held-out tasks
+(half of each kind, their answers fixed by the task alone) are run greedily before and after; `summary.json` in the
+run directory holds each agent's held-out reward before and after and the reviewer's accuracy per kind.
 """
 
 from __future__ import annotations
@@ -24,13 +27,19 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from team import solver_and_reviewer  # not `agents`: that is the OpenAI Agents SDK's package
+from team import (
+    REVIEW_KINDS,
+    review_kind,
+    solver_and_reviewer,
+    verdict,
+)  # not `agents`: that is the OpenAI Agents SDK's package
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
 from agentlightning.tracer.otel import OtelTracer
 
-Task = dict[str, int]
+Task = dict[str, Any]
+WRONG_OFFSETS = (-3, -2, -1, 1, 2, 3)
 
 
 def split_tasks(seed: int = 0) -> tuple[list[Task], list[Task]]:
@@ -48,6 +57,35 @@ def split_tasks(seed: int = 0) -> tuple[list[Task], list[Task]]:
     random.Random(seed).shuffle(pairs)
     held_out = [t for t in pairs if (min(t["a"], t["b"]), max(t["a"], t["b"])) in held]
     return [t for t in pairs if t not in held_out], held_out
+
+
+def wrong_offset(task: Task, seed: int) -> int:
+    """The offset of a "wrong" review of `task`: a seeded draw from -3..3 without 0 that keeps the answer >= 0."""
+    total = int(task["a"]) + int(task["b"])
+    return random.Random(f"offset:{seed}:{task['a']}:{task['b']}").choice([d for d in WRONG_OFFSETS if total + d >= 0])
+
+
+def training_tasks(pairs: list[Task], seed: int) -> list[Task]:
+    """Each training pair twice: once with a right answer for the reviewer, once with a wrong one (the solver's own
+    mistake when it makes one, else the sum moved by a seeded offset)."""
+    return [
+        {
+            **pair,
+            "review": kind,
+            **({"offset": wrong_offset(pair, seed), "solver_mistakes": True} if kind == "wrong" else {}),
+        }
+        for pair in pairs
+        for kind in REVIEW_KINDS
+    ]
+
+
+def held_out_tasks(pairs: list[Task], seed: int) -> list[Task]:
+    """The held-out pairs, alternately showing the reviewer a right and a wrong answer (any even prefix is balanced).
+    Their answers are fixed by the task alone (no solver mistakes), so before and after judge the same inputs."""
+    return [
+        {**pair, "review": "right"} if i % 2 == 0 else {**pair, "review": "wrong", "offset": wrong_offset(pair, seed)}
+        for i, pair in enumerate(pairs)
+    ]
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -97,8 +135,9 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         from agentlightning.inference.tiny import build_tiny_engine
 
         engine = build_tiny_engine(seed=args.seed)
-    train, held_out = split_tasks(args.seed)
-    held_out = held_out[: args.held_out]
+    train_pairs, held_out_pairs = split_tasks(args.seed)
+    train = training_tasks(train_pairs, args.seed)
+    held_out = held_out_tasks(held_out_pairs, args.seed)[: args.held_out]
     vllm: Optional[dict[str, Any]] = None
     if args.serving == "vllm":  # $AGL_VLLM_COMMAND names vLLM's venv (docs/vllm.md)
         vllm = {"args": list(args.vllm_arg), "log_path": run_dir / "vllm.log"}
@@ -110,6 +149,7 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         agent_match=args.agent_list[0] if args.single else args.agent_list,
         group_size=args.group_size,
         tasks_per_step=args.tasks_per_step,
+        balance_by=review_kind,  # each step: as many tasks showing the reviewer a right answer as a wrong one
         learning_rate=args.learning_rate,
         lora_rank=args.lora_rank,
         max_minutes=args.minutes,
@@ -131,8 +171,8 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
 
 
 def write_summary(path: Path, args: argparse.Namespace, algorithm: GRPO, seconds: float) -> dict[str, Any]:
-    """Each agent's held-out reward before and after (and its gain), the strict accuracy of the solver's answers
-    (what an always-"yes" reviewer would score), and the run's settings."""
+    """Each agent's held-out reward before and after (and its gain), the reviewer's held-out accuracy per kind of
+    review input, the strict accuracy of the solver's answers, and the run's settings."""
     reports = {report.label: report for report in algorithm.evaluations}
     per_agent: dict[str, Any] = {}
     for agent in args.agent_list if not args.single else []:
@@ -140,26 +180,57 @@ def write_summary(path: Path, args: argparse.Namespace, algorithm: GRPO, seconds
         after = algorithm.agent_evaluations.get("after", {}).get(agent)
         gain = round(after - before, 4) if before is not None and after is not None else None
         per_agent[agent] = {"held_out_before": before, "held_out_after": after, "gain": gain}
+    reviewer = {label: reviewer_accuracy(reports[label].items) for label in reports} if not args.single else {}
     summary = {
         "agents": per_agent,
+        "reviewer_accuracy": reviewer,
         "final_reward": {label: reports[label].mean_reward for label in ("before", "after") if label in reports},
         "solver_strict_accuracy": {label: _strict(reports[label].items) for label in reports},
         "steps": algorithm.step,
         "seconds": round(seconds, 1),
         "settings": {k: v for k, v in vars(args).items() if k != "agent_list"},
         "history": [
-            {"step": entry["step"], "reward_mean": entry.get("reward_mean"), "agents": entry.get("agents")}
+            {
+                "step": entry["step"],
+                "reward_mean": entry.get("reward_mean"),
+                "strata": entry.get("strata"),
+                "agents": entry.get("agents"),
+            }
             for entry in algorithm.history
         ],
     }
     path.write_text(json.dumps(summary, indent=2))
-    print(json.dumps({"agents": per_agent, "solver_strict_accuracy": summary["solver_strict_accuracy"]}, indent=2))
+    shown = {
+        "agents": per_agent,
+        "reviewer_accuracy": reviewer,
+        "solver_strict_accuracy": summary["solver_strict_accuracy"],
+    }
+    print(json.dumps(shown, indent=2))
     return summary
+
+
+def reviewer_accuracy(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """The share of held-out tasks whose review verdict was correct, per kind of review input and over all (the
+    reviewer's reply is each rollout's last call; a task without one counts as wrong). Saying "yes" to everything
+    scores 1 on "right", 0 on "wrong" and 0.5 over a balanced set."""
+    correct: dict[str, list[bool]] = {kind: [] for kind in REVIEW_KINDS}
+    for item in items:
+        said = verdict(item["answer"]) if isinstance(item.get("answer"), str) else None
+        kind = review_kind(item["task"])
+        correct[kind].append(said is not None and said == (kind == "right"))
+    every = [c for values in correct.values() for c in values]
+    found: dict[str, Any] = {kind: _share(values) for kind, values in correct.items()}
+    found["all"] = _share(every)
+    return found
 
 
 def _strict(items: list[dict[str, Any]]) -> Optional[float]:
     """The share of tasks whose final reward (the solver's) is exactly 1."""
     return sum(1 for item in items if item.get("reward") == 1.0) / len(items) if items else None
+
+
+def _share(values: list[bool]) -> Optional[float]:
+    return round(sum(values) / len(values), 4) if values else None
 
 
 if __name__ == "__main__":

@@ -90,6 +90,15 @@ def test_moving_average_and_reward_per_version(js: Any) -> None:
     ]
 
 
+def test_reward_per_version_names_the_grpo_step_its_rollouts_trained(js: Any) -> None:
+    groups = js(
+        "stats",
+        "return m.rewardByVersion([{reward: 1, resourcesId: 'a', step: 2}, {reward: 0, resourcesId: 'a', step: 1},"
+        "{reward: 1, resourcesId: 'b'}], ['a', 'b']);",
+    )
+    assert [(group["resourcesId"], group["step"]) for group in groups] == [("a", 1), ("b", None)]
+
+
 def test_failures_are_grouped_by_reason(js: Any) -> None:
     groups = js(
         "stats",
@@ -121,6 +130,19 @@ def test_system_use_is_found_whatever_the_snapshot_layout(js: Any, stats: Any, c
     usage = js("stats", "return m.systemUsage(arg);", stats)
     assert usage["cpuPercent"] == cpu
     assert usage["memoryPercent"] == memory
+
+
+def test_memory_figures_are_scaled_to_bytes_by_the_unit_their_key_names(js: Any) -> None:
+    snapshot = {  # as agentlightning.utils.system_snapshot writes it: megabytes
+        "memory_total_mb": 24000.0,
+        "memory_used_mb": 4300.0,
+        "memory_percent": 17.9,
+        "gpus": [{"memory_used_mb": 1.0, "memory_total_mb": 2.0}],
+    }
+    usage = js("stats", "return m.systemUsage(arg);", snapshot)
+    assert (usage["memoryUsed"], usage["memoryTotal"]) == (4300 * 1024**2, 24000 * 1024**2)
+    assert js("format", "return m.formatBytes(arg);", usage["memoryUsed"]) == "4.2 GB"
+    assert js("stats", "return m.systemUsage(arg).memoryUsed;", {"mem_used": 1024}) == 1024  # no unit: bytes
 
 
 def test_heartbeat_health(js: Any) -> None:

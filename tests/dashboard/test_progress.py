@@ -10,7 +10,7 @@ from typing import Any, Optional
 import pytest
 
 import agentlightning as agl
-from agentlightning.dashboard.progress import RunProgress, bucket_width
+from agentlightning.dashboard.progress import FinishedRollout, RunProgress, bucket_width, grpo_step, summarize
 from agentlightning.store import InMemoryLightningStore, LightningStore
 
 from .conftest import LoopThread
@@ -128,6 +128,53 @@ def test_bookkeeping_rollouts_are_left_out(loop_thread: LoopThread) -> None:
         assert (summary["totals"]["count"], summary["finished"]) == (2, 2)
 
     loop_thread.run(scenario())
+
+
+def test_a_grpo_runs_rewards_are_grouped_by_step_with_evaluations_at_their_weights_step(
+    loop_thread: LoopThread,
+) -> None:
+    async def scenario() -> None:
+        store = InMemoryLightningStore()
+        first = await store.add_resources({"p": agl.PromptTemplate(template="a", engine="f-string")})
+        second = await store.add_resources({"p": agl.PromptTemplate(template="b", engine="f-string")})
+        other = await store.add_resources({"p": agl.PromptTemplate(template="c", engine="f-string")})
+        runs = [  # (mode, resources, metadata, reward): what GRPO enqueues for two steps and two evaluations
+            ("val", first, {"grpo": {"evaluation": "before", "version": 1}}, 0.0),
+            ("train", first, {"grpo": {"step": 1, "version": 1, "group": 0}}, 0.0),
+            ("train", first, {"grpo": {"step": 1, "version": 1, "group": 0}}, 1.0),
+            ("train", second, {"grpo": {"step": 2, "version": 2, "group": 0}}, 1.0),
+            ("val", second, {"grpo": {"evaluation": "after", "version": 2}}, 1.0),
+            ("train", other, {}, 0.5),  # not GRPO's, with resources no GRPO rollout used: no step
+        ]
+        for mode, resources, metadata, reward in runs:
+            rollout = await store.start_rollout(
+                input={},
+                mode=mode,  # type: ignore[arg-type]
+                resources_id=resources.resources_id,
+                metadata=metadata,
+            )
+            attempt = rollout.attempt.attempt_id
+            await store.update_attempt(
+                rollout.rollout_id, attempt, status="succeeded", metadata={"final_reward": reward}
+            )
+        summary = await RunProgress(store).snapshot()
+        steps = [(group["step"], group["mode"], group["count"], group["mean_reward"]) for group in summary["steps"]]
+        assert steps == [(1, "train", 2, 0.5), (1, "val", 1, 0.0), (2, "train", 1, 1.0), (2, "val", 1, 1.0)]
+
+    loop_thread.run(scenario())
+
+
+def test_a_run_without_grpo_has_no_steps() -> None:
+    record = FinishedRollout("ro-1", 1.0, "train", "succeeded", None, 1.0, "at-1")
+    assert summarize([record])["steps"] == [] and summarize([])["steps"] == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "step"),
+    [({"grpo": {"step": 3}}, 3), ({"grpo": {"step": True}}, None), ({"grpo": "x"}, None), (None, None), ({}, None)],
+)
+def test_the_grpo_step_is_read_from_the_rollouts_metadata(metadata: Any, step: Optional[int]) -> None:
+    assert grpo_step(metadata) == step
 
 
 def test_buckets_are_round_widths_that_cover_the_run() -> None:

@@ -180,3 +180,29 @@ def test_a_langchain_agents_calls_are_listed_once_each_with_their_token_ids(
         assert all(text.startswith("token ids captured") for text in cards.locator(".token-ids").all_inner_texts())
     finally:
         loop_thread.run(served.server.stop())
+
+
+def test_a_one_step_grpo_run_shows_its_reward_per_step_as_a_point(page: Page, loop_thread: LoopThread) -> None:
+    async def one_step(store: agl.InMemoryLightningStore) -> None:
+        resources = await store.add_resources({"p": agl.PromptTemplate(template="a", engine="f-string")})
+        for reward in (0.0, 1.0):
+            rollout = await store.start_rollout(
+                input={}, resources_id=resources.resources_id, metadata={"grpo": {"step": 1, "version": 1}}
+            )
+            attempt = rollout.attempt.attempt_id
+            await store.update_attempt(
+                rollout.rollout_id, attempt, status="succeeded", metadata={"final_reward": reward}
+            )
+
+    store = agl.InMemoryLightningStore()
+    loop_thread.run(one_step(store))
+    served = serve(loop_thread, store, RunData())
+    try:
+        view = page.open(f"{served.url}/#/")
+        view.wait_for_selector("#whole-run-versions figure[data-points]")
+        assert view.locator("#whole-run-versions-title").inner_text() == "Mean reward per GRPO step"
+        assert view.locator("#whole-run-versions .chart-single-point").count() >= 1  # the one step, drawn
+        ticks = view.locator("#whole-run-versions svg text").evaluate_all("texts => texts.map((t) => t.textContent)")
+        assert "step 1" in ticks and not [tick for tick in ticks if re.fullmatch(r"step \d+\.\d+", tick)]
+    finally:
+        loop_thread.run(served.server.stop())

@@ -63,3 +63,21 @@ def test_balance_by_op_gives_each_step_of_four_questions_two_products_and_two_su
     for step in range(20):
         ops = sorted(train[i]["op"] for i in balanced_tasks_at(strata, 0, 4 * step, 4))
         assert ops == ["add", "add", "multiply", "multiply"]
+
+
+def test_the_time_budget_says_it_bounds_the_training_and_what_comes_on_top() -> None:
+    train = load("calc_agent", "train")
+    note = train.budget_note(train.parse_args(["--minutes", "1"]))
+    assert note.startswith("Time budget: 1 min of GRPO training (no step starts after that)")
+    assert "held-out evaluations before and after training (50 questions each" in note
+    assert "loading the model" in note and "--held-out N" in note
+
+
+def test_the_minutes_option_says_in_its_help_that_it_bounds_only_the_training(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    train = load("calc_agent", "train")
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "It bounds the training only" in help_text and "held-out evaluations before and after" in help_text

@@ -1,4 +1,5 @@
-"""Two agents: trained one adapter each in one run, or one of them alone as a single policy."""
+"""Two agents: trained one adapter each in one run, or one of them alone as a single policy; the reviewer's
+review inputs balanced between right and wrong answers."""
 
 from __future__ import annotations
 
@@ -14,6 +15,60 @@ from agentlightning.inference.tiny import build_tiny_tokenizer
 from ._load import load
 
 
+def test_a_right_review_shows_the_sum_whatever_the_solver_answered() -> None:
+    team = load("multi_agent", "team")
+    task = {"a": 3, "b": 4, "review": "right"}
+    assert team.review_input(task, "7") == ("7", True)
+    assert team.review_input(task, "9") == ("7", True)  # a wrong solver does not make the input wrong
+    assert team.review_input(task, "") == ("7", True)
+
+
+def test_a_wrong_review_shows_the_solvers_mistake_or_else_the_offset_sum() -> None:
+    team = load("multi_agent", "team")
+    task = {"a": 3, "b": 4, "review": "wrong", "offset": -2, "solver_mistakes": True}
+    assert team.review_input(task, "8") == ("8", False)  # the solver's own mistake
+    assert team.review_input(task, "7") == ("5", False)  # a right solver: the perturbed sum
+    assert team.review_input(task, "seven") == ("5", False)
+    fixed = {"a": 3, "b": 4, "review": "wrong", "offset": 2}  # held-out: the task alone decides
+    assert team.review_input(fixed, "8") == ("9", False)
+
+
+def test_the_review_reward_is_whether_the_verdict_matches_the_input() -> None:
+    team = load("multi_agent", "team")
+    assert team.review_reward("Yes.", True) == 1.0 and team.review_reward("no", False) == 1.0
+    assert team.review_reward("yes", False) == 0.0 and team.review_reward("maybe", True) == 0.0
+
+
+@pytest.mark.parametrize(
+    "task, named",
+    [
+        ({"a": 1, "b": 2}, "'review'"),
+        ({"a": 1, "b": 2, "review": "wrong"}, "'offset'"),
+        ({"a": 1, "b": 2, "review": "wrong", "offset": 0}, "'offset'"),
+        ({"a": 0, "b": 1, "review": "wrong", "offset": -3}, "negative"),
+    ],
+)
+def test_a_malformed_review_task_is_refused_naming_the_field(task: dict[str, object], named: str) -> None:
+    team = load("multi_agent", "team")
+    with pytest.raises(ValueError, match=named):
+        team.review_kind(task)
+
+
+def test_training_holds_every_pair_once_per_kind_and_held_out_alternates_kinds() -> None:
+    train = load("multi_agent", "train")
+    pairs, held_pairs = train.split_tasks(0)
+    tasks = train.training_tasks(pairs, 0)
+    assert len(tasks) == 2 * len(pairs)
+    for kind in ("right", "wrong"):
+        assert [{"a": t["a"], "b": t["b"]} for t in tasks if t["review"] == kind] == pairs
+    held = train.held_out_tasks(held_pairs, 0)
+    assert [t["review"] for t in held[:4]] == ["right", "wrong", "right", "wrong"]
+    assert sum(t["review"] == "wrong" for t in held) == len(held) // 2
+    assert not any(t.get("solver_mistakes") for t in held)  # before and after judge the same inputs
+    assert held == train.held_out_tasks(held_pairs, 0)  # seeded: the same every run
+    assert all(t["a"] + t["b"] + t["offset"] >= 0 for t in tasks + held if t["review"] == "wrong")
+
+
 def test_both_agents_train_their_own_adapter_on_their_own_calls(tmp_path: Path) -> None:
     train = load("multi_agent", "train")
     run_dir = tmp_path / "run"
@@ -21,8 +76,10 @@ def test_both_agents_train_their_own_adapter_on_their_own_calls(tmp_path: Path) 
     assert len(algorithm.history) == 2
     assert algorithm.engine is not None and sorted(algorithm.engine.adapters.names) == ["reviewer", "solver"]
     assert all(algorithm.engine.adapters.version(name) == "step-2" for name in ("solver", "reviewer"))
-    for entry in algorithm.history:  # every rollout made one call of each agent
+    for entry in algorithm.history:  # every rollout made one call of each agent; each step: one task of each kind
         assert entry["agents"]["solver"]["calls"] == entry["rollouts"] == entry["agents"]["reviewer"]["calls"]
+        right, wrong = entry["strata"]["right"], entry["strata"]["wrong"]  # extra tasks continue the cycle
+        assert min(right, wrong) >= 1 and abs(right - wrong) <= 1
     tokenizer = build_tiny_tokenizer()
     solver_prompts = [tokenizer.decode(s.prompt_ids) for s in algorithm.last_agent_samples["solver"]]
     assert solver_prompts, "the closeness reward varies even for a random model"
@@ -32,6 +89,10 @@ def test_both_agents_train_their_own_adapter_on_their_own_calls(tmp_path: Path) 
     summary = json.loads((run_dir / "summary.json").read_text())
     assert set(summary["agents"]) == {"solver", "reviewer"}
     assert all(summary["agents"][a]["held_out_before"] is not None for a in ("solver", "reviewer"))
+    for label in ("before", "after"):  # the per-kind accuracy reads the reviewer's own verdicts
+        assert summary["reviewer_accuracy"][label]["all"] == pytest.approx(
+            summary["agents"]["reviewer"][f"held_out_{label}"]
+        )
     assert (run_dir / "checkpoints" / "step-000002" / "model" / "reviewer" / "adapter_model.safetensors").is_file()
 
 

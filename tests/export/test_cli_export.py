@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agentlightning.cli import main as agl
+from agentlightning.cli.export import PlainProgress
 from agentlightning.store.sqlite.store import SqliteLightningStore
 
 from .builders import Call, add_rollout, two_turns
@@ -113,3 +114,29 @@ def test_a_failed_export_leaves_no_file(
 def test_export_is_listed_among_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     assert agl(["--help"]) == 0
     assert "export" in capsys.readouterr().out
+
+
+def test_plain_progress_reports_a_completed_phase_once_however_often_it_is_reported() -> None:
+    lines: list[str] = []
+    progress = PlainProgress(interval=10.0, clock=lambda: 0.0, emit=lines.append)
+    for _ in range(165):
+        progress("rollouts", 164, 164)
+    assert lines == ["agl export: rollouts 164 of 164"]
+
+
+def test_plain_progress_writes_at_most_a_line_per_interval_until_the_end() -> None:
+    now = [0.0]
+    lines: list[str] = []
+    progress = PlainProgress(interval=10.0, clock=lambda: now[0], emit=lines.append)
+    for done in range(1, 100):
+        now[0] = done * 0.5  # a rollout every half second
+        progress("rollouts", done, 100)
+    progress("rollouts", 100, 100)
+    assert lines == [
+        "agl export: rollouts 1 of 100",
+        "agl export: rollouts 21 of 100",
+        "agl export: rollouts 41 of 100",
+        "agl export: rollouts 61 of 100",
+        "agl export: rollouts 81 of 100",
+        "agl export: rollouts 100 of 100",
+    ]

@@ -67,3 +67,19 @@ def scripted_engine(reply: Callable[[str], str], model_name: str = "scripted") -
     """An engine whose model answers `reply(prompt_text)` (the prompt rendered by the tiny ChatML template)."""
     tokenizer = build_tiny_tokenizer()
     return InferenceEngine(ScriptedModel(tokenizer, reply), tokenizer, model_name=model_name)
+
+
+WEATHER_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+"""The tool call `weather_reply` answers with, in the Hermes format the server parses."""
+WEATHER_PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def weather_reply(prompt: str) -> str:
+    """A scripted weather agent's model: call the weather tool when it is offered, then answer with what it
+    returned; "Hello there!" otherwise."""
+    if "<tool_response>" in prompt:
+        result = prompt.rsplit("<tool_response>\n", 1)[1].split("\n</tool_response>", 1)[0]
+        return f"The weather in Paris: {result}."
+    if "get_weather" in prompt:
+        return "Let me check.\n" + WEATHER_CALL
+    return "Hello there!"

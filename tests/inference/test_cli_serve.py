@@ -63,3 +63,37 @@ def test_tiny_is_served_as_tiny_chat() -> None:
     finally:
         process.terminate()
         assert process.wait(timeout=60) == 0
+
+
+def test_it_says_what_it_loads_at_once_and_how_long_loading_took() -> None:
+    pytest.importorskip("torch", reason="the inference extra (torch) is not installed")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentlightning", "serve", "--model", "tiny", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None and process.stdout is not None
+        assert process.stderr.readline() == "agl serve: loading tiny (a small random model)...\n"
+        assert re.fullmatch(r"agl serve: loaded tiny-chat in \d+\.\d s\n", process.stderr.readline())
+        assert process.stdout.readline().startswith("Serving tiny-chat at ")
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def test_the_default_models_first_load_is_announced_as_a_conversion(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str]
+) -> None:
+    from agentlightning.inference.model_files import ModelFilesError, find_packaged_gguf
+
+    try:
+        find_packaged_gguf()
+    except ModelFilesError as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv("AGL_MODEL_CACHE", str(tmp_path))  # nothing converted yet
+    line = serve.loading_line("default")
+    assert line.startswith("agl serve: loading SmolLM2-135M-Instruct (the embedded default model; first use: ")
+    assert "converting its GGUF" in line and "10-50 s" in line
+    assert serve.loading_line("/models/qwen") == "agl serve: loading /models/qwen..."

@@ -11,30 +11,16 @@ import pytest
 pytest.importorskip("torch", reason="the inference extra (torch) is not installed")
 anthropic = pytest.importorskip("anthropic")
 
-from agentlightning.inference.server import InferenceServer
+from agentlightning.inference.server import InferenceServer  # noqa: E402
 
-from .scripted import scripted_engine
+from .scripted import WEATHER_PARAMETERS, scripted_engine, weather_reply  # noqa: E402
 
-TOOL = {
-    "name": "get_weather",
-    "description": "The current weather in a city",
-    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-
-
-def reply(prompt: str) -> str:
-    if "<tool_response>" in prompt:
-        result = prompt.rsplit("<tool_response>\n", 1)[1].split("\n</tool_response>", 1)[0]
-        return f"The weather in Paris: {result}."
-    if "get_weather" in prompt:
-        return "Let me check.\n" + CALL
-    return "Hello there!"
+TOOL = {"name": "get_weather", "description": "The current weather in a city", "input_schema": WEATHER_PARAMETERS}
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[InferenceServer]:
-    with InferenceServer(scripted_engine(reply), api_key="secret") as running:
+    with InferenceServer(scripted_engine(weather_reply), api_key="secret") as running:
         yield running
 
 

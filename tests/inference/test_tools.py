@@ -21,27 +21,18 @@ from agentlightning.inference.server import InferenceServer
 from agentlightning.inference.tiny import build_tiny_engine
 from agentlightning.inference.tools import ParsedToolCall, ToolCallParser, fallback_messages
 
-from .scripted import scripted_engine
+from .scripted import WEATHER_CALL, WEATHER_PARAMETERS, scripted_engine, weather_reply
 
 WEATHER_TOOL = {
     "type": "function",
     "function": {
         "name": "get_weather",
         "description": "The current weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": WEATHER_PARAMETERS,
     },
 }
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
-
-
-def reply(prompt: str) -> str:
-    """Call the weather tool when it is offered, then answer with what it returned."""
-    if "<tool_response>" in prompt:
-        result = prompt.rsplit("<tool_response>\n", 1)[1].split("\n</tool_response>", 1)[0]
-        return f"The weather in Paris: {result}."
-    if "get_weather" in prompt:
-        return "Let me check.\n" + CALL
-    return "Hello there!"
+CALL = WEATHER_CALL
+reply = weather_reply  # call the weather tool when it is offered, then answer with what it returned
 
 
 @pytest.fixture(scope="module")

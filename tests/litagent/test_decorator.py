@@ -95,8 +95,8 @@ def test_several_llms_use_the_first_with_a_warning(caplog: pytest.LogCaptureFixt
     "signature",
     [
         "def f(llm, task): pass",
-        "def f(task): pass",
         "def f(task, other): pass",
+        "def f(task, rollout, other): pass",
     ],
 )
 def test_unsupported_signatures_are_rejected(signature: str) -> None:
@@ -104,6 +104,23 @@ def test_unsupported_signatures_are_rejected(signature: str) -> None:
     exec(signature, namespace)
     with pytest.raises(NotImplementedError, match="task, llm"):
         rollout(namespace["f"])
+
+
+def test_an_agent_that_takes_no_resource_runs_with_its_task_alone() -> None:
+    @rollout
+    def agent(task: Any) -> float:
+        return float(task)
+
+    assert agent.rollout(3, {}, _attempted()) == 3.0
+    assert agent.rollout(4, {"main": LLM(endpoint="http://x/v1", model="m")}, _attempted()) == 4.0
+
+
+async def test_an_agent_that_takes_no_resource_may_take_its_rollout() -> None:
+    @rollout
+    async def agent(task: Any, rollout: Rollout) -> str:
+        return f"{task}:{rollout.rollout_id}"
+
+    assert await agent.rollout_async("t", {}, _attempted()) == "t:ro-1"
 
 
 def test_the_specific_decorators_validate_their_resource_parameter() -> None:

@@ -5,28 +5,46 @@ the record costs as much as the request's operation; given as a `Rider`, it is w
 transaction instead, at no extra round trip, and commits (or rolls back) with it. A rider is written once: the
 first write transaction of the task that commits takes it. `GroupedCall` carries a caller's riders into the group
 that runs its call.
+
+A rider may also record the outcome of its call in the same transaction (`settle`): the grouped writes of
+`core/writes.py` hand each call's outcome to its riders before the commit, and the storage writes the statements they
+return with it. The HTTP server stores an enqueue's answer this way, so a process killed at any moment leaves either
+nothing or the rollout together with its answer (a retry then replays the answer instead of enqueuing again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from agentlightning.store.errors import StoreError
+
+#: A statement (`?` placeholders) and its parameters.
+Statement = tuple[str, Sequence[Any]]
 
 
 @dataclass(eq=False)
 class Rider:
     """One statement (`?` placeholders) for the next write transaction; `committed` once a transaction with it
-    committed. `conflict_table`: a unique-key violation on this table means this rider's row exists already."""
+    committed. `conflict_table`: a unique-key violation on this table means this rider's row exists already.
+    `settle`: given the outcome of the call (its result, or the exception it raises), the statement that records it
+    in the same transaction, or None; `settlement` holds that statement while the transaction runs and after it
+    committed (None when the call's outcome was not recorded)."""
 
     sql: str
     params: Sequence[Any]
     conflict_table: str
+    settle: Optional[Callable[[Any], Optional[Statement]]] = None
     committed: bool = field(default=False, init=False)
+    settlement: Optional[Statement] = field(default=None, init=False)
+
+    def record_outcome(self, outcome: Any) -> None:
+        """Keep the statement that records `outcome` for the transaction running the call (see `settle`)."""
+        if self.settle is not None:
+            self.settlement = self.settle(outcome)
 
 
 class RiderConflict(StoreError):

@@ -15,6 +15,7 @@ from agentlightning.store.core.changes import Changes
 from agentlightning.store.core.lifecycle import unhealthy_attempt_status
 from agentlightning.store.core.locks import AsyncCrossLoopLock
 from agentlightning.store.core.notify import CompletionNotifier
+from agentlightning.store.core.riders import riders_of
 from agentlightning.store.core.storage import Storage, StorageTransaction
 
 logger = logging.getLogger("agentlightning.store.core")  # one logger for the whole core
@@ -105,16 +106,19 @@ class CoreStoreBase(LightningStore):
         try:
             self._last_scan_time = now
             changes = Changes(now)
-            async with self._storage.transaction() as tx:
-                for rollout, attempt in await tx.health_candidates(now):
-                    status = unhealthy_attempt_status(attempt, rollout.config, now)
-                    if status is None:
-                        continue
-                    logger.info("Attempt %s of rollout %s is %s", attempt.attempt_id, rollout.rollout_id, status)
-                    changes.set_attempt_status(
-                        changes.rollout(rollout), changes.attempt(attempt), status, is_latest=True
-                    )
-                await changes.flush(tx)
+            # The caller's riders go with its own write, not with this scan: the record of an idempotency key (and
+            # its answer) commits exactly when the key's operation does.
+            with riders_of(()):
+                async with self._storage.transaction() as tx:
+                    for rollout, attempt in await tx.health_candidates(now):
+                        status = unhealthy_attempt_status(attempt, rollout.config, now)
+                        if status is None:
+                            continue
+                        logger.info("Attempt %s of rollout %s is %s", attempt.attempt_id, rollout.rollout_id, status)
+                        changes.set_attempt_status(
+                            changes.rollout(rollout), changes.attempt(attempt), status, is_latest=True
+                        )
+                    await changes.flush(tx)
             self._notifier.notify(changes.finished)
         finally:
             self._scan_guard.release()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Optional
 
-from agentlightning.store.core.riders import Rider, RiderConflict, conflicting_rider, pending_riders
+from agentlightning.store.core.riders import Rider, RiderConflict, Statement, conflicting_rider, pending_riders
 from agentlightning.store.core.storage import Storage, StorageTransaction
 from agentlightning.store.sql.outage import OutageLog
 from agentlightning.store.sql.retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
@@ -44,19 +44,15 @@ class SqlStorage(Storage):
 
     @asynccontextmanager
     async def _transaction_with_riders(self, riders: list[Rider]) -> AsyncIterator[StorageTransaction]:
-        """A write transaction that also writes the caller's riders (see `core/riders.py`)."""
+        """A write transaction that also writes the caller's riders, and what they recorded of the outcomes of their
+        calls before the commit (see `core/riders.py`)."""
         try:
             async with self.sql_transaction(write=True) as tx:
-                by_statement: dict[str, list[Rider]] = {}
                 for rider in riders:
-                    by_statement.setdefault(rider.sql, []).append(rider)
-                for sql, same in by_statement.items():
-                    if len(same) > 1 and "VALUES (" in sql:  # the idempotency records of a group: one INSERT
-                        await tx.db.execute(*multi_row(sql, [rider.params for rider in same]))
-                    else:
-                        for rider in same:
-                            await tx.db.execute(rider.sql, rider.params)
+                    rider.settlement = None  # from an earlier try that did not commit
+                await _execute_grouped(tx, [(rider.sql, rider.params) for rider in riders])
                 yield tx
+                await _execute_grouped(tx, [rider.settlement for rider in riders if rider.settlement is not None])
         except Exception as exc:
             conflict = conflicting_rider(exc, riders)
             if conflict is not None:
@@ -113,3 +109,17 @@ class SqlStorage(Storage):
     def backend_statistics(self) -> dict[str, object]:
         """Extra figures of one backend."""
         return {}
+
+
+async def _execute_grouped(tx: SqlTransaction, statements: Sequence[Statement]) -> None:
+    """Run statements, those of one single-row INSERT template as one multi-row INSERT (the idempotency records of
+    a group: one statement)."""
+    by_sql: dict[str, list[Sequence[Any]]] = {}
+    for sql, params in statements:
+        by_sql.setdefault(sql, []).append(params)
+    for sql, rows in by_sql.items():
+        if len(rows) > 1 and "VALUES (" in sql:
+            await tx.db.execute(*multi_row(sql, rows))
+        else:
+            for params in rows:
+                await tx.db.execute(sql, params)

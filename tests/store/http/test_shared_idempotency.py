@@ -20,6 +20,8 @@ from ..postgres_support import drop_schema, fresh_schema_name, require_postgres
 from .conftest import call, start_server_async
 
 Opener = Callable[[], Awaitable[LightningStore]]
+ENQUEUE = "/v1/agl/queues/rollouts/enqueue"
+DEQUEUE = "/v1/agl/queues/rollouts/dequeue"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -127,28 +129,48 @@ async def test_a_keyed_write_records_its_key_in_the_transaction_of_its_operation
     two_servers: list[LightningStoreServer],
 ) -> None:
     first, second = two_servers
+    await asyncio.to_thread(lambda: _post(first, ENQUEUE, {"rollouts": [{"input": 1}, {"input": 2}]}, "enqueue"))
     records = first.app.state.idempotency
     records._answers.linger_seconds = 30  # the answer stays unwritten: only the operation's commit wrote the record
-    answer = await asyncio.to_thread(
-        lambda: _post(first, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": "x"}]}, "key-rider")
-    )
-    assert answer.status == 201
+    answer = await asyncio.to_thread(lambda: _post(first, DEQUEUE, {"limit": 1}, "key-rider"))
+    assert answer.status == 200 and len(answer.json) == 1
     async with records._storage.sql_transaction(write=False) as tx:
         rows = await tx.db.fetchall("SELECT status FROM idempotency WHERE key = ?", ("key-rider",))
-    assert rows == [(None,)]  # in flight: a retry now waits for the answer instead of enqueuing again
-    retry = asyncio.create_task(
-        asyncio.to_thread(
-            lambda: _post(second, "/v1/agl/queues/rollouts/enqueue", {"rollouts": [{"input": "x"}]}, "key-rider")
-        )
-    )
+    assert rows == [(None,)]  # in flight: a retry now waits for the answer instead of claiming again
+    retry = asyncio.create_task(asyncio.to_thread(lambda: _post(second, DEQUEUE, {"limit": 1}, "key-rider")))
     await asyncio.sleep(0.3)
     assert not retry.done()
     await records.flush()
     replayed = await retry
-    assert replayed.status == 201 and replayed.body == answer.body
+    assert replayed.status == 200 and replayed.body == answer.body
     assert replayed.headers.get("idempotent-replayed") == "true"
+    queued = await asyncio.to_thread(lambda: call(second, "GET", "/v1/agl/rollouts?status_in=queuing").json["total"])
+    assert queued == 1
+
+
+async def test_keyed_enqueues_record_their_answers_in_the_transaction_of_their_write(
+    two_servers: list[LightningStoreServer],
+) -> None:
+    first, second = two_servers
+    records = first.app.state.idempotency
+    records._answers.linger_seconds = 30  # an answer written behind the response would stay unwritten
+
+    def enqueue(server: LightningStoreServer, index: int) -> Any:
+        return _post(server, ENQUEUE, {"rollouts": [{"input": index}, {"input": -index}]}, f"key-{index}")
+
+    # Concurrent calls share grouped transactions: each records its own answer.
+    answers = await asyncio.gather(*(asyncio.to_thread(enqueue, first, index) for index in range(8)))
+    assert [answer.status for answer in answers] == [201] * 8
+    async with records._storage.sql_transaction(write=False) as tx:
+        rows = await tx.db.fetchall("SELECT key, status, body FROM idempotency")
+    assert {key: (status, bytes(body)) for key, status, body in rows} == {
+        f"key-{index}": (201, answer.body) for index, answer in enumerate(answers)
+    }
+    retries = await asyncio.gather(*(asyncio.to_thread(enqueue, second, index) for index in range(8)))
+    assert [retry.body for retry in retries] == [answer.body for answer in answers]
+    assert all(retry.headers.get("idempotent-replayed") == "true" for retry in retries)
     total = await asyncio.to_thread(lambda: call(second, "GET", "/v1/agl/rollouts").json["total"])
-    assert total == 1
+    assert total == 16
 
 
 async def test_a_keyed_write_whose_operation_fails_records_only_its_answer(
@@ -190,5 +212,37 @@ async def test_a_record_whose_removal_failed_while_the_database_was_down_is_remo
 
         # The retry runs at once (the record is removed first), instead of waiting for a record nobody answers.
         assert await asyncio.wait_for(records.begin("key-1", fingerprint), 2.0) is None
+    finally:
+        await store.close()
+
+
+async def test_a_keyed_enqueue_records_its_key_and_answer_with_its_own_write_when_a_health_scan_runs_first(
+    tmp_path: Any,
+) -> None:
+    from agentlightning.store.core.riders import riding
+    from agentlightning.store.http.server.idempotency import CachedResponse
+    from agentlightning.types import EnqueueRolloutRequest
+
+    store = SqliteLightningStore(os.path.join(str(tmp_path), "scan.db"))
+    try:
+        storage = store._storage
+        await store.get_latest_resources()  # opens the database
+        storage.health_scan_due = lambda now: True  # type: ignore[method-assign]
+        store._scan_debounce_seconds = 0.0
+        outcomes: list[Any] = []
+
+        def answer(outcome: Any) -> CachedResponse:
+            outcomes.append(outcome)
+            return CachedResponse(201, b"answer")
+
+        records = SharedIdempotencyRecords(storage)
+        rider = await records.rider("key-1", ("op", "/path", "digest"), answer)
+        with riding(rider):
+            enqueued = await store.enqueue_many_rollouts([EnqueueRolloutRequest(input=1)])
+        assert outcomes == [enqueued]  # the scan's transaction did not take the rider: the enqueue's did
+        assert SharedIdempotencyRecords.settled_answer(rider) == CachedResponse(201, b"answer")
+        async with records._storage.sql_transaction(write=False) as tx:
+            rows = await tx.db.fetchall("SELECT key, status, body FROM idempotency")
+        assert [(key, status, bytes(body)) for key, status, body in rows] == [("key-1", 201, b"answer")]
     finally:
         await store.close()

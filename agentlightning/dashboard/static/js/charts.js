@@ -113,6 +113,9 @@ export function timeChart({ series, xFormat, yFormat, height = 200, label, empty
       }
     } else if (item.style === "dots") {
       for (const point of points) group.append(svg("circle", { cx: x(point.x), cy: y(point.y), r: 2.5, class: "chart-dot" }));
+    } else if (points.length === 1) {
+      // a line of one point has no length and would draw nothing: show the point itself
+      group.append(svg("circle", { cx: x(points[0].x), cy: y(points[0].y), r: 4, class: "chart-dot chart-single-point" }));
     } else {
       const path = points.map((point, index) => `${index ? "L" : "M"}${x(point.x).toFixed(1)},${y(point.y).toFixed(1)}`).join("");
       group.append(svg("path", { d: path, class: "chart-line" }));

@@ -52,16 +52,18 @@ export function rewardSeries(points, window = 20) {
 
 /**
  * Mean reward per resources version: [{resourcesId, mean, count, order}], in the order of `versions`
- * (a list of resources ids, oldest first); ids not in `versions` come last, "none" for rollouts without one.
+ * (a list of resources ids, oldest first); ids not in `versions` come last, "none" for rollouts without one. A
+ * group's `step` is the first GRPO step among its points' `step`s (null when none has one).
  */
 export function rewardByVersion(points, versions = []) {
   const groups = new Map();
   for (const point of points) {
     if (!isNumber(point.reward)) continue;
     const key = point.resourcesId ?? "none";
-    const group = groups.get(key) ?? { resourcesId: key, sum: 0, count: 0 };
+    const group = groups.get(key) ?? { resourcesId: key, sum: 0, count: 0, step: null };
     group.sum += point.reward;
     group.count += 1;
+    if (Number.isInteger(point.step)) group.step = group.step === null ? point.step : Math.min(group.step, point.step);
     groups.set(key, group);
   }
   const rank = (id) => {
@@ -69,7 +71,7 @@ export function rewardByVersion(points, versions = []) {
     return index === -1 ? versions.length + (id === "none" ? 1 : 0) : index;
   };
   return [...groups.values()]
-    .map((group) => ({ resourcesId: group.resourcesId, mean: group.sum / group.count, count: group.count, order: rank(group.resourcesId) }))
+    .map((group) => ({ resourcesId: group.resourcesId, mean: group.sum / group.count, count: group.count, order: rank(group.resourcesId), step: group.step }))
     .sort((a, b) => a.order - b.order || a.resourcesId.localeCompare(b.resourcesId));
 }
 
@@ -133,23 +135,43 @@ export function flattenStats(value, prefix = "", out = {}) {
   return out;
 }
 
-function findNumber(flat, patterns) {
+function findEntry(flat, patterns) {
   for (const pattern of patterns) {
-    for (const [key, value] of Object.entries(flat)) if (pattern.test(key) && isNumber(value)) return value;
+    for (const [key, value] of Object.entries(flat)) if (pattern.test(key) && isNumber(value)) return [key, value];
   }
   return null;
 }
 
+function findNumber(flat, patterns) {
+  return findEntry(flat, patterns)?.[1] ?? null;
+}
+
+const SIZE_UNITS = [
+  [/(^|[._])(kb|kib)$/i, 1024],
+  [/(^|[._])(mb|mib)$/i, 1024 ** 2],
+  [/(^|[._])(gb|gib)$/i, 1024 ** 3],
+];
+
+/** A memory figure in bytes: its key's unit suffix (`_kb`, `_mb`, `_gb`, as `system_snapshot()` writes
+ * `memory_used_mb`) says how to scale it; a key without one is in bytes. */
+function findBytes(flat, patterns) {
+  const entry = findEntry(flat, patterns);
+  if (entry === null) return null;
+  const [key, value] = entry;
+  const unit = SIZE_UNITS.find(([pattern]) => pattern.test(key));
+  return unit ? value * unit[1] : value;
+}
+
 /**
  * CPU and memory use from a heartbeat's system snapshot, whatever its exact layout:
- * {cpuPercent, memoryPercent, memoryUsed, memoryTotal, gpuPercent} (null when absent).
+ * {cpuPercent, memoryPercent, memoryUsed, memoryTotal, gpuPercent} (null when absent; memory in bytes).
  */
 export function systemUsage(stats) {
   const flat = flattenStats(stats ?? {});
   const cpuPercent = findNumber(flat, [/cpu.*percent/i, /cpu.*(usage|util)/i]);
   let memoryPercent = findNumber(flat, [/mem.*percent/i, /mem.*(usage|util)/i]);
-  const memoryUsed = findNumber(flat, [/mem.*used/i, /rss/i]);
-  const memoryTotal = findNumber(flat, [/mem.*total/i]);
+  const memoryUsed = findBytes(flat, [/^(?!gpu).*mem.*used/i, /rss/i]);
+  const memoryTotal = findBytes(flat, [/^(?!gpu).*mem.*total/i]);
   if (memoryPercent === null && memoryUsed !== null && memoryTotal) memoryPercent = (100 * memoryUsed) / memoryTotal;
   const gpuPercent = findNumber(flat, [/gpu.*(percent|util)/i]);
   return { cpuPercent, memoryPercent, memoryUsed, memoryTotal, gpuPercent };

@@ -62,6 +62,16 @@ class HttpTransport:
         self._unanswered = UnansweredWrites()
         self.reached_server = False
         """True once the server answered at least once."""
+        self._warned_keyless = False
+
+    def _warn_keyless(self) -> None:
+        self._warned_keyless = True
+        logger.warning(
+            "The LightningStore server at %s requires no API key: the api_key this client was given (argument or "
+            "$AGL_STORE_API_KEY) is not checked there. Was the server started without --api-key, or is the key meant "
+            "for another server?",
+            self.server_address,
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -178,6 +188,8 @@ class HttpTransport:
                 body = await response.read()
                 status = response.status
             self.reached_server = True
+            if self._api_key and not self._warned_keyless and response.headers.get("x-agl-auth") == "none":
+                self._warn_keyless()
             if status < 300:
                 return body
             error = error_from_response(status, _decode_error(body))

@@ -147,7 +147,7 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
 
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
     # store operations never pay for them. Outermost first.
-    app.front_middleware.append((TimingMiddleware, {"observe": app.observe_request}))
+    app.front_middleware.append((TimingMiddleware, {"observe": app.observe_request, "keyless": not settings.api_key}))
     if settings.cors_allow_origins:
         from starlette.middleware.cors import CORSMiddleware
 

@@ -27,6 +27,7 @@ from agentlightning.store.http.models import PydanticUnset, SpanPayload
 from agentlightning.store.http.operations import Operation
 from agentlightning.store.http.server.bodies import BodyError, read_body
 from agentlightning.store.http.server.claims import ClaimLedger
+from agentlightning.store.http.server.faults import kill_after_commit_if_asked
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict, IdempotencyRecords
 from agentlightning.store.http.server.shared_idempotency import SharedIdempotencyRecords
 from agentlightning.types import PaginatedResult, Span
@@ -45,6 +46,11 @@ logger = logging.getLogger(__name__)
 
 JSON = "application/json"
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
+
+#: The operations whose answer is recorded in the transaction of their write (a database store): what they return,
+#: from the outcome of their grouped write (`core/writes.py`: the rollouts one enqueue call created). The client's
+#: `enqueue_rollout` is an `enqueue_many_rollouts` request.
+_ANSWERED_WITH_THE_WRITE: dict[str, Callable[[Any], Any]] = {"enqueue_many_rollouts": list}
 
 
 @dataclass(frozen=True)
@@ -300,9 +306,10 @@ class OperationHandler:
         args: dict[str, Any],
         receive: Any,
     ) -> Optional[tuple[int, bytes, dict[str, str]]]:
-        """The common case, a fresh key: its record is written in the operation's own transaction. None when the
-        key is in use (nothing was written): the caller replays or waits."""
-        rider = await cache.rider(key, fingerprint)
+        """The common case, a fresh key: its record is written in the operation's own transaction (with its answer,
+        for an enqueue). None when the key is in use (nothing was written): the caller replays or waits."""
+        answer = self._answer_of_outcome if self.op.name in _ANSWERED_WITH_THE_WRITE else None
+        rider = await cache.rider(key, fingerprint, answer)
         try:
             with riding(rider):
                 status, payload = await self._execute(args, receive)
@@ -311,11 +318,27 @@ class OperationHandler:
         except BaseException:
             await asyncio.shield(cache.forget_rider(rider))
             raise
+        kill_after_commit_if_asked(self.op.name)
+        settled = cache.settled_answer(rider)
+        if settled is not None:  # committed with the write: the answer a retry replays
+            return settled.status, settled.body, {}
         if status >= 500:
             await cache.forget_rider(rider)  # a record that did not commit (an outage) needs no removal
         else:
             await cache.complete(key, CachedResponse(status, payload), fingerprint)
         return status, payload, {}
+
+    def _answer_of_outcome(self, outcome: Any) -> Optional[CachedResponse]:
+        """The answer to the outcome of this operation's grouped write, or None to answer after the commit (an
+        error: the write did not happen, so a retry may run it again)."""
+        if isinstance(outcome, BaseException):
+            return None
+        try:
+            result = _ANSWERED_WITH_THE_WRITE[self.op.name](outcome)
+            return CachedResponse(self.op.status_code, to_json(result, inf_nan_mode="constants"))
+        except Exception as exc:  # an outcome of another shape: answered after the commit, as other writes are
+            logger.warning("Cannot record the answer of %s with its write: %s", self.op.name, exc)
+            return None
 
     async def _execute(self, args: dict[str, Any], receive: Any) -> tuple[int, bytes]:
         """(status, JSON body) of running the operation; store errors become their 4xx answers."""

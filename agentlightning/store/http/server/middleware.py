@@ -10,7 +10,7 @@ from typing import Any, Optional
 from agentlightning.store.core import clock
 from agentlightning.store.http.server.handlers import error_body
 
-__all__ = ["SERVER_TIME_HEADER", "ApiKeyMiddleware", "TimingMiddleware"]
+__all__ = ["KEYLESS_HEADER", "SERVER_TIME_HEADER", "ApiKeyMiddleware", "TimingMiddleware"]
 
 ASGIApp = Callable[..., Any]
 
@@ -70,13 +70,22 @@ SERVER_TIME_HEADER = b"x-agl-server-time"
 measures ages (heartbeats, running attempts) against it, so a browser whose clock is off does not misjudge them."""
 
 
+KEYLESS_HEADER = (b"x-agl-auth", b"none")
+"""Response header of a server that requires no API key: a client configured with a key warns that it is not
+checked (a key meant for another server, or a server started without its key)."""
+
+
 class TimingMiddleware:
     """Measures each request until its response starts; reports it to `observe(operation, method, status,
-    seconds)` and in a `Server-Timing: app;dur=<ms>` header, next to the store's clock (`X-AGL-Server-Time`)."""
+    seconds)` and in a `Server-Timing: app;dur=<ms>` header, next to the store's clock (`X-AGL-Server-Time`) and,
+    when `keyless`, the `X-AGL-Auth: none` header."""
 
-    def __init__(self, app: ASGIApp, observe: Optional[Callable[[str, str, int, float], None]] = None) -> None:
+    def __init__(
+        self, app: ASGIApp, observe: Optional[Callable[[str, str, int, float], None]] = None, keyless: bool = False
+    ) -> None:
         self.app = app
         self._observe = observe
+        self._keyless = keyless
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -90,6 +99,8 @@ class TimingMiddleware:
                 headers = list(message.get("headers", ()))
                 headers.append((b"server-timing", f"app;dur={elapsed * 1000:.3f}".encode()))
                 headers.append((SERVER_TIME_HEADER, f"{clock.now():.3f}".encode()))
+                if self._keyless:
+                    headers.append(KEYLESS_HEADER)
                 message = {**message, "headers": headers}
                 if self._observe is not None:
                     operation = scope.get("agl.operation", "unmatched")  # bounded label set

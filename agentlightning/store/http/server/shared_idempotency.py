@@ -3,9 +3,12 @@
 Several server processes (`agl store --workers N`, or several servers on one PostgreSQL schema) share one table, so
 a retry that reaches another process than the first try replays the stored answer instead of applying the write
 again. A request's record is written inside the transaction of its operation (a rider: see `core/riders.py`), so
-it costs no transaction of its own and exists exactly when the operation committed. The answer is written behind
-the response, with the answers of the other requests of the last few milliseconds in one transaction (a retry
-that comes first finds the record in flight and waits for it). When the key is in use already, the rider fails the operation
+it costs no transaction of its own and exists exactly when the operation committed. The answer of an enqueue is
+written in that transaction too (the rider settles it: see `core/riders.py`), so a server killed at any moment
+leaves no rollout and no record, or both with the answer, which a retry after a restart replays. The answers of the
+other writes are written behind the response, with those of the other requests of the last few milliseconds in one
+transaction (a retry that comes first finds the record in flight and waits for it; one whose server died first
+waits `in_flight_seconds` and then runs the request again). When the key is in use already, the rider fails the operation
 before it writes anything, and the request takes the slow path (`begin`): replay the stored answer, or wait for it
 while the record is in flight. A record in flight for longer than
 `in_flight_seconds` belongs to a process that died: the retry takes it over and runs the request. Answers expire
@@ -20,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
-from agentlightning.store.core.riders import Rider
+from agentlightning.store.core.riders import Rider, Statement
 from agentlightning.store.errors import StoreUnavailableError
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict
 from agentlightning.store.sql.statements import multi_row
@@ -80,11 +83,41 @@ class SharedIdempotencyRecords:
             rows = await tx.db.fetchall("SELECT COUNT(*) FROM idempotency")
         return int(rows[0][0])
 
-    async def rider(self, key: str, fingerprint: tuple[str, str, str]) -> Rider:
+    async def rider(
+        self,
+        key: str,
+        fingerprint: tuple[str, str, str],
+        answer: Optional[Callable[[Any], Optional[CachedResponse]]] = None,
+    ) -> Rider:
         """The in-flight record of a request, to write with its operation; the operation fails with `RiderConflict`
-        (writing nothing) when the key is in use, and the request then goes through `begin`."""
+        (writing nothing) when the key is in use, and the request then goes through `begin`. `answer`: the answer to
+        a given outcome of the operation's write (None: not known there), stored in the write's own transaction
+        (`settled_answer` then returns it)."""
         await self._upkeep()
-        return Rider(_IN_FLIGHT, (key, "\n".join(fingerprint), self._clock()), conflict_table="idempotency")
+        mark = "\n".join(fingerprint)
+        settle = None if answer is None else self._settler(key, mark, answer)
+        return Rider(_IN_FLIGHT, (key, mark, self._clock()), conflict_table="idempotency", settle=settle)
+
+    def _settler(
+        self, key: str, mark: str, answer: Callable[[Any], Optional[CachedResponse]]
+    ) -> Callable[[Any], Optional[Statement]]:
+        """The `Rider.settle` that stores the answer to an outcome of the key's operation."""
+
+        def settle(outcome: Any) -> Optional[Statement]:
+            response = answer(outcome)
+            if response is None:
+                return None
+            return _ANSWER, (key, mark, response.status, response.body, self._clock())
+
+        return settle
+
+    @staticmethod
+    def settled_answer(rider: Rider) -> Optional[CachedResponse]:
+        """The answer committed with the rider's operation (see `rider`), if any: it needs no `complete`."""
+        if not rider.committed or rider.settlement is None:
+            return None
+        params = rider.settlement[1]
+        return CachedResponse(int(params[2]), bytes(params[3]))
 
     async def begin(self, key: str, fingerprint: tuple[str, str, str]) -> Optional[CachedResponse]:
         """The stored answer for a repeated key (waiting while another process runs it), or None when this request

@@ -186,7 +186,7 @@ export function createOverview({ api, facts }) {
     const points = [];
     recent.forEach((rollout, index) => {
       const reward = rolloutFacts[index]?.reward;
-      if (typeof reward === "number") points.push({ time: rollout.end_time, reward, rolloutId: rollout.rollout_id, resourcesId: rollout.resources_id });
+      if (typeof reward === "number") points.push({ time: rollout.end_time, reward, rolloutId: rollout.rollout_id, resourcesId: rollout.resources_id, step: rollout.metadata?.grpo?.step });
     });
     const series = rewardSeries(points, MOVING_WINDOW);
     replace(
@@ -212,7 +212,7 @@ export function createOverview({ api, facts }) {
       barList({
         label: "Mean reward per resources version",
         bars: groups.map((group) => ({
-          label: group.resourcesId === "none" ? "(no resources)" : group.resourcesId,
+          label: `${group.resourcesId === "none" ? "(no resources)" : group.resourcesId}${group.step === null ? "" : ` · GRPO step ${group.step}`}`,
           value: group.mean,
           note: `${formatCount(group.count)} rollout${group.count === 1 ? "" : "s"}`,
           title: group.order < order.length ? `version ${group.order + 1} of ${order.length}` : null,

@@ -21,6 +21,7 @@ export function wholeRunSection() {
   const summary = h("p", { class: "hint", id: "whole-run-summary" });
   const timeSlot = h("div", { class: "chart-slot", id: "whole-run-chart" });
   const versionSlot = h("div", { class: "chart-slot", id: "whole-run-versions" });
+  const versionTitle = h("h3", { id: "whole-run-versions-title" }, "Mean reward per resources version");
   const element = h(
     "section",
     { class: "panel whole-run", id: "whole-run" },
@@ -30,7 +31,7 @@ export function wholeRunSection() {
       "div",
       { class: "grid-2" },
       h("div", null, h("h3", null, "Mean reward over time"), timeSlot),
-      h("div", null, h("h3", null, "Mean reward per resources version"), versionSlot),
+      h("div", null, versionTitle, versionSlot),
     ),
   );
   let signature = "";
@@ -66,6 +67,11 @@ export function wholeRunSection() {
       }),
       progress.buckets.length ? h("p", { class: "hint" }, `Bucket: ${width} s (by end time).`) : null,
     );
+    if (progress.steps?.length) {
+      renderSteps(progress.steps);
+      return;
+    }
+    replace(versionTitle, "Mean reward per resources version");
     const positions = versionPositions(progress.versions);
     const ids = new Map([...positions.entries()].map(([id, position]) => [position, id]));
     replace(
@@ -80,6 +86,25 @@ export function wholeRunSection() {
         empty: "No finished rollout has a reward yet.",
       }),
       positions.size ? h("p", { class: "hint" }, `${formatCount(positions.size)} version${positions.size === 1 ? "" : "s"}, in the order their first rollout finished.`) : null,
+    );
+  }
+
+  /** A GRPO run: the mean reward per training step (evaluations at the step whose weights they ran with). */
+  function renderSteps(steps) {
+    replace(versionTitle, "Mean reward per GRPO step");
+    const count = new Set(steps.map((group) => group.step)).size;
+    replace(
+      versionSlot,
+      timeChart({
+        label: "Mean reward per GRPO step over the whole run",
+        series: lines(seriesByMode(steps, (group) => group.step)),
+        xFormat: (value, long) => (long ? `GRPO step ${value}` : `step ${value}`),
+        yFormat: formatScore,
+        xInteger: true,
+        xPad: 0.5,
+        empty: "No finished rollout has a reward yet.",
+      }),
+      h("p", { class: "hint" }, `${formatCount(count)} step${count === 1 ? "" : "s"}; evaluations (val) are shown at the step whose weights they ran with.`),
     );
   }
 
