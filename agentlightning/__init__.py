@@ -151,7 +151,8 @@ if TYPE_CHECKING:
         WorkerStatus,
     )
 
-__version__ = "0.3.0"
+from agentlightning.utils import extensions as _extensions
+from agentlightning.version import __version__ as __version__
 
 __all__ = [
     "APO",
@@ -340,6 +341,12 @@ _EXPORTS: dict[str, str] = {
 }
 _RENAMED = {"setup_logging": (".logging", "setup")}
 _WHERE = {name: (module, name) for module, names in _EXPORTS.items() for name in names.split()} | _RENAMED
+
+
+# The root sits above every layer it wires: it plugs the higher layers into the extension points of the lower ones,
+# which never import them (docs/architecture.md, tests/test_layering.py). Nothing is imported until a point is used.
+_extensions.install(_extensions.STORE_SERVER_MOUNTS, "agentlightning.server:STORE_SERVER_MOUNTS")
+_extensions.install(_extensions.TRACER_INSTRUMENTATION, "agentlightning.instrumentation")
 
 
 def __getattr__(name: str) -> Any:

@@ -24,18 +24,16 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from .batch_cache import append_rows, keep_rows, output_cache, select_rows
 from .prefixes import PrefixCache
 from .sampling import SamplingParams, choose_tokens, make_generator
-from .sequences import SequenceState
+from .sequences import ChoiceStep, SequenceState, StepUpdate, TokenLogprob
 
 if TYPE_CHECKING:
     import torch
 
-    from .engine import InferenceEngine
-    from .sequences import TokenLogprob
 
 logger = logging.getLogger(__name__)
 
@@ -43,18 +41,6 @@ IDLE_EXIT_SECONDS = 30.0
 """The scheduler thread ends after this long without work (a new request starts it again)."""
 
 
-@dataclass(frozen=True)
-class ChoiceStep:
-    """What one choice of a request gained in one step (sent from the scheduler to the request's consumer)."""
-
-    index: int
-    token_id: int
-    logprob: Optional[TokenLogprob]
-    text: str
-    finish_reason: Optional[str]
-
-
-StepUpdate = Union[list[ChoiceStep], BaseException]
 Sink = Callable[[StepUpdate], None]
 
 
@@ -89,10 +75,32 @@ class _Row:
         return self.request.slot
 
 
+class ScheduledEngine(Protocol):
+    """What the scheduler uses of its engine (`InferenceEngine`): the model and its adapters, and the per-token rules
+    (log-probs, stop rules and text), which stay the engine's since they need its tokenizer."""
+
+    model: Any
+    device: Any
+    adapters: Any
+    weights_version: str
+
+    @property
+    def torch(self) -> Any: ...
+
+    def draw_seed(self) -> Optional[int]: ...
+
+    def token_logprob(self, log_probs: torch.Tensor, token: int, top: int) -> TokenLogprob: ...
+
+    def advance(
+        self, sequence: SequenceState, token: int, entry: Optional[TokenLogprob], params: SamplingParams,
+        stop_ids: frozenset[int],
+    ) -> ChoiceStep: ...  # fmt: skip
+
+
 class BatchScheduler:
     """Owns the model's forward passes for one engine (see the module docstring)."""
 
-    def __init__(self, engine: InferenceEngine, *, max_batch_size: int = 32, max_prefill_tokens: int = 2048) -> None:
+    def __init__(self, engine: ScheduledEngine, *, max_batch_size: int = 32, max_prefill_tokens: int = 2048) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
         self.engine = engine
@@ -249,7 +257,7 @@ class BatchScheduler:
     def _prefill(self, requests: list[BatchRequest]) -> None:
         """Run the prompts of `requests` as one left-padded batch, sample their first tokens, join the batch."""
         engine = self.engine
-        torch = engine._torch
+        torch = engine.torch
         try:
             # Identical prompts of one adapter (a GRPO group's first calls) are computed once; their rows share its
             # cache row.
@@ -308,7 +316,7 @@ class BatchScheduler:
         """Prefill `prompts` as one left-padded batch; after a kept prefix, only the rest of each prompt is run (its
         rows read `[prefix][padding][rest]`). Returns the output and the attention mask of the rows (None, None when
         the kept prefix cannot be used with this model: the caller runs the whole prompts)."""
-        torch = self.engine._torch
+        torch = self.engine.torch
         start = kept.length if kept is not None else 0
         rests = [prompt[start:] for prompt in prompts]
         longest = max(len(rest) for rest in rests)
@@ -396,7 +404,7 @@ class BatchScheduler:
 
     def _merge(self, cache: Any, mask: torch.Tensor, sources: list[int], rows: list[_Row]) -> None:
         """Add prefilled rows to the running batch; row i uses row `sources[i]` of the prefill `cache` and `mask`."""
-        torch = self.engine._torch
+        torch = self.engine.torch
         mask = select_rows(cache, mask, torch.tensor(sources, dtype=torch.long, device=mask.device))
         if self._cache is None or self._mask is None:
             self._cache, self._mask, self._rows = cache, mask, list(rows)
@@ -407,7 +415,7 @@ class BatchScheduler:
 
     # -------------------------------------------------------------------------------------------------- decode
     def _decode(self) -> None:
-        torch = self.engine._torch
+        torch = self.engine.torch
         rows = self._rows
         assert self._mask is not None
         try:
@@ -451,7 +459,7 @@ class BatchScheduler:
     # ------------------------------------------------------------------------------------------------ sampling
     def _sample(self, logits: torch.Tensor, rows: list[_Row]) -> None:
         """Choose the next token of every row (per request, with its own generator) and report the steps."""
-        torch = self.engine._torch
+        torch = self.engine.torch
         groups: dict[int, list[int]] = {}
         for position, row in enumerate(rows):
             groups.setdefault(id(row.request), []).append(position)
@@ -473,8 +481,8 @@ class BatchScheduler:
                 token = int(chosen[offset])
                 entry = None
                 if log_probs is not None:
-                    entry = self.engine._logprob(log_probs[offset], token, params.top_logprobs)
-                steps.append(self.engine._advance(row.choice, token, entry, params, request.stop_ids))
+                    entry = self.engine.token_logprob(log_probs[offset], token, params.top_logprobs)
+                steps.append(self.engine.advance(row.choice, token, entry, params, request.stop_ids))
                 row.last_token = token
             self._send(request, steps)
 

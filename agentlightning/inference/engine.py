@@ -24,10 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .adapters import AdapterError, AdapterWeights, LoraAdapters, read_peft_adapter
-from .batching import BatchRequest, BatchScheduler, ChoiceStep, StepUpdate
+from .batching import BatchRequest, BatchScheduler
 from .history import GeneratedTurns
 from .sampling import SamplingParams
-from .sequences import SequenceState, StreamDelta, TokenLogprob, VisibleText, apply_update, stream_deltas
+from .sequences import (
+    ChoiceStep,
+    SequenceState,
+    StepUpdate,
+    StreamDelta,
+    TokenLogprob,
+    VisibleText,
+    apply_update,
+    stream_deltas,
+)
 from .tools import ToolCallParser, detect_format, fallback_messages, template_renders_tools
 from .weights import WeightsError, read_state
 
@@ -228,7 +237,7 @@ class InferenceEngine:
         sequences = [SequenceState(index=i) for i in range(params.n)]
         try:
             while True:
-                if apply_update(sequences, updates.get(), request):
+                if apply_update(sequences, updates.get(), request.weights_version):
                     yield sequences
                     if all(sequence.finish_reason is not None for sequence in sequences):
                         return
@@ -254,7 +263,7 @@ class InferenceEngine:
         sequences = [SequenceState(index=i) for i in range(params.n)]
         try:
             while True:
-                if apply_update(sequences, await updates.get(), request):
+                if apply_update(sequences, await updates.get(), request.weights_version):
                     yield sequences
                     if all(sequence.finish_reason is not None for sequence in sequences):
                         return
@@ -300,11 +309,17 @@ class InferenceEngine:
         """Stop the batching thread (waiting requests fail; running ones finish)."""
         self._scheduler.close()
 
-    def _advance(
+    @property
+    def torch(self) -> Any:
+        """The torch module (imported when the engine was built)."""
+        return self._torch
+
+    def advance(
         self, sequence: SequenceState, token: int, entry: Optional[TokenLogprob], params: SamplingParams,
         stop_ids: frozenset[int],
     ) -> ChoiceStep:  # fmt: skip
-        """Append one sampled token to a sequence, apply the stop rules, and describe the step."""
+        """Append one sampled token to a sequence, apply the stop rules, and describe the step (the scheduler calls
+        this for every sampled token)."""
         sequence.token_ids.append(token)
         if entry is not None:
             sequence.logprobs.append(entry)
@@ -313,7 +328,8 @@ class InferenceEngine:
             sequence.finish_reason = "length"
         return ChoiceStep(sequence.index, token, entry, sequence.text, sequence.finish_reason)
 
-    def _logprob(self, log_probs: torch.Tensor, token: int, top: int) -> TokenLogprob:
+    def token_logprob(self, log_probs: torch.Tensor, token: int, top: int) -> TokenLogprob:
+        """The log-prob of `token` under `log_probs` (one row), with the `top` most likely tokens when top > 0."""
         entry = TokenLogprob(token_id=token, token=self.tokenizer.decode([token]), logprob=float(log_probs[token]))
         if top:
             values, indices = self._torch.topk(log_probs, top)

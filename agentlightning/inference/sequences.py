@@ -10,13 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 if TYPE_CHECKING:
-    from .batching import BatchRequest, StepUpdate
     from .sampling import SamplingParams
 
-__all__ = ["SequenceState", "StreamDelta", "TokenLogprob", "VisibleText", "apply_update", "stream_deltas"]
+__all__ = [
+    "ChoiceStep",
+    "SequenceState",
+    "StepUpdate",
+    "StreamDelta",
+    "TokenLogprob",
+    "VisibleText",
+    "apply_update",
+    "stream_deltas",
+]
 
 VisibleText = Callable[[str, bool], int]
 """`visible(text, finished)`: how many leading characters of a sequence's text may be streamed now."""
@@ -57,7 +65,22 @@ class StreamDelta:
     tool_calls: Optional[list[dict[str, Any]]] = None
 
 
-def apply_update(sequences: list[SequenceState], update: StepUpdate, request: BatchRequest) -> bool:
+@dataclass(frozen=True)
+class ChoiceStep:
+    """What one choice of a request gained in one step (sent from the scheduler to the request's consumer)."""
+
+    index: int
+    token_id: int
+    logprob: Optional[TokenLogprob]
+    text: str
+    finish_reason: Optional[str]
+
+
+StepUpdate = Union[list[ChoiceStep], BaseException]
+"""One scheduler update for a request: the steps of its choices, or the error that ended it."""
+
+
+def apply_update(sequences: list[SequenceState], update: StepUpdate, weights_version: str) -> bool:
     """Apply one scheduler update to the consumer's own sequences (True if anything changed); an exception sent by
     the scheduler is raised here."""
     if isinstance(update, BaseException):
@@ -69,7 +92,7 @@ def apply_update(sequences: list[SequenceState], update: StepUpdate, request: Ba
             sequence.logprobs.append(step.logprob)
         sequence.text = step.text
         sequence.finish_reason = step.finish_reason
-        sequence.weights_version = request.weights_version
+        sequence.weights_version = weights_version
     return bool(update)
 
 

@@ -17,6 +17,8 @@ import os
 import warnings
 from typing import Any, Optional
 
+from agentlightning.utils import extensions
+
 from .otel import OtelTracer
 from .provider import get_sdk_provider
 
@@ -99,15 +101,11 @@ class AgentOpsTracer(OtelTracer):
 
     def instrument(self, worker_id: int) -> None:
         """v0.2 hook: turn on zero-code instrumentation."""
-        from agentlightning.instrumentation import instrument_all
-
-        instrument_all()
+        extensions.load(extensions.TRACER_INSTRUMENTATION).instrument_all()
 
     def uninstrument(self, worker_id: int) -> None:
         """v0.2 hook: turn off zero-code instrumentation."""
-        from agentlightning.instrumentation import uninstrument_all
-
-        uninstrument_all()
+        extensions.load(extensions.TRACER_INSTRUMENTATION).uninstrument_all()
 
     def get_langchain_handler(self, tags: Optional[list[str]] = None) -> Any:
         """AgentOps' LangChain callback handler (records chain and LLM runs as AgentOps spans)."""

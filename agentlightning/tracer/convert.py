@@ -87,9 +87,9 @@ def span_from_readable(readable: ReadableSpan, rollout_id: str, attempt_id: str,
 
     A span without valid ids (no context, or all-zero ids) is kept under freshly generated ids and logged as an
     error, so its content (a reward, say) is not lost. Attributes written by third-party instrumentors are mapped
-    onto Agent Lightning's conventions (see `agentlightning.instrumentation.mapping`).
+    onto Agent Lightning's conventions (see `agentlightning.tracer.mapping`).
     """
-    from agentlightning.instrumentation.mapping import normalize_span
+    from agentlightning.tracer.mapping import normalize_span
 
     context = readable.context
     parent = readable.parent

@@ -29,6 +29,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal, Optional, Union
 
 from agentlightning.types import Span, SpanCoreFields, SpanRecordingContext, TraceStatus
+from agentlightning.utils import extensions
 
 from .active import enter_active_tracer, exit_active_tracer
 from .base import Tracer, TraceTarget
@@ -48,6 +49,12 @@ if TYPE_CHECKING:
 __all__ = ["OtelTracer"]
 
 logger = logging.getLogger(__name__)
+
+
+def _instrumentation() -> Any:
+    """`agentlightning.instrumentation`, which sits above the tracer: the package root installs it at an extension
+    point (`agentlightning.utils.extensions`), so the tracer never imports it."""
+    return extensions.load(extensions.TRACER_INSTRUMENTATION)
 
 
 def _ns(seconds: Optional[float]) -> Optional[int]:
@@ -149,15 +156,12 @@ class OtelTracer(Tracer):
         )
         register_processor(self._processor)
         if self._instrument_on_init == "auto":
-            from agentlightning.instrumentation import LazyInstrumentation
-
-            self._lazy = LazyInstrumentation()
-            self._lazy.start()
+            lazy: LazyInstrumentation = _instrumentation().LazyInstrumentation()
+            lazy.start()
+            self._lazy = lazy
         elif self._instrument_on_init:
-            from agentlightning.instrumentation import instrument_all
-
             try:
-                instrument_all(self._integrations())  # undoes its own partial work when it fails
+                _instrumentation().instrument_all(self._integrations())  # undoes its own partial work when it fails
             except BaseException:
                 self.teardown_worker(worker_id)
                 raise
@@ -172,9 +176,7 @@ class OtelTracer(Tracer):
             unregister_processor(self._processor)
             self._processor.close_writer(timeout=self.flush_timeout)
         if self._instrumented:
-            from agentlightning.instrumentation import uninstrument_all
-
-            uninstrument_all(self._integrations())
+            _instrumentation().uninstrument_all(self._integrations())
             self._instrumented = False
         if self._lazy is not None:
             self._lazy.stop()

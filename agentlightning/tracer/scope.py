@@ -1,19 +1,19 @@
 """`TraceScope`: the state of one open trace context (which attempt it writes to and the spans it collected).
 
-Also `detached_from_traces()` / `untraced_asgi(app)`: code run under them (a server that lives in the same process
-as a rollout's trace context, such as the LLM proxy) never has its spans attributed to a rollout, even though its
-thread did not inherit any trace context (spans of such threads otherwise go to the single open context).
+Also `detached_from_traces()` / `untraced_asgi(app)` (from `agentlightning.utils.untraced`): code run under them (a
+server that lives in the same process as a rollout's trace context, such as the LLM proxy) never has its spans
+attributed to a rollout.
 """
 
 from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Optional
 
 from agentlightning.types import Span
+from agentlightning.utils import untraced as _untraced
+from agentlightning.utils.untraced import detached_from_traces, untraced_asgi
 
 from .base import TraceTarget
 from .convert import span_from_readable
@@ -112,38 +112,9 @@ class TraceScope:
         return f"TraceScope(name={self.name!r}, rollout_id={self.target.rollout_id!r}, attempt_id={self.target.attempt_id!r})"
 
 
-CURRENT_SCOPE: contextvars.ContextVar[Optional[TraceScope]] = contextvars.ContextVar(
-    "agentlightning_trace_scope", default=None
-)
-"""The trace scope of the running code (set by trace contexts; spans started here belong to it)."""
+CURRENT_SCOPE: contextvars.ContextVar[Optional[TraceScope]] = _untraced.CURRENT_SCOPE
+"""The trace scope of the running code (set by trace contexts; spans started here belong to it). The variable lives
+in `agentlightning.utils.untraced`, which marks code detached from traces (`DETACHED`, a scope no processor owns)."""
 
-
-DETACHED = TraceScope("detached", TraceTarget(), owner=None)
+DETACHED: Any = _untraced.DETACHED
 """The scope of code that must never be traced into a rollout (no processor owns it, so every one ignores it)."""
-
-
-@contextmanager
-def detached_from_traces() -> Iterator[None]:
-    """Spans started in this block (and in tasks and threads that inherit its context) belong to no rollout."""
-    token = CURRENT_SCOPE.set(DETACHED)
-    try:
-        yield
-    finally:
-        CURRENT_SCOPE.reset(token)
-
-
-_ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
-
-
-def untraced_asgi(app: _ASGIApp) -> _ASGIApp:
-    """Wrap an ASGI app so that nothing it does (requests, lifespan, background tasks) is traced into a rollout.
-
-    Web frameworks (FastAPI's native telemetry, ASGI instrumentors) create spans for every request; when the server
-    runs in the same process as an open trace context those spans would otherwise land in the rollout.
-    """
-
-    async def detached_app(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        with detached_from_traces():
-            await app(scope, receive, send)
-
-    return detached_app

@@ -282,8 +282,8 @@ def full_qualified_name(obj: type) -> str:
 
 def get_tracer_provider() -> TracerProvider:
     """The OpenTelemetry SDK provider Agent Lightning records with (installed as the global provider when none is
-    set; see `agentlightning.tracer.provider`)."""
-    from agentlightning.tracer.provider import get_sdk_provider
+    set; see `agentlightning.utils.otel_provider`)."""
+    from agentlightning.utils.otel_provider import get_sdk_provider
 
     return get_sdk_provider()
 

@@ -46,7 +46,7 @@ class UvicornThread:
         self._error = None
 
         def serve() -> None:
-            from agentlightning.tracer.scope import detached_from_traces
+            from agentlightning.utils.untraced import detached_from_traces
 
             try:
                 # The server's tasks inherit this context: nothing it does is traced into a rollout of this process.

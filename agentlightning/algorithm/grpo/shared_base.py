@@ -30,7 +30,7 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from agentlightning.utils.device import resolve_device
 
@@ -38,11 +38,21 @@ if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
 
     from .config import GRPOConfig
-    from .policy import Policy
 
-__all__ = ["SharedBase", "can_share", "model_on_same_tensors", "rounding_bound", "why_not_shared"]
+__all__ = ["SharedBase", "SharingPolicy", "can_share", "model_on_same_tensors", "rounding_bound", "why_not_shared"]
 
 logger = logging.getLogger(__name__)
+
+
+class SharingPolicy(Protocol):
+    """What `SharedBase` uses of its policy (`Policy`): the trained model and whether its LoRA delta is merged in."""
+
+    model: Any
+    lora: bool
+
+    @property
+    def lora_merged(self) -> bool: ...
+
 
 FLOAT32_UNIT = 2.0**-23
 """The spacing of float32 numbers in [1, 2): one unit in the last place, relative."""
@@ -117,7 +127,7 @@ class SharedBase:
     calls `claim`. Every method may be called from any thread.
     """
 
-    def __init__(self, engine: InferenceEngine, policy: Policy) -> None:
+    def __init__(self, engine: InferenceEngine, policy: SharingPolicy) -> None:
         served = {parameter.data_ptr() for parameter in engine.model.parameters()}
         trained = {parameter.data_ptr() for parameter in _base_parameters(policy)}
         if served != trained:
@@ -175,6 +185,6 @@ class SharedBase:
             self.policy.model.merge_adapter()
 
 
-def _base_parameters(policy: Policy) -> list[Any]:
+def _base_parameters(policy: SharingPolicy) -> list[Any]:
     """The policy's parameters that are not LoRA's (the model's own)."""
     return [parameter for name, parameter in policy.model.named_parameters() if "lora_" not in name]

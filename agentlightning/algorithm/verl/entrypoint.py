@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Optional
 
-from .interface import require_verl
+from .requirements import require_verl
 
 if TYPE_CHECKING:
     from agentlightning.llm_proxy import LLMProxy

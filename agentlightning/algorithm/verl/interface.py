@@ -15,33 +15,15 @@ only here and in the launch path, with a clear message when they are missing.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from agentlightning.types import Dataset
 
 from ..base import Algorithm
+from .requirements import require_verl
 
 __all__ = ["VERL", "check_datasets", "compose_config", "require_verl"]
-
-_EXTRA_HINT = (
-    "VERL training needs the optional `verl` extra: pip install 'agentlightning[verl]' (on a machine with NVIDIA "
-    "GPUs; it installs verl, ray and hydra-core). For CPU-only training use agentlightning's GRPO instead."
-)
-_REQUIRED = ("verl", "hydra", "omegaconf", "ray", "torch")
-
-
-def require_verl() -> None:
-    """Raise ImportError naming the missing packages unless verl, hydra, omegaconf, ray and torch import."""
-    missing: list[str] = []
-    for name in _REQUIRED:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            missing.append(name)
-    if missing:
-        raise ImportError(f"{_EXTRA_HINT} Missing: {', '.join(missing)}.")
 
 
 def compose_config(overrides: Mapping[str, Any]) -> Any:

@@ -1,10 +1,15 @@
-"""The ASGI application serving a LightningStore: routes from the operations table, OTLP ingest, health, metrics."""
+"""The ASGI application serving a LightningStore: routes from the operations table and health.
+
+What else a store server serves (metrics, OTLP intake, the dashboard) is added by mounts (`ServerSettings.mounts`);
+by default the ones of the assembly package `agentlightning.server`, installed at an extension point by the package
+root, so that the store never imports the layers above it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -15,30 +20,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentlightning.store.base import LightningStore
-from agentlightning.store.http.errors import retry_after_seconds
 from agentlightning.store.http.operations import API_PREFIX, OPERATIONS
-from agentlightning.store.http.server.bodies import BodyError, read_body
 from agentlightning.store.http.server.claims import ClaimLedger
 from agentlightning.store.http.server.dispatch import OperationDispatcher, RouteEntry
 from agentlightning.store.http.server.handlers import (
     OperationHandler,
     ServerLimits,
     ShutdownSignal,
-    error_answer,
     error_body,
     json_response,
 )
 from agentlightning.store.http.server.idempotency import IdempotencyCache, IdempotencyRecords
 from agentlightning.store.http.server.middleware import ApiKeyMiddleware, TimingMiddleware
+from agentlightning.utils import extensions
 
 __all__ = [
     "HEALTH_PATH",
     "METRICS_PATH",
+    "OTLP_TRACES_PATH",
     "PROMETHEUS_PATH",
+    "ServerMount",
     "ServerSettings",
     "StoreApp",
     "create_app",
     "create_app_from_env",
+    "installed_mounts",
 ]
 
 logger = logging.getLogger(__name__)
@@ -48,8 +54,13 @@ METRICS_PATH = f"{API_PREFIX}/metrics"
 PROMETHEUS_PATH = "/v1/prometheus"
 """Where 0.3 served its metrics; the same answer as METRICS_PATH."""
 OTLP_TRACES_PATH = "/v1/traces"
+OTLP_UNSUPPORTED_PATHS = ("/v1/metrics", "/v1/logs", "/v1/development/profiles")
+"""OTLP signals a store does not take: answered 501."""
 _HEALTH_READ_TIMEOUT = 5.0
-_OTLP_UNSUPPORTED = ("/v1/metrics", "/v1/logs", "/v1/development/profiles")
+
+
+ServerMount = Callable[["StoreApp", LightningStore, "ServerSettings"], Iterable[str]]
+"""Adds routes (or an observer) to a store server's app; returns the paths it serves without the API key."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,9 @@ class ServerSettings:
     claim_ack_seconds: float = 300.0
     """A rollout claimed through this server whose attempt shows no sign of life (no heartbeat, span or status
     change) for this long is put back in the queue (its answer was probably lost with its client)."""
+    mounts: Optional[tuple[ServerMount, ...]] = None
+    """What the server serves beside the store API and /health. None: the installed mounts (`installed_mounts()`:
+    metrics, OTLP intake and the dashboard, from `agentlightning.server`); () serves the store API only."""
     allowed_hosts: Optional[tuple[str, ...]] = None
     """None: Host headers are not checked. A tuple: only requests addressed to this machine (localhost, 127.0.0.1,
     [::1]) or to one of these names are answered (`agentlightning.utils.hosts`; set by `LightningStoreServer` and
@@ -75,11 +89,14 @@ class ServerSettings:
 
 
 class StoreApp(FastAPI):
-    """A FastAPI app with `front_middleware` (class, kwargs) pairs wrapped around its whole stack, outermost first."""
+    """A FastAPI app with `front_middleware` (class, kwargs) pairs wrapped around its whole stack, outermost first,
+    and `observe_request`, the timing middleware's observer."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.front_middleware: list[tuple[Any, dict[str, Any]]] = []
+        self.observe_request: Optional[Callable[[str, str, int, float], None]] = None
+        """Told of each request (operation, method, status, seconds) by the timing middleware; set by a mount."""
 
     def build_middleware_stack(self) -> Any:
         app = super().build_middleware_stack()
@@ -91,8 +108,8 @@ class StoreApp(FastAPI):
 def create_app(store: LightningStore, settings: Optional[ServerSettings] = None) -> StoreApp:
     """An ASGI app serving `store` under /v1/agl (see docs/http.md)."""
     settings = settings or ServerSettings()
-    from agentlightning import __version__
     from agentlightning.store.http.openapi import build_openapi
+    from agentlightning.version import __version__
 
     app = StoreApp(
         title="LightningStore Server",
@@ -122,19 +139,15 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
             routes.append(("GET", API_PREFIX + op.query_route, handler.query))
         routes.append(("POST", op.ops_route, handler.ops))
 
-    metrics = _make_metrics(store) if settings.metrics else None
-    _add_service_routes(app, store, settings.limits, metrics)
+    _add_health_route(app, store)
     open_paths = frozenset({HEALTH_PATH})
-    if settings.dashboard:
-        from agentlightning.dashboard.routes import mount_dashboard
-
-        open_paths |= mount_dashboard(app, auth="required" if settings.api_key else "none", store=store)
+    for mount in settings.mounts if settings.mounts is not None else installed_mounts():
+        open_paths |= frozenset(mount(app, store, settings))
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
     # store operations never pay for them. Outermost first.
-    observe = metrics.observe if metrics is not None else None
-    app.front_middleware.append((TimingMiddleware, {"observe": observe, "keyless": not settings.api_key}))
+    app.front_middleware.append((TimingMiddleware, {"observe": app.observe_request, "keyless": not settings.api_key}))
     if settings.cors_allow_origins:
         from starlette.middleware.cors import CORSMiddleware
 
@@ -161,16 +174,15 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
     return app
 
 
-def _make_metrics(store: LightningStore) -> Any:
-    from agentlightning.store.http.server.metrics import StoreMetrics, prometheus_available
+def installed_mounts() -> tuple[ServerMount, ...]:
+    """The mounts a store server serves by default: those installed at the `STORE_SERVER_MOUNTS` extension point
+    (by the package root: metrics, OTLP intake and the dashboard of the assembly package `agentlightning.server`)."""
+    if not extensions.installed(extensions.STORE_SERVER_MOUNTS):
+        return ()
+    return tuple(extensions.load(extensions.STORE_SERVER_MOUNTS))
 
-    if not prometheus_available():
-        logger.info("prometheus_client is not installed; %s is disabled", METRICS_PATH)
-        return None
-    return StoreMetrics(store)
 
-
-def _add_service_routes(app: FastAPI, store: LightningStore, limits: ServerLimits, metrics: Any) -> None:
+def _add_health_route(app: FastAPI, store: LightningStore) -> None:
     async def health(request: Request) -> Response:
         """ok only while the store answers a cheap read (a store that cannot open is not healthy)."""
         request.scope["agl.operation"] = "health"
@@ -186,58 +198,7 @@ def _add_service_routes(app: FastAPI, store: LightningStore, limits: ServerLimit
             return json_response(503, body, {"Retry-After": "1"})
         return json_response(200, b'{"status":"ok"}')
 
-    async def prometheus(request: Request) -> Response:
-        request.scope["agl.operation"] = "metrics"
-        if metrics is None:
-            detail = "Metrics need the prometheus_client package: pip install 'agentlightning[server]'"
-            return json_response(501, error_body(501, "NotImplementedError", detail))
-        await metrics.refresh()
-        body, content_type = metrics.render()
-        return Response(content=body, media_type=content_type)
-
-    async def otlp_traces(request: Request) -> Response:
-        request.scope["agl.operation"] = "otlp_traces"
-        return await _ingest_traces(request, store, limits)
-
-    async def otlp_unsupported(request: Request) -> Response:
-        request.scope["agl.operation"] = "otlp_unsupported"
-        detail = f"{request.url.path} is not supported by the LightningStore; only traces are ingested"
-        return json_response(501, error_body(501, "NotImplementedError", detail))
-
     app.add_route(HEALTH_PATH, health, methods=["GET"], include_in_schema=False)
-    app.add_route(METRICS_PATH, prometheus, methods=["GET"], include_in_schema=False)
-    app.add_route(PROMETHEUS_PATH, prometheus, methods=["GET"], include_in_schema=False)
-    app.add_route(OTLP_TRACES_PATH, otlp_traces, methods=["POST"], include_in_schema=False)
-    for path in _OTLP_UNSUPPORTED:
-        app.add_route(path, otlp_unsupported, methods=["POST"], include_in_schema=False)
-
-
-async def _ingest_traces(request: Request, store: LightningStore, limits: ServerLimits) -> Response:
-    headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in request.scope["headers"]}
-    try:
-        body = await read_body(
-            request.receive, headers, max_bytes=limits.max_body_bytes, timeout_seconds=limits.body_timeout_seconds
-        )
-    except BodyError as exc:
-        return json_response(exc.status, error_body(exc.status, exc.error_type, exc.detail))
-    try:
-        from agentlightning.store.http.server import otlp
-    except ImportError as exc:  # pragma: no cover - opentelemetry-proto ships with the server extra
-        detail = f"OTLP ingest needs opentelemetry-proto ({exc}): pip install 'agentlightning[server]'"
-        return json_response(501, error_body(501, "NotImplementedError", detail))
-    try:
-        decoded, as_json = otlp.decode_export_request(body, headers.get("content-type", ""))
-    except otlp.OtlpDecodeError as exc:
-        status = 415 if str(exc).startswith("Unsupported Content-Type") else 400
-        return json_response(status, error_body(status, "InvalidArgumentError", str(exc)))
-    try:
-        result = await otlp.ingest_spans(store, decoded)
-    except Exception as exc:  # the database is down or full: 503 or 507 naming it (OTLP exporters retry 503)
-        status, payload = error_answer(exc, "otlp_traces")
-        retry_after = retry_after_seconds(status)
-        return json_response(status, payload, {"Retry-After": str(retry_after)} if retry_after else None)
-    media_type = otlp.JSON if as_json else otlp.PROTOBUF
-    return Response(content=otlp.encode_response(result, as_json), media_type=media_type)
 
 
 async def _http_exception(request: Request, exc: StarletteHTTPException) -> Response:

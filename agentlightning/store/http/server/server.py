@@ -192,7 +192,7 @@ class LightningStoreServer(DelegatingStore):
         import uvicorn
 
         from agentlightning.store.http.server.coalescing import coalescing_http_protocol
-        from agentlightning.tracer.scope import untraced_asgi
+        from agentlightning.utils.untraced import untraced_asgi
 
         # Requests are never traced into a rollout, even when the server shares a process with an open trace context.
         config = uvicorn.Config(
