@@ -7,7 +7,7 @@ optionally a JSON-lines file. The rewards come from the attempt metadata that ru
 (`final_reward`), so following them costs no span queries; training rollouts and evaluation rollouts (mode "val" or
 "test", e.g. GRPO's held-out evaluations) are averaged apart, so the reward shown is the training reward. A tick costs the store five counts and one query of the
 newly finished rollouts (at most 500); with log lines only the store is read every 5 s by default, and never more
-than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
+than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks-appendix.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
 The final snapshot and the most frequent failure reasons make the run summary.
 """
 

@@ -83,7 +83,7 @@ def test_without_the_shared_agent_loop_async_agents_run_on_their_runners_loops()
 
 
 def test_the_shared_agent_loop_adds_two_cross_thread_calls_per_rollout(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The regression guard of docs/benchmarks.md ("A regression to find"): the hop to the shared loop and back
+    # The regression guard of docs/benchmarks-appendix.md ("A regression to find"): the hop to the shared loop and back
     # (a2f1a4c) is what made a no-op shm rollout cost more CPU; a further hop per rollout would cost more again.
     own = _cross_thread_calls_per_rollout(monkeypatch, False, 40)
     shared = _cross_thread_calls_per_rollout(monkeypatch, True, 40)

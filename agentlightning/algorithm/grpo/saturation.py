@@ -2,7 +2,7 @@
 
 Sampling fresh tasks until enough groups have rewards that vary pays while the policy still fails often; once it
 gets nearly everything right, almost every group is all right, a step spends its whole task budget finding the few
-that vary, and the run takes fewer, longer steps (docs/benchmarks.md, "No wasted steps"). The rule reads only the
+that vary, and the run takes fewer, longer steps (docs/benchmarks-appendix.md, "No wasted steps"). The rule reads only the
 run's history, so a resumed run decides as the uninterrupted one would.
 """
 
