@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 import agentlightning as agl
 
