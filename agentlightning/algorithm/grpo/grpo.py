@@ -350,7 +350,7 @@ class GRPO(Algorithm):
         self.step = self.start_step = loaded.step
         self.history = list(loaded.state.get("history", []))
         self.skips = SkipCounts(**loaded.state.get("skips", {}))
-        self.drift = DriftCounts(**{k: v for k, v in loaded.state.get("drift", {}).items() if k != "rate"})
+        self.drift = DriftCounts.from_dict(loaded.state.get("drift", {}))
         self.rollout_drift = dict(loaded.state.get("rollout_drift", {}))
         self.group_sampling = SamplingCounts(**loaded.state.get("group_sampling", {}))
         self.task_cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))

@@ -22,7 +22,8 @@ _TIMED_PARTS = ("rollout", "adapter", "update", "weight_swap", "total")
 
 def training_summary(algorithm: Any) -> dict[str, Any]:
     """What a GRPO run did, for its summary.json: steps, settings, mean seconds per step (this run's steps), what
-    was skipped, how its calls joined into multi-turn samples (drift per run and per rollout that drifted), and what
+    was skipped, how its calls joined into multi-turn samples (drift per run and per rollout that drifted; lineages
+    per rollout, calls that fitted no lineage, share of the generated tokens trained), and what
     it sampled to find informative groups, and its health: the warnings seen and the held-out verdict (see
     docs/algorithms.md, "Reading a run's health"). `algorithm` is a `GRPO` after (or during) `run`."""
     history = algorithm.history
@@ -44,6 +45,7 @@ def training_summary(algorithm: Any) -> dict[str, Any]:
             "last_5_steps": round(sum(calls[-5:]) / len(calls[-5:]), 3) if calls else None,
         },
         "drift": {**algorithm.drift.to_dict(), "per_rollout": dict(algorithm.rollout_drift)},
+        "lineages": algorithm.drift.lineage_summary(),
         "group_sampling": algorithm.group_sampling.to_dict(),
         "training_tokens": {
             **tokens,

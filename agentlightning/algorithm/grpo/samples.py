@@ -6,7 +6,10 @@ the outcome on the final call (`agentlightning.adapter.rewards`, then `turn_adva
 token ids (`agentlightning.adapter.trajectory`): with `aggregation="trajectory"` (the default) a conversation is one
 sample whose loss mask covers only the model's own tokens; with `aggregation="transition"`, or where a call did not
 extend its conversation exactly (drift, counted), each call is a sample. Responses longer than
-`max_response_tokens` are cut (counted), and a conversation holding one is trained call by call.
+`max_response_tokens` are cut (counted), and a conversation holding one is trained call by call. A rollout whose
+history is not append-only (an agent that compacts its context, a sub-agent with a fresh conversation) gives several
+conversations, its *lineages*; `DriftCounts` counts them, the calls that fitted none, and the share of the model's
+generated tokens that ended up in the loss.
 
 Each call is first checked against what the proxy recorded of it (`call_checks`): calls sampled otherwise than
 configured, served by another agent's adapter, or (with `truncated="mask"`) stopped on the length limit keep their
@@ -19,8 +22,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Optional
 
 from agentlightning.adapter.trajectory import StitchedSequence, call_ids, stitch_calls
@@ -37,25 +40,61 @@ __all__ = ["DriftCounts", "StepSamples", "build_samples", "call_ids"]
 
 @dataclass
 class DriftCounts:
-    """How a step's (or a run's) calls joined into conversations (see `agentlightning.adapter.trajectory`)."""
+    """How a step's (or a run's) calls joined into conversations (see `agentlightning.adapter.trajectory`): the
+    lineages they formed, the calls that fitted none (drifted), and the share of the model's tokens trained."""
 
     rollouts: int = 0  # rollouts with at least one call
     calls: int = 0
     continuations: int = 0  # calls that continued an earlier conversation of their rollout
-    drifted: int = 0  # continuations whose prompt did not extend the conversation's ids exactly
+    drifted: int = 0  # continuations whose prompt did not extend the conversation's ids exactly (fit no lineage)
     rollouts_drifted: int = 0
+    lineages: int = 0  # root conversations of those rollouts (each trained as one multi-turn sample)
+    generated_tokens: int = 0  # tokens the model generated in the rollouts the step trained on (informative groups)
+    trained_tokens: int = 0  # of those, the tokens in the loss of a sample (after masking and cuts)
 
     @property
     def rate(self) -> float:
         """Drifted calls per continuation (0.0 when nothing continued)."""
         return self.drifted / self.continuations if self.continuations else 0.0
 
+    @property
+    def lineages_per_rollout(self) -> Optional[float]:
+        """Lineages per rollout with calls (None when no rollout had one)."""
+        return self.lineages / self.rollouts if self.rollouts else None
+
+    @property
+    def trained_share(self) -> Optional[float]:
+        """Generated tokens trained per generated token of the rollouts trained on (None when none was)."""
+        return self.trained_tokens / self.generated_tokens if self.generated_tokens else None
+
     def add(self, other: DriftCounts) -> None:
         for name, value in asdict(other).items():
             setattr(self, name, getattr(self, name) + value)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "rate": round(self.rate, 4)}
+        per_rollout, share = self.lineages_per_rollout, self.trained_share
+        return {
+            **asdict(self),
+            "rate": round(self.rate, 4),
+            "lineages_per_rollout": None if per_rollout is None else round(per_rollout, 4),
+            "trained_share": None if share is None else round(share, 4),
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> DriftCounts:
+        """Counts saved with `to_dict` (a checkpoint's; counts it lacks are 0, derived figures are recomputed)."""
+        return cls(**{f.name: int(values.get(f.name, 0)) for f in fields(cls)})
+
+    def lineage_summary(self) -> dict[str, Any]:
+        """The per-run lineage figures: lineages per rollout, calls that fitted no lineage (the drifted ones) and
+        the share of the model's generated tokens that were trained."""
+        return {
+            "lineages_per_rollout": self.to_dict()["lineages_per_rollout"],
+            "calls_fitting_no_lineage": self.drifted,
+            "generated_tokens": self.generated_tokens,
+            "trained_tokens": self.trained_tokens,
+            "trained_share": self.to_dict()["trained_share"],
+        }
 
 
 @dataclass
@@ -105,6 +144,7 @@ def build_samples(
         step.drift.calls += report.calls
         step.drift.continuations += report.continuations
         step.drift.drifted += report.drifted
+        step.drift.lineages += report.lineages
         if report.drifted:
             step.drift.rollouts_drifted += 1
             step.rollout_drift[item.rollout.rollout_id] = round(report.drift_rate, 4)
@@ -121,7 +161,10 @@ def build_samples(
         step.transition_tokens += sum(len(c.prompt["token_ids"]) + len(c.response["token_ids"]) for c in item.calls)
         records, verdicts = checked[position]
         for sequence in stitched[position].sequences:
-            step.samples.extend(_sequence_samples(item, sequence, per_call, group, skips, config, records, verdicts))
+            made = _sequence_samples(item, sequence, per_call, group, skips, config, records, verdicts)
+            step.drift.generated_tokens += sequence.generated_tokens
+            step.drift.trained_tokens += sum(sample.trained_tokens for sample in made)
+            step.samples.extend(made)
     return step
 
 

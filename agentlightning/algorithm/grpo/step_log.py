@@ -130,7 +130,7 @@ def log_step(entry: dict[str, Any], built: StepSamples, metrics: dict[str, float
     """The INFO line of a finished step (its history `entry`)."""
     logger.info(
         "GRPO step %d: reward %s over %d rollouts (%d tasks, %d informative groups), %d samples, drift %.2f, "
-        "loss %.4f (%s)",
+        "%s lineages per rollout, loss %.4f (%s)",
         entry["step"],
         "n/a" if entry["reward_mean"] is None else f"{entry['reward_mean']:.3f}",
         entry["rollouts"],
@@ -138,6 +138,7 @@ def log_step(entry: dict[str, Any], built: StepSamples, metrics: dict[str, float
         built.informative_groups,
         len(built.samples),
         built.drift.rate,
+        "n/a" if built.drift.lineages_per_rollout is None else f"{built.drift.lineages_per_rollout:.2f}",
         metrics.get("loss", 0.0),
         ", ".join(f"{k} {v:.1f}s" for k, v in entry["seconds"].items()),
     )

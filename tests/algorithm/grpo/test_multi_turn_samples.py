@@ -48,7 +48,12 @@ def test_trajectory_aggregation_makes_one_masked_sample_per_rollout() -> None:
         "continuations": 2,
         "drifted": 0,
         "rollouts_drifted": 0,
+        "lineages": 2,
+        "generated_tokens": 6,
+        "trained_tokens": 6,
         "rate": 0.0,
+        "lineages_per_rollout": 1.0,
+        "trained_share": 1.0,
     }
 
 
