@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from agentlightning.store.base import LightningStore
 from agentlightning.store.errors import AttemptNotFoundError, RolloutNotFoundError
 from agentlightning.tracer.scope import untraced_asgi
+from agentlightning.utils.sse import data_objects
 
 from .auth import ProxyKeyMiddleware
 from .call_link import REQUEST_ID_HEADER, proxy_request_id
@@ -380,18 +381,8 @@ def _is_done(event: bytes) -> bool:
 
 def _inspect_event(event: bytes, assembler: StreamAssembler, wants_usage: bool) -> bool:
     """Feed one SSE event to the assembler; False for the usage-only chunk the client did not ask for."""
-    for line in event.split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if not data or data == b"[DONE]":
-            continue
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(chunk, dict):
-            assembler.add(chunk)
-            if not wants_usage and chunk.get("usage") and not chunk.get("choices"):
-                return False
+    for chunk in data_objects(event.split(b"\n")):
+        assembler.add(chunk)
+        if not wants_usage and chunk.get("usage") and not chunk.get("choices"):
+            return False
     return True

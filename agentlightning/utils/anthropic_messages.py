@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, Optional
+
+from .sse import data_objects
 
 __all__ = [
     "MessagesRequestError",
@@ -384,24 +386,6 @@ class MessagesStream:
         return sse_event("error", anthropic_error(status, message))
 
 
-def chat_chunks(lines: Sequence[bytes]) -> list[dict[str, Any]]:
-    """The JSON chunks of chat SSE `data:` lines (`[DONE]` and non-JSON lines skipped); a helper for relays."""
-    chunks = []
-    for line in lines:
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if not data or data == b"[DONE]":
-            continue
-        try:
-            parsed = json.loads(data)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict):
-            chunks.append(parsed)
-    return chunks
-
-
 async def translate_chat_stream(chunks: AsyncIterable[Any], model: str) -> AsyncIterator[bytes]:
     """Anthropic's stream events for a chat completion's server-sent events (`bytes` or `str` pieces); an error
     event of the chat stream (`data: {"error": ...}`) ends it with Anthropic's `error` event."""
@@ -411,7 +395,7 @@ async def translate_chat_stream(chunks: AsyncIterable[Any], model: str) -> Async
         buffer += piece if isinstance(piece, bytes) else str(piece).encode()
         while b"\n\n" in buffer:
             event, buffer = buffer.split(b"\n\n", 1)
-            for chunk in chat_chunks(event.split(b"\n")):
+            for chunk in data_objects(event.split(b"\n")):
                 if "error" in chunk and not chunk.get("choices"):
                     error = chunk["error"]
                     message = error.get("message", error) if isinstance(error, dict) else error
