@@ -583,6 +583,7 @@ class GRPO(Algorithm):
         if self._strata is not None:
             entry["strata"] = stratum_counts(self._strata, sampled.indices)
         entry["truncation_rate"] = round(built.truncation_rate, 4)
+        entry["truncation_kept"] = config.truncated == "keep"  # the length limit is part of the task: no warning
         entry["seconds"] = {
             "rollout": round(sampled.rollout_seconds, 3),
             "adapter": round(sampled.adapter_seconds, 3),

@@ -179,4 +179,5 @@ def step_health(
     for name in MEASURED_ELSEWHERE:
         value = entry.get(name, metrics.get(name))
         record[name] = round(float(value), 6) if isinstance(value, (int, float)) else None
+    record["truncation_kept"] = bool(entry.get("truncation_kept"))  # truncated="keep": the limit is intended
     return record

@@ -139,8 +139,11 @@ def entropy_collapse(records: Sequence[Record]) -> Optional[HealthWarning]:
 
 
 def truncation(records: Sequence[Record]) -> Optional[HealthWarning]:
-    """At least `TRUNCATION_WARN_RATE` of the last step's calls stopped at the token limit."""
+    """At least `TRUNCATION_WARN_RATE` of the last step's calls stopped at the token limit (not when the run keeps
+    truncated calls on purpose, `truncated="keep"`: its length limit is part of the task)."""
     rate = records[-1].get("truncation_rate") if records else None
+    if records and records[-1].get("truncation_kept"):
+        return None
     if not isinstance(rate, (int, float)) or rate < TRUNCATION_WARN_RATE:
         return None
     return HealthWarning(

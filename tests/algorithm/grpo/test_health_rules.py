@@ -100,3 +100,10 @@ def test_a_healthy_run_has_no_warning() -> None:
         for s in range(1, 8)
     ]
     assert health_warnings(records) == [] and health_warnings([]) == []
+
+
+def test_truncation_is_not_warned_about_when_the_run_keeps_truncated_calls_on_purpose() -> None:
+    from agentlightning.algorithm.grpo.health_rules import truncation
+
+    assert truncation([{"truncation_rate": 0.9}]) is not None
+    assert truncation([{"truncation_rate": 0.9, "truncation_kept": True}]) is None

@@ -15,10 +15,13 @@ from agentlightning.algorithm.grpo.samples import build_samples
 
 from .harness import CAPTURES, FRAMEWORKS, SAMPLING, Rollouts, Scripts, agent_module
 
+# The four frameworks the calculator is trained in (the capture-only ones such as smolagents and DSPy re-render their
+# history as text, so their calls are separate sequences by design: test_capture_matrix covers them).
 PACKAGES = {"openai": "openai", "langgraph": "langgraph", "agents-sdk": "agents", "autogen": "autogen_agentchat"}
+assert set(PACKAGES) <= set(FRAMEWORKS)
 
 
-@pytest.fixture(params=list(FRAMEWORKS))
+@pytest.fixture(params=list(PACKAGES))
 def framework(request: pytest.FixtureRequest) -> str:
     pytest.importorskip(PACKAGES[request.param], reason=f"the {request.param} framework is not installed")
     return request.param
