@@ -1,4 +1,4 @@
-"""Train the compacting agent (agent.py: a sub-agent with a fresh conversation, a summary every two turns) with GRPO
+"""Train the compacting agent (compacting.py: a sub-agent with a fresh conversation, a summary every two turns) with GRPO
 on this machine's CPU, and report how its calls joined into lineages.
 
     python examples/compacting_agent/train.py --minutes 5                     # SmolLM2-135M-Instruct
@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import agent as compacting
+import compacting
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO

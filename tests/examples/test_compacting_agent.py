@@ -20,7 +20,7 @@ from agentlightning.algorithm.grpo.samples import build_samples
 
 from ._load import load
 
-agent = load("compacting_agent", "agent")
+agent = load("compacting_agent", "compacting")
 
 
 @pytest.mark.parametrize(

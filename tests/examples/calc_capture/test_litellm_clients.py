@@ -36,7 +36,11 @@ async def dspy_default_engine_agent(task: dict[str, Any], llm: agl.LLM) -> float
     import dspy
 
     lm = dspy.LM(
-        f"openai/{llm.model}", api_base=llm.endpoint, api_key=llm.api_key or "unused", max_tokens=max_tokens_of(llm)
+        f"openai/{llm.model}",
+        api_base=llm.endpoint,
+        api_key=llm.api_key or "unused",
+        max_tokens=max_tokens_of(llm),
+        cache=False,  # DSPy caches answers on disk (across runs): every rollout must ask the model
     )
     with dspy.context(lm=lm):
         prediction = await dspy.Predict("question -> answer").acall(question=calc().question(task))
