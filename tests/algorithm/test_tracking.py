@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,17 @@ def _wandb_records(run_file: Path) -> list[Any]:
     return records
 
 
+@pytest.fixture
+def wandb_service() -> Iterator[None]:
+    """W&B keeps its service process (wandb-core) for the rest of the process once a run started: stop it after the
+    test, so no child process outlives the test (the execution tests check that none is left)."""
+    yield
+    import wandb
+
+    wandb.teardown()
+
+
+@pytest.mark.usefixtures("wandb_service")
 def test_wandb_offline_run_reads_back_with_wandbs_own_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WANDB_MODE", raising=False)
     monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
