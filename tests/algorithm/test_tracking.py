@@ -4,9 +4,11 @@ each library's own reader; the one `tracking=` option builds the trackers and sa
 from __future__ import annotations
 
 import math
+import os
 import struct
+import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -183,21 +185,26 @@ def _wandb_records(run_file: Path) -> list[Any]:
     return records
 
 
-@pytest.fixture
-def wandb_service() -> Iterator[None]:
-    """W&B keeps its service process (wandb-core) for the rest of the process once a run started: stop it after the
-    test, so no child process outlives the test (the execution tests check that none is left)."""
-    yield
-    import wandb
+_WANDB_RUN = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_tracking import _record
+from agentlightning.algorithm.tracking import make_tracker
+_record(make_tracker({{"wandb": {{"project": "calc"}}}}, directory=Path({directory!r}), run_name="grpo-run"))
+import wandb
+wandb.teardown()
+"""
 
-    wandb.teardown()
 
-
-@pytest.mark.usefixtures("wandb_service")
-def test_wandb_offline_run_reads_back_with_wandbs_own_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
-    _record(make_tracker({"wandb": {"project": "calc"}}, directory=tmp_path, run_name="grpo-run"))  # type: ignore[arg-type]
+def test_wandb_offline_run_reads_back_with_wandbs_own_records(tmp_path: Path) -> None:
+    # W&B keeps process-wide state (its settings, its wandb-core service process): the run is made in a fresh
+    # interpreter, so nothing an earlier test did to W&B in this process reaches it, and no service outlives it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env["WANDB_DISABLE_GIT"] = "true"
+    script = _WANDB_RUN.format(tests=str(Path(__file__).parent), directory=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     (run_file,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
     records = _wandb_records(run_file)
     history = []
@@ -206,6 +213,8 @@ def test_wandb_offline_run_reads_back_with_wandbs_own_records(tmp_path: Path, mo
             items = {item.key or "/".join(item.nested_key): item.value_json for item in record.history.item}
             history.append(items)
     steps = {int(h["_step"]): h for h in history}
+    kinds = [r.WhichOneof("record_type") for r in records]
+    assert sorted(steps) == [1, 2, 3], f"history {history}; records {kinds}"
     assert [float(steps[s]["reward_mean"]) for s in (1, 2, 3)] == [0.25, 0.5, 0.75]
     assert steps[3]["warnings"] == '"no informative group for 3 steps"'
     runs = [r.run for r in records if r.WhichOneof("record_type") == "run"]
