@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -20,3 +21,16 @@ def _restore_agentlightning_logger() -> Iterator[None]:
         handler.close()
     logger.setLevel(saved[1])
     logger.propagate = saved[2]
+
+
+@pytest.fixture(autouse=True)
+def _sigint_handler_is_left_as_found() -> Iterator[None]:
+    """A test that leaves the process's Ctrl-C handling changed fails itself, and the handler is put back: child
+    processes inherit an ignored SIGINT, and every later test that relies on Ctrl-C would fail far from the cause."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before and after != before:
+        if before is not None:
+            signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left the SIGINT handler as {after!r} (it was {before!r}); restored", pytrace=False)

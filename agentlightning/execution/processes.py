@@ -65,12 +65,16 @@ class ProcessLauncher:
         )
         # Children start with SIGINT ignored (inherited through exec) until they have loaded their bundle: a Ctrl-C
         # during their start-up prints no traceback. Only the main thread may change signal handlers.
+        # The previous handler is read before ignoring and put back in `finally`: a Ctrl-C already pending runs
+        # its Python handler right after `signal.signal` returns, and must not leave this process ignoring SIGINT.
         in_main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+        previous = signal.getsignal(signal.SIGINT) if in_main else None
         try:
+            if previous is not None:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             process.start()
         finally:
-            if in_main:
+            if previous is not None:
                 signal.signal(signal.SIGINT, previous)
         return RunnerProcess(process, ready)
 
