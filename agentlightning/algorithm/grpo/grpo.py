@@ -33,35 +33,18 @@ from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
 from ..tracking import Tracker, TrackingOption, make_tracker
-from .agents import (
-    AgentMatch,
-    AgentRollouts,
-    agent_history_entry,
-    agent_step_samples,
-    describe_agents,
-    parse_agent_match,
-    read_agent_rollouts,
-)
-from .balance import Strata, balanced_tasks_at, stratify, stratum_counts
-from .build import build_policy_and_serving, check_serving_arguments
-from .call_checks import ServedBy
-from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
-from .dispatch import cancel_stale_rollouts, run_rollouts
-from .evaluation import EvaluationReport, evaluation_report
-from .health_log import RunHealth, log_verdict
-from .health_store import POINTER_KEY, HealthRecordWriter
-from .loss import Sample
+from .learning.agent_samples import agent_step_samples
+from .learning.checkpoint import find_latest, load_checkpoint, save_checkpoint
+from .learning.loss import Sample
+from .learning.sampler_gap import correction_needed, describe_sampler
+from .learning.samples import DriftCounts, StepSamples, build_samples
 from .report import training_summary, write_run_outputs
-from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
-from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
-from .sampler_gap import correction_needed, describe_sampler
-from .samples import DriftCounts, StepSamples, build_samples
-from .sampling import sample_groups
-from .sampling_check import SamplingMismatches
-from .saturation import reward_saturated
-from .schedule import SamplingCounts, deadline, max_steps, tasks_at
-from .step_log import (
+from .reporting.agent_history import agent_history_entry
+from .reporting.evaluation import EvaluationReport, evaluation_report
+from .reporting.health_log import RunHealth, log_verdict
+from .reporting.health_store import POINTER_KEY, HealthRecordWriter
+from .reporting.step_log import (
     check_sampling,
     count_drift,
     history_entry,
@@ -70,16 +53,27 @@ from .step_log import (
     log_step,
     require_llm_calls,
 )
-from .tracking import track_event
+from .reporting.tracking import track_event
+from .rollouts.agents import AgentMatch, AgentRollouts, describe_agents, parse_agent_match, read_agent_rollouts
+from .rollouts.call_checks import ServedBy
+from .rollouts.dispatch import cancel_stale_rollouts, run_rollouts
+from .rollouts.reading import RolloutData, SkipCounts, count_skips, read_rollouts
+from .rollouts.sampling_check import SamplingMismatches
+from .sampling.balance import Strata, balanced_tasks_at, stratify, stratum_counts
+from .sampling.rounds import sample_groups
+from .sampling.saturation import reward_saturated
+from .sampling.schedule import SamplingCounts, deadline, max_steps, tasks_at
+from .serving.build import build_policy_and_serving, check_serving_arguments
+from .serving.routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
     from agentlightning.llm_proxy import LLMProxy
 
-    from .agent_policy import AgentPolicies
-    from .policy import Policy
-    from .serving import Serving
+    from .learning.agent_policy import AgentPolicies
+    from .learning.policy import Policy
+    from .serving.base import Serving
 
 __all__ = ["GRPO", "EvaluationReport"]
 
@@ -292,7 +286,7 @@ class GRPO(Algorithm):
         """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
         assert self._serving is not None and self.policy is not None
         if self.agent_policies is not None:
-            from .agent_policy import publish_adapters
+            from .serving.base import publish_adapters
 
             publish_adapters(self._serving, self.agent_policies, self._version)
         else:
@@ -654,7 +648,7 @@ class GRPO(Algorithm):
 
 
 def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig, correct: bool) -> dict[str, float]:
-    from .update import apply_update
+    from .learning.update import apply_update
 
     return apply_update(policy, samples, config, sampler_correction=correct)
 
@@ -662,7 +656,7 @@ def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig, corre
 def _run_agent_updates(
     policies: AgentPolicies, samples: dict[str, list[Sample]], config: GRPOConfig, correct: bool
 ) -> dict[str, float]:
-    from .agent_policy import run_agent_updates
+    from .learning.agent_policy import run_agent_updates
 
     return run_agent_updates(policies, samples, config, sampler_correction=correct)
 

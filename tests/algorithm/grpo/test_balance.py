@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.balance import balanced_tasks_at, stratify, stratum_counts
+from agentlightning.algorithm.grpo.sampling.balance import balanced_tasks_at, stratify, stratum_counts
 
 KINDS = ["a"] * 9 + ["b"] * 2 + ["c"] * 4  # strata of 9, 2 and 4 tasks, interleaved below
 DATASET = [{"id": i, "kind": kind} for i, kind in enumerate(KINDS[::2] + KINDS[1::2])]

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from agentlightning.algorithm.grpo.grpo import GRPO
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts, count_skips
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts, count_skips
 from agentlightning.types import Triplet
 
 

@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-from .config import GRPOConfig
-from .vllm_serving import build_vllm_serving, check_vllm_options
+from ..config import GRPOConfig
+from .vllm import build_vllm_serving, check_vllm_options
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
 
-    from .agent_policy import AgentPolicies
-    from .policy import Policy
-    from .serving import Serving
+    from ..learning.agent_policy import AgentPolicies
+    from ..learning.policy import Policy
+    from .base import Serving
 
 __all__ = ["Built", "build_policy_and_serving", "check_serving_arguments"]
 
@@ -47,15 +47,15 @@ def build_policy_and_serving(
     step: int,
 ) -> Built:
     """The policy and serving of a run (GRPO's `__init__` has checked the combination of arguments)."""
-    from .policy import Policy
-    from .serving import LocalServing, RemoteServing
+    from ..learning.policy import Policy
+    from .inference_server import LocalServing, RemoteServing
 
     if serving == "vllm":
         # vLLM serves the folder the policy is loaded from (with several agents, each agent's calls go to the base
         # model until its first adapter is loaded: a fresh LoRA adapter changes nothing).
         trained, vllm = build_vllm_serving(model_path, output_dir, config, vllm_options, agents)
         if agents is not None:
-            from .agent_policy import AgentPolicies
+            from ..learning.agent_policy import AgentPolicies
 
             assert isinstance(trained, AgentPolicies)
             return Built(cast("Policy", trained), vllm, trained, serves_policy_weights=True)
@@ -76,7 +76,7 @@ def build_policy_and_serving(
     agent_policies: Optional[AgentPolicies] = None
     serves_policy_weights = False
     if agents is not None:
-        from .agent_policy import AgentPolicies
+        from ..learning.agent_policy import AgentPolicies
 
         agent_policies = (
             AgentPolicies.from_pretrained(model_path, config, list(agents))

@@ -28,12 +28,12 @@ from typing import Any, Optional
 
 from agentlightning.adapter.trajectory import StitchedSequence, call_ids, stitch_calls
 
+from ..config import GRPOConfig
+from ..rollouts.call_checks import CallVerdict, ServedBy, judge_call
+from ..rollouts.proxy_calls import ProxyCall
+from ..rollouts.reading import RolloutData, SkipCounts
 from .advantages import group_advantages, turn_advantages
-from .call_checks import CallVerdict, ServedBy, judge_call
-from .config import GRPOConfig
 from .loss import Sample
-from .proxy_calls import ProxyCall
-from .rollouts import RolloutData, SkipCounts
 
 __all__ = ["DriftCounts", "StepSamples", "build_samples", "call_ids"]
 

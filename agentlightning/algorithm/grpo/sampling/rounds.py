@@ -15,10 +15,10 @@ from typing import Any, Optional, Protocol
 
 from agentlightning.types import Dataset, Rollout
 
-from .agents import AgentRollouts
-from .config import GRPOConfig
-from .rollouts import RolloutData, SkipCounts
-from .samples import build_samples
+from ..config import GRPOConfig
+from ..learning.samples import build_samples
+from ..rollouts.agents import AgentRollouts
+from ..rollouts.reading import RolloutData, SkipCounts
 from .schedule import SamplingCounts
 
 __all__ = ["RoundRunner", "SampledGroups", "informative_groups", "sample_groups"]

@@ -13,13 +13,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
-from .agents import agent_resource_name
+from ..rollouts.agents import agent_resource_name
 
 if TYPE_CHECKING:
     from agentlightning.llm_proxy import LLMProxy
     from agentlightning.store.base import LightningStore
 
-    from .serving import Serving
+    from .base import Serving
 
 __all__ = ["agent_upstream", "flush_proxy", "model_entries", "proxy_entry", "route_to_newest", "start_proxy"]
 

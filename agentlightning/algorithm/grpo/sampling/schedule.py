@@ -12,7 +12,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 
 __all__ = ["SamplingCounts", "deadline", "max_steps", "task_indices", "tasks_at"]
 

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
-from .serving import ServingError
+from .base import ServingError
 from .vllm_process import (
     LOG_TAIL_LINES,
     VLLM_COMMAND_ENV,
@@ -58,9 +58,9 @@ from .vllm_process import (
 )
 
 if TYPE_CHECKING:
-    from .agent_policy import AgentPolicies
-    from .config import GRPOConfig
-    from .policy import Policy
+    from ..config import GRPOConfig
+    from ..learning.agent_policy import AgentPolicies
+    from ..learning.policy import Policy
 
 __all__ = [
     "PUBLISH_MODES",
@@ -425,8 +425,8 @@ def build_vllm_serving(
 ) -> tuple[Union[Policy, AgentPolicies], VllmServing]:
     """The policy (from `model_path`, default the embedded SmolLM2's folder; with `agents`, one LoRA adapter per
     agent on it) and the vLLM serving of it."""
-    from .agent_policy import AgentPolicies
-    from .policy import Policy
+    from ..learning.agent_policy import AgentPolicies
+    from ..learning.policy import Policy
 
     options = dict(options)
     if model_path is None:
