@@ -34,11 +34,10 @@ from agentlightning.utils.memory import release_free_memory
 from ..base import Algorithm
 from ..tracking import Tracker, TrackingOption, make_tracker
 from .config import GRPOConfig
-from .learning.agent_samples import agent_step_samples
 from .learning.checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .learning.loss import Sample
 from .learning.sampler_gap import correction_needed, describe_sampler
-from .learning.samples import DriftCounts, StepSamples, build_samples
+from .learning.samples import DriftCounts
 from .report import training_summary, write_run_outputs
 from .reporting.agent_history import agent_history_entry
 from .reporting.evaluation import EvaluationReport, evaluation_report
@@ -59,10 +58,11 @@ from .rollouts.call_checks import ServedBy
 from .rollouts.dispatch import cancel_stale_rollouts, run_rollouts
 from .rollouts.reading import RolloutData, SkipCounts, count_skips, read_rollouts
 from .rollouts.sampling_check import SamplingMismatches
-from .sampling.balance import Strata, balanced_tasks_at, stratify, stratum_counts
+from .sampling.balance import stratify, stratum_counts
 from .sampling.rounds import sample_groups
 from .sampling.saturation import reward_saturated
-from .sampling.schedule import SamplingCounts, deadline, max_steps, tasks_at
+from .sampling.schedule import SamplingCounts, deadline, max_steps
+from .sampling.task_stream import TaskStream
 from .serving.build import build_policy_and_serving, check_serving_arguments
 from .serving.routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
 
@@ -190,7 +190,6 @@ class GRPO(Algorithm):
         if balance_by is not None and not callable(balance_by):
             raise TypeError(f"balance_by must be a callable task -> stratum, got {balance_by!r}")
         self.balance_by = balance_by
-        self._strata: Optional[Strata] = None
         self.proxy_options = dict(proxy or {})
         unknown = sorted(set(self.proxy_options) - PROXY_OPTIONS)
         if unknown:
@@ -203,7 +202,7 @@ class GRPO(Algorithm):
         self.drift = DriftCounts()  # how the run's calls joined into multi-turn sequences
         self.rollout_drift: dict[str, float] = {}  # the drift rate of every rollout that drifted (first 1,000)
         self.group_sampling = SamplingCounts()  # tasks sampled, extra tasks for informative groups, short steps
-        self.task_cursor = 0  # position in the task stream (see schedule.tasks_at)
+        self.tasks: Optional[TaskStream] = None  # the training tasks, from `run` on (its cursor is checkpointed)
         self.history: list[dict[str, Any]] = []
         self.evaluations: list[EvaluationReport] = []
         self.resumed_from: Optional[str] = None
@@ -308,6 +307,17 @@ class GRPO(Algorithm):
         await self.get_store().update_resources(resources_id, resources)
         return resources_id
 
+    async def _read_training_rollouts(
+        self, finished: list[Rollout]
+    ) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
+        """`_read`, and the checks of a training step's calls: an agent pattern that selects none of the run's first
+        step's calls is an error, and so is a step whose rollouts made no LLM call at all."""
+        data, read = await self._read(finished)
+        if read is not None and self.agents is not None and self.step == self.start_step:
+            read.require_calls(self.agents, self.step + 1)
+        require_llm_calls(self.step + 1, data, self.resource_name)
+        return data, read
+
     async def _read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
         """The finished rollouts' calls and rewards, once the proxy wrote its spans (with several agents: split by
         agent, the merged view first)."""
@@ -347,7 +357,8 @@ class GRPO(Algorithm):
         self.drift = DriftCounts.from_dict(loaded.state.get("drift", {}))
         self.rollout_drift = dict(loaded.state.get("rollout_drift", {}))
         self.group_sampling = SamplingCounts(**loaded.state.get("group_sampling", {}))
-        self.task_cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
+        assert self.tasks is not None
+        self.tasks.cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
         self.evaluations = [
             EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
         ]
@@ -370,8 +381,9 @@ class GRPO(Algorithm):
         evaluations before and after come on top (`summary()["seconds"]` records each phase)."""
         if train_dataset is None or len(train_dataset) == 0:
             raise ValueError("GRPO needs a non-empty train_dataset")
-        if self.balance_by is not None:  # before anything loads: a balance_by that fails on a task stops here
-            self._strata = stratify(train_dataset, self.balance_by, self.config.seed)
+        # before anything loads: a balance_by that fails on a task stops here
+        strata = stratify(train_dataset, self.balance_by, self.config.seed) if self.balance_by is not None else None
+        self.tasks = TaskStream(len(train_dataset), self.config.seed, strata=strata)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
         directory = self.output_dir if self.output_dir is not None else Path("runs") / "grpo"
         self._tracker = make_tracker(self.tracking, directory=directory, run_name=directory.name)
@@ -520,24 +532,28 @@ class GRPO(Algorithm):
         resources_id = await self._publish_resources(temperature=config.temperature)
         meta = {"step": self.step + 1, "version": self._version}
         saturated = reward_saturated(self.history, config.saturation_reward, config.saturation_window)
+        assert self.tasks is not None
+
+        async def run_round(tasks: list[Any], round: int) -> tuple[list[Rollout], list[int]]:
+            return await self._run_rollouts(tasks, "train", resources_id, config.group_size, {**meta, "round": round})
+
         sampled = await sample_groups(
             dataset,
             config,
             self.group_sampling,
-            _Rounds(self, len(dataset), resources_id, meta),
+            self.tasks,
+            run_round,
+            self._read_training_rollouts,
             self.agents,
+            served=ServedBy(self._serving.model_name, base_allowed=self._version == "base"),
             extra=not saturated,
         )
         step_skips = count_skips(sampled.data)
+        step_skips.add(sampled.build_skips)
         mismatches = check_sampling(self.step + 1, sampled.data, config.temperature, self.sampling_mismatches)
-        per_agent: dict[str, StepSamples] = {}
+        built, per_agent = sampled.built, sampled.per_agent
         if self.agents is not None:
-            args = (sampled.groups, sampled.indices, step_skips, config)
-            served = ServedBy(self._serving.model_name, base_allowed=self._version == "base")
-            per_agent, built = agent_step_samples(sampled.agents, self.agents, *args, served=served)
             self.last_agent_samples = {agent: part.samples for agent, part in per_agent.items()}
-        else:
-            built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
         samples = built.samples
         self.last_samples = samples
 
@@ -574,8 +590,8 @@ class GRPO(Algorithm):
             entry = agent_history_entry(entry, sampled.agents, per_agent, metrics)
         entry["sampling_mismatches"] = mismatches.to_dict()
         entry["reward_saturated"] = saturated  # no extra tasks were sampled (see saturation.py)
-        if self._strata is not None:
-            entry["strata"] = stratum_counts(self._strata, sampled.indices)
+        if self.tasks.strata is not None:
+            entry["strata"] = stratum_counts(self.tasks.strata, sampled.indices)
         entry["truncation_rate"] = round(built.truncation_rate, 4)
         entry["truncation_kept"] = config.truncated == "keep"  # the length limit is part of the task: no warning
         entry["seconds"] = {
@@ -591,11 +607,6 @@ class GRPO(Algorithm):
             await self._health_writer.save(self.history)
         log_step(entry, built, metrics)
         self._emit("step", **entry)
-
-    def _samples(
-        self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
-    ) -> StepSamples:
-        return build_samples(data, groups, indices, skips, self.config)
 
     # ------------------------------------------------------------------------------------------- evaluation
     async def evaluate(self, dataset: Dataset[Any], *, label: str) -> EvaluationReport:
@@ -629,7 +640,7 @@ class GRPO(Algorithm):
             "drift": self.drift.to_dict(),
             "rollout_drift": self.rollout_drift,
             "group_sampling": self.group_sampling.to_dict(),
-            "task_cursor": self.task_cursor,
+            "task_cursor": self.tasks.cursor if self.tasks is not None else 0,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,
             **(
@@ -659,33 +670,3 @@ def _run_agent_updates(
     from .learning.agent_policy import run_agent_updates
 
     return run_agent_updates(policies, samples, config, sampler_correction=correct)
-
-
-class _Rounds:
-    """The sampling rounds of one training step (`sampling.RoundRunner`): tasks from the run's task stream, run against
-    the step's resources, read back (split by agent with several agents)."""
-
-    def __init__(self, algorithm: GRPO, n: int, resources_id: str, meta: dict[str, Any]) -> None:
-        self.algorithm, self.n, self.resources_id, self.meta = algorithm, n, resources_id, meta
-
-    def next_tasks(self, count: int) -> list[int]:
-        algorithm = self.algorithm
-        if algorithm._strata is not None:
-            indices = balanced_tasks_at(algorithm._strata, algorithm.config.seed, algorithm.task_cursor, count)
-        else:
-            indices = tasks_at(algorithm.config, self.n, algorithm.task_cursor, count)
-        algorithm.task_cursor += count
-        return indices
-
-    async def run(self, tasks: list[Any], round: int) -> tuple[list[Rollout], list[int]]:
-        algorithm = self.algorithm
-        meta = {**self.meta, "round": round}
-        return await algorithm._run_rollouts(tasks, "train", self.resources_id, algorithm.config.group_size, meta)
-
-    async def read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
-        algorithm = self.algorithm
-        data, read = await algorithm._read(finished)
-        if read is not None and algorithm.agents is not None and algorithm.step == algorithm.start_step:
-            read.require_calls(algorithm.agents, algorithm.step + 1)  # a pattern selecting nothing at first: an error
-        require_llm_calls(algorithm.step + 1, data, algorithm.resource_name)
-        return data, read

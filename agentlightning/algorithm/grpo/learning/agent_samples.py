@@ -19,14 +19,7 @@ def merge_step_samples(parts: Sequence[StepSamples]) -> StepSamples:
     """The agents' samples of one step as one (for the step's totals)."""
     merged = StepSamples()
     for part in parts:
-        merged.samples.extend(part.samples)
-        merged.rewards.extend(part.rewards)
-        merged.drift.add(part.drift)
-        merged.rollout_drift.update(part.rollout_drift)
-        merged.informative_groups += part.informative_groups
-        merged.transition_tokens += part.transition_tokens
-        merged.calls_recorded += part.calls_recorded
-        merged.calls_hit_length_limit += part.calls_hit_length_limit
+        merged.add(part)
     return merged
 
 
@@ -39,11 +32,10 @@ def agent_step_samples(
     config: GRPOConfig,
     *,
     served: Optional[ServedBy] = None,
-) -> tuple[dict[str, StepSamples], StepSamples]:
-    """Each agent's samples of a step, built from its own calls and rewards, and all of them as one (the totals);
+) -> dict[str, StepSamples]:
+    """Each agent's samples of a step (or of one sampling round of it), built from its own calls and rewards;
     `served` (what may serve an agent's calls) leaves out the calls another adapter served."""
-    per_agent = {
+    return {
         agent: build_samples(read.by_agent[agent], groups, indices, skips, config, agent=agent, served=served)
         for agent in agents
     }
-    return per_agent, merge_step_samples(list(per_agent.values()))

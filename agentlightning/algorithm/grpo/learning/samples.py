@@ -110,6 +110,17 @@ class StepSamples:
     calls_recorded: int = 0  # calls with a proxy record (checked for sampling, adapter and truncation)
     calls_hit_length_limit: int = 0  # of those, calls that stopped on the length limit
 
+    def add(self, other: StepSamples) -> None:
+        """Count `other` (samples of other groups of the same step, or another agent's) into this one."""
+        self.samples.extend(other.samples)
+        self.rewards.extend(other.rewards)
+        self.drift.add(other.drift)
+        self.rollout_drift.update(other.rollout_drift)
+        self.informative_groups += other.informative_groups
+        self.transition_tokens += other.transition_tokens
+        self.calls_recorded += other.calls_recorded
+        self.calls_hit_length_limit += other.calls_hit_length_limit
+
     @property
     def truncation_rate(self) -> float:
         """Calls that stopped on the length limit per call with a proxy record (0.0 when none had one)."""
