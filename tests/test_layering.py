@@ -69,8 +69,10 @@ GRPO_LAYERS: dict[str, int] = {
     "sampling": 3,
     # 4: what a run records and reports
     "reporting": 4,
-    # 5: the run loop and the public faces (the package, the run outputs, the live view)
+    # 5: the run loop (with what it trains: one policy or one adapter per agent) and the public faces (the package,
+    # the run outputs, the live view)
     "grpo": 5,
+    "trained": 5,
     "report": 5,
     "live": 5,
     "": 5,

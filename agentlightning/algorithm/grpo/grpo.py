@@ -7,13 +7,14 @@ update the policy with the clipped policy-gradient loss; swap the new weights in
 publish the next resources version. Checkpoints are written every `checkpoint_every` steps, at the end and on
 Ctrl-C; a run started again with the same `output_dir` continues from the last one.
 
-This module drives the run; its parts: `build` (the policy and its serving, from GRPO's arguments), `schedule` (the
-tasks of each step, when to stop), `sampling` (a step's sampling rounds until enough groups are informative),
-`dispatch` (rollouts through the store), `rollouts` (reading them), `samples` (advantages to samples), `update` (the
-policy step on its own thread), `serving` / `vllm_serving` (weights to the inference server), `routing` (the LLM
-proxy's routes to what is served), `step_log` (a step's history entry, counts and log lines), `evaluation` (greedy
-evaluation reports) and `checkpoint`. With several agents (`agent_match` a list or dict), each agent trains its own
-LoRA adapter: `agents` (each agent's calls, rewards, samples and history) and `agent_policy` (the adapters).
+This module drives the run; its parts are the package's subpackages: `rollouts` (enqueueing rollouts through the
+store, reading back their calls and rewards, what the proxy recorded of each call), `sampling` (the task stream, a
+step's sampling rounds until enough groups are informative, when to stop sampling extra), `learning` (advantages,
+samples, the loss and the update on its own thread, the policy and its checkpoints), `serving` (the policy served by
+our inference server or vLLM, chosen from GRPO's arguments, and the LLM proxy's routes to it) and `reporting` (each
+step's history entry and log lines, evaluation reports, the run's health, experiment tracking). What it trains is
+`trained`: one policy, or with several agents (`agent_match` a list or dict) one LoRA adapter per agent, each trained
+on its own agent's calls and rewards (`rollouts/agents.py`, `learning/agent_policy.py`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from .learning.loss import Sample
 from .learning.sampler_gap import correction_needed, describe_sampler
 from .learning.samples import DriftCounts
 from .report import training_summary, write_run_outputs
-from .reporting.agent_history import agent_history_entry
 from .reporting.evaluation import EvaluationReport, evaluation_report
 from .reporting.health_log import RunHealth, log_verdict
 from .reporting.health_store import POINTER_KEY, HealthRecordWriter
@@ -53,10 +53,10 @@ from .reporting.step_log import (
     require_llm_calls,
 )
 from .reporting.tracking import track_event
-from .rollouts.agents import AgentMatch, AgentRollouts, describe_agents, parse_agent_match, read_agent_rollouts
+from .rollouts.agents import AgentMatch, AgentRollouts
 from .rollouts.call_checks import ServedBy
 from .rollouts.dispatch import cancel_stale_rollouts, run_rollouts
-from .rollouts.reading import RolloutData, SkipCounts, count_skips, read_rollouts
+from .rollouts.reading import RolloutData, SkipCounts, count_skips
 from .rollouts.sampling_check import SamplingMismatches
 from .sampling.balance import stratify, stratum_counts
 from .sampling.rounds import sample_groups
@@ -64,7 +64,9 @@ from .sampling.saturation import reward_saturated
 from .sampling.schedule import SamplingCounts, deadline, max_steps
 from .sampling.task_stream import TaskStream
 from .serving.build import build_policy_and_serving, check_serving_arguments
-from .serving.routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
+from .serving.options import PROXY_OPTIONS, ProxyOptions, VllmOptions, option_dict
+from .serving.routing import agent_resources, flush_proxy, route_to_newest, start_proxy
+from .trained import trained_for
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
@@ -95,9 +97,9 @@ class GRPO(Algorithm):
         serving: "vllm" samples from a vLLM server instead of our inference server (started here, or given by
             `vllm={"url": ...}`); LoRA adapters (or, for a full fine-tune, the weights) reach it at runtime. See
             docs/vllm.md. The policy is trained from `model` (default: the embedded SmolLM2's folder).
-        vllm: options of the vLLM server (`VllmServing`): `url`, `command` (default `$AGL_VLLM_COMMAND`, else
-            `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`, `api_key`,
-            `startup_timeout`, `log_path`, `env`.
+        vllm: options of the vLLM server, a `VllmOptions` or a dict of its fields: `url`, `command` (default
+            `$AGL_VLLM_COMMAND`, else `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`,
+            `api_key`, `startup_timeout`, `log_path`, `env`, `publish`.
         output_dir: where checkpoints and, at the end of `run` (also after Ctrl-C, for what ran), `summary.json`,
             `reward_curve.png`, `accuracy.png` and `final_model/` go (see `report.write_run_outputs`; None: none of
             them).
@@ -109,17 +111,18 @@ class GRPO(Algorithm):
             its own LoRA adapter on the shared base model (needs `lora_rank`): a list of agent names or a dict
             `{adapter name: pattern}`; agent X then reads its own LLM resource `X_llm` (model name X; or sends the
             header `x-agl-agent: X` with the base model's name), is trained on its own calls and rewards (see
-            `agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
+            `rollouts/agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
             engine, or by vLLM with `serving="vllm"` (each agent's adapter loaded as `<agent>@step-N`; docs/vllm.md).
         resource_name: the name of the LLM resource the agent reads.
         balance_by: `task -> stratum` (any hashable value, e.g. `lambda task: task["kind"]`): each step draws its
-            tasks evenly across the strata (see `balance.py`; each step's history says how many of each it drew),
+            tasks evenly across the strata (see `sampling/balance.py`; each step's history says how many of each it drew),
             and its health record holds the mean reward per stratum (a stratum left far behind is warned about).
             None: a seeded shuffle of the whole dataset.
-        proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
-            runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
-            resource), `port`, `api_key` (required off loopback; default `$AGL_PROXY_API_KEY`). A Trainer
-            `llm_proxy=` is used as it is instead.
+        proxy: options of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from runners
+            on other machines, a `ProxyOptions` or a dict of its fields: `bind_host` (e.g. "0.0.0.0"), `host` (the
+            address they dial, advertised in the resource), `port`, `api_key` (required off loopback; default
+            `$AGL_PROXY_API_KEY`), `insecure`, `num_retries`, `request_timeout`. A Trainer `llm_proxy=` is used as
+            it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
             "evaluation" and "checkpoint".
         tracking: experiment tracking of the settings, every step's record and the evaluations: "tensorboard",
@@ -136,7 +139,7 @@ class GRPO(Algorithm):
         server: Optional[InferenceServer] = None,
         server_url: Optional[str] = None,
         serving: Optional[str] = None,
-        vllm: Optional[dict[str, Any]] = None,
+        vllm: Union[VllmOptions, dict[str, Any], None] = None,
         output_dir: Union[str, Path, None] = None,
         save_final_model: bool = True,
         resume: bool = True,
@@ -144,7 +147,7 @@ class GRPO(Algorithm):
         resource_name: str = "main_llm",
         balance_by: Optional[Callable[[Any], Hashable]] = None,
         on_event: Optional[EventCallback] = None,
-        proxy: Optional[dict[str, Any]] = None,
+        proxy: Union[ProxyOptions, dict[str, Any], None] = None,
         config: Optional[GRPOConfig] = None,
         tracking: TrackingOption = None,
         **settings: Any,
@@ -170,27 +173,16 @@ class GRPO(Algorithm):
         # Wall seconds of this run's phases: the held-out evaluations are outside `max_minutes` (see `summary`).
         self.phase_seconds: dict[str, float] = {}
         self.resume = resume
-        self.agents = parse_agent_match(agent_match)  # {adapter name: pattern} when several agents train
-        self.agent_match = agent_match if isinstance(agent_match, str) else None
-        if self.agents is not None and self.config.lora_rank is None:
-            raise ValueError("agent_match with several agents trains one LoRA adapter per agent: set lora_rank")
-        if self.agents is not None and server_url is not None:
-            raise ValueError(
-                "One adapter per agent is served by the in-process engine or vLLM (serving='vllm'): leave server_url out"
-            )
-        if self.agents is not None and self.vllm_options.get("publish") == "merged":
-            raise ValueError(
-                "vllm publish='merged' serves one set of weights; one adapter per agent needs runtime adapters: "
-                "leave publish out (or 'adapter')"
-            )
-        self.agent_policies: Optional[AgentPolicies] = None
-        self.agent_evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
-        self.last_agent_samples: dict[str, list[Sample]] = {}
+        # one policy, or one adapter per agent: what differs between them (see trained.py)
+        self.trained = trained_for(
+            agent_match, self.config, server_url=server_url, vllm_options=self.vllm_options, adapter=self._adapter
+        )
+        self.last_agent_samples: dict[str, list[Sample]] = {}  # what each agent's latest update trained on
         self.resource_name = resource_name
         if balance_by is not None and not callable(balance_by):
             raise TypeError(f"balance_by must be a callable task -> stratum, got {balance_by!r}")
         self.balance_by = balance_by
-        self.proxy_options = dict(proxy or {})
+        self.proxy_options = option_dict(proxy, ProxyOptions)
         unknown = sorted(set(self.proxy_options) - PROXY_OPTIONS)
         if unknown:
             raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(PROXY_OPTIONS)}")
@@ -221,6 +213,26 @@ class GRPO(Algorithm):
         self.health = RunHealth(self.balance_by)  # each step's health record and warnings (docs/algorithms.md)
         self._health_writer: Optional[HealthRecordWriter] = None  # the record in the store, for the dashboard
         self.sampler_correction = False  # truncated importance sampling on (decided in _build, see sampler_gap)
+
+    @property
+    def agents(self) -> Optional[dict[str, str]]:
+        """`{adapter name: pattern}` when one adapter per agent trains, else None."""
+        return self.trained.agents
+
+    @property
+    def agent_match(self) -> Optional[str]:
+        """The pattern of the agents whose calls the one policy trains on (None: every call, or several agents)."""
+        return self.trained.agent_match
+
+    @property
+    def agent_evaluations(self) -> dict[str, dict[str, Optional[float]]]:
+        """Each evaluation's mean reward per agent (label -> agent -> mean reward; several agents only)."""
+        return self.trained.evaluations
+
+    @property
+    def agent_policies(self) -> Optional[AgentPolicies]:
+        """The agents' adapters (several agents, once built)."""
+        return self.trained.policies
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -263,8 +275,7 @@ class GRPO(Algorithm):
             built.serving,
             built.serves_policy_weights,
         )
-        if built.agent_policies is not None:
-            self.agent_policies = built.agent_policies
+        self.trained.policies = built.agent_policies
         if built.engine is not None:
             self.engine = built.engine
         if self.config.kl_coef > 0:
@@ -284,12 +295,7 @@ class GRPO(Algorithm):
     def _publish_weights(self) -> None:
         """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
         assert self._serving is not None and self.policy is not None
-        if self.agent_policies is not None:
-            from .serving.base import publish_adapters
-
-            publish_adapters(self._serving, self.agent_policies, self._version)
-        else:
-            self._serving.publish(self.policy, self._version)
+        self.trained.publish(self._serving, self.policy, self._version)
 
     def _start_proxy(self) -> LLMProxy:
         assert self._serving is not None
@@ -313,8 +319,8 @@ class GRPO(Algorithm):
         """`_read`, and the checks of a training step's calls: an agent pattern that selects none of the run's first
         step's calls is an error, and so is a step whose rollouts made no LLM call at all."""
         data, read = await self._read(finished)
-        if read is not None and self.agents is not None and self.step == self.start_step:
-            read.require_calls(self.agents, self.step + 1)
+        if self.step == self.start_step:
+            self.trained.check_first_step(read, self.step + 1)
         require_llm_calls(self.step + 1, data, self.resource_name)
         return data, read
 
@@ -322,17 +328,7 @@ class GRPO(Algorithm):
         """The finished rollouts' calls and rewards, once the proxy wrote its spans (with several agents: split by
         agent, the merged view first)."""
         await flush_proxy(self._proxy)
-        if self.agents is None:
-            failure_reward = self.config.failure_reward
-            adapter = self._adapter()
-            data = await read_rollouts(
-                self.get_store(), finished, adapter, agent_match=self.agent_match, failure_reward=failure_reward
-            )
-            return data, None
-        read = await read_agent_rollouts(
-            self.get_store(), finished, self.agents, failure_reward=self.config.failure_reward
-        )
-        return read.merged, read
+        return await self.trained.read(self.get_store(), finished, self.config.failure_reward)
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
         if self.agent_match is not None:
@@ -362,7 +358,7 @@ class GRPO(Algorithm):
         self.evaluations = [
             EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
         ]
-        self.agent_evaluations = dict(loaded.state.get("agent_evaluations", {}))
+        self.trained.restore(loaded.state)
         self._version = f"step-{self.step}"
         self._publish_weights()
         self._serves_policy_weights = True
@@ -551,9 +547,8 @@ class GRPO(Algorithm):
         step_skips = count_skips(sampled.data)
         step_skips.add(sampled.build_skips)
         mismatches = check_sampling(self.step + 1, sampled.data, config.temperature, self.sampling_mismatches)
-        built, per_agent = sampled.built, sampled.per_agent
-        if self.agents is not None:
-            self.last_agent_samples = {agent: part.samples for agent, part in per_agent.items()}
+        built = sampled.built
+        self.last_agent_samples = {agent: part.samples for agent, part in sampled.per_agent.items()}
         samples = built.samples
         self.last_samples = samples
 
@@ -561,14 +556,8 @@ class GRPO(Algorithm):
         metrics: dict[str, float] = {}
         if samples:
             update_started = time.monotonic()
-            if self.agent_policies is not None:
-                self._update_future = self._executor.submit(
-                    _run_agent_updates, self.agent_policies, self.last_agent_samples, config, self.sampler_correction
-                )
-            else:
-                self._update_future = self._executor.submit(
-                    _run_update, self.policy, samples, config, self.sampler_correction
-                )
+            update = self.trained.update(self.policy, sampled, config, self.sampler_correction)
+            self._update_future = self._executor.submit(update)
             self._emit("update", step=self.step + 1, samples=len(samples))  # after submit: Ctrl-C now waits for it
             metrics = await asyncio.wrap_future(self._update_future)  # kept until the step is counted below
             update_seconds = time.monotonic() - update_started
@@ -585,9 +574,9 @@ class GRPO(Algorithm):
         count_drift(self.step + 1, built, self.drift, self.rollout_drift)
         self.step += 1
         self._update_future = None
-        entry = history_entry(self.step, sampled, built, step_skips, metrics)
-        if self.agents is not None:
-            entry = agent_history_entry(entry, sampled.agents, per_agent, metrics)
+        entry = self.trained.history_entry(
+            history_entry(self.step, sampled, built, step_skips, metrics), sampled, metrics
+        )
         entry["sampling_mismatches"] = mismatches.to_dict()
         entry["reward_saturated"] = saturated  # no extra tasks were sampled (see saturation.py)
         if self.tasks.strata is not None:
@@ -619,9 +608,7 @@ class GRPO(Algorithm):
             tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
         )
         data, read = await self._read(finished)
-        if read is not None and self.agents is not None:
-            self.agent_evaluations[label] = {agent: read.reward_mean(agent) for agent in self.agents}
-            logger.info("GRPO evaluation %r per agent: %s", label, self.agent_evaluations[label])
+        self.trained.evaluated(label, read)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
@@ -643,11 +630,7 @@ class GRPO(Algorithm):
             "task_cursor": self.tasks.cursor if self.tasks is not None else 0,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,
-            **(
-                {"agents": describe_agents(self.agents), "agent_evaluations": self.agent_evaluations}
-                if self.agents
-                else {}
-            ),
+            **self.trained.state(),
         }
 
     def _checkpoint(self, *, final: bool = False) -> None:
@@ -656,17 +639,3 @@ class GRPO(Algorithm):
         path = save_checkpoint(self.output_dir, self.policy, self.step, self.state(), keep=self.config.keep_checkpoints)
         logger.info("GRPO checkpoint written: %s", path)
         self._emit("checkpoint", step=self.step, path=str(path), final=final)
-
-
-def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig, correct: bool) -> dict[str, float]:
-    from .learning.update import apply_update
-
-    return apply_update(policy, samples, config, sampler_correction=correct)
-
-
-def _run_agent_updates(
-    policies: AgentPolicies, samples: dict[str, list[Sample]], config: GRPOConfig, correct: bool
-) -> dict[str, float]:
-    from .learning.agent_policy import run_agent_updates
-
-    return run_agent_updates(policies, samples, config, sampler_correction=correct)

@@ -11,7 +11,7 @@ history is not append-only (an agent that compacts its context, a sub-agent with
 conversations, its *lineages*; `DriftCounts` counts them, the calls that fitted none, and the share of the model's
 generated tokens that ended up in the loss.
 
-Each call is first checked against what the proxy recorded of it (`call_checks`): calls sampled otherwise than
+Each call is first checked against what the proxy recorded of it (`rollouts.call_checks`): calls sampled otherwise than
 configured, served by another agent's adapter, or (with `truncated="mask"`) stopped on the length limit keep their
 place in their conversation but leave the loss (counted in `SkipCounts`); with `truncated="failure_reward"` a
 rollout with a truncated call is rewarded `truncation_reward`. The sampler's recorded log-probs of each call follow

@@ -3,12 +3,13 @@ and its serving (the in-process inference engine, a separate server by URL, or v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from ..config import GRPOConfig
+from .options import VllmOptions, option_dict
 from .vllm import build_vllm_serving, check_vllm_options
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def check_serving_arguments(
     server: Optional[InferenceServer],
     server_url: Optional[str],
     serving: Optional[str],
-    vllm: Optional[dict[str, Any]],
+    vllm: Union[VllmOptions, Mapping[str, Any], None],
     output_dir: Union[str, Path, None],
 ) -> dict[str, Any]:
     """GRPO's serving arguments checked together (a ValueError / TypeError names what does not fit); returns the
@@ -121,7 +122,7 @@ def check_serving_arguments(
         raise ValueError("serving='vllm' samples from vLLM: pass no engine, server or server_url with it")
     if vllm is not None and serving != "vllm":
         raise ValueError("vllm= options need serving='vllm'")
-    options = check_vllm_options(vllm or {})
+    options = check_vllm_options(option_dict(vllm, VllmOptions))
     if server_url is not None and model is None:
         raise ValueError("server_url needs model=<folder>: the trainer loads the policy from the same weights")
     if server_url is not None and output_dir is None:

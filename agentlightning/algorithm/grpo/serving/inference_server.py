@@ -2,7 +2,7 @@
 
 In-process (`LocalServing`): the GRPO algorithm starts an `InferenceServer` around an `InferenceEngine` and swaps
 new weights into it in place with `load_weights(state_dict, version)`, between steps, without a restart; when the
-policy trains the engine's own tensors (`Policy.shared`, see `shared_base.py`) there is nothing to copy: the LoRA
+policy trains the engine's own tensors (`Policy.shared`, see `learning/shared_base.py`) there is nothing to copy: the LoRA
 delta is merged into them and the engine told the new version.
 Separate process (`RemoteServing`): new weights are saved as a standard Hugging Face folder and the server is told
 to load them with `POST /v1/weights {"path": ..., "version": ...}` (it must see the same file system).

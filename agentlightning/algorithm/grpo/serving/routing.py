@@ -25,9 +25,6 @@ __all__ = ["agent_upstream", "flush_proxy", "model_entries", "proxy_entry", "rou
 
 logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")
 
-PROXY_OPTIONS = frozenset({"bind_host", "host", "port", "api_key", "insecure", "num_retries", "request_timeout"})
-"""The keyword arguments GRPO's `proxy=` passes to the `LLMProxy` it starts."""
-
 
 def proxy_entry(serving: Serving) -> dict[str, Any]:
     """The route for the served model's name: to the served model, or the newest adapter of it (vLLM, one policy)."""

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
 from .base import ServingError
+from .options import VLLM_OPTIONS
 from .vllm_process import (
     LOG_TAIL_LINES,
     VLLM_COMMAND_ENV,
@@ -388,9 +389,6 @@ def _v1(url: str) -> str:
 
 
 PUBLISH_MODES = ("adapter", "merged")
-_OPTIONS = frozenset(
-    {"url", "command", "args", "model_name", "api_key", "startup_timeout", "log_path", "env", "publish"}
-)
 
 
 def _check_publish(publish: object) -> None:
@@ -400,9 +398,9 @@ def _check_publish(publish: object) -> None:
 
 def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
     """GRPO's `vllm=` options, checked by name and type (a TypeError / ValueError names the bad one)."""
-    unknown = sorted(set(options) - _OPTIONS)
+    unknown = sorted(set(options) - VLLM_OPTIONS)
     if unknown:
-        raise TypeError(f"Unknown GRPO vllm option(s) {unknown}; known: {sorted(_OPTIONS)}")
+        raise TypeError(f"Unknown GRPO vllm option(s) {unknown}; known: {sorted(VLLM_OPTIONS)}")
     url = options.get("url")
     if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
         raise ValueError(f"vllm url must be an http(s) URL, got {url!r}")
