@@ -63,8 +63,8 @@ from .sampling.rounds import sample_groups
 from .sampling.saturation import reward_saturated
 from .sampling.schedule import SamplingCounts, deadline, max_steps
 from .sampling.task_stream import TaskStream
-from .serving.build import build_policy_and_serving, check_serving_arguments
-from .serving.options import PROXY_OPTIONS, ProxyOptions, VllmOptions, option_dict
+from .serving.build import build_policy_and_serving, choose_serving
+from .serving.options import ProxyOptions, VllmOptions, check_proxy_options
 from .serving.routing import agent_resources, flush_proxy, route_to_newest, start_proxy
 from .trained import trained_for
 
@@ -153,7 +153,7 @@ class GRPO(Algorithm):
         **settings: Any,
     ) -> None:
         self.config = GRPOConfig.from_kwargs(config, **settings)
-        self.vllm_options = check_serving_arguments(
+        self.serving_choice = choose_serving(
             model,
             engine=engine,
             server=server,
@@ -162,12 +162,8 @@ class GRPO(Algorithm):
             vllm=vllm,
             output_dir=output_dir,
         )
-        self.serving = serving or "local"
-        self.model_path = Path(model) if model is not None else None
-        self.engine = engine if engine is not None else (server.engine if server is not None else None)
-        self.server = server
-        self.server_url = server_url
-        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.engine = self.serving_choice.engine  # the engine that serves, once built (None: vLLM or a server by URL)
+        self.output_dir = self.serving_choice.output_dir
         self.save_final_model = save_final_model
         self.final_model_path: Optional[Path] = None  # where the end of `run` saved the trained model
         # Wall seconds of this run's phases: the held-out evaluations are outside `max_minutes` (see `summary`).
@@ -175,17 +171,18 @@ class GRPO(Algorithm):
         self.resume = resume
         # one policy, or one adapter per agent: what differs between them (see trained.py)
         self.trained = trained_for(
-            agent_match, self.config, server_url=server_url, vllm_options=self.vllm_options, adapter=self._adapter
+            agent_match,
+            self.config,
+            server_url=server_url,
+            vllm_options=self.serving_choice.vllm,
+            adapter=self._adapter,
         )
         self.last_agent_samples: dict[str, list[Sample]] = {}  # what each agent's latest update trained on
         self.resource_name = resource_name
         if balance_by is not None and not callable(balance_by):
             raise TypeError(f"balance_by must be a callable task -> stratum, got {balance_by!r}")
         self.balance_by = balance_by
-        self.proxy_options = option_dict(proxy, ProxyOptions)
-        unknown = sorted(set(self.proxy_options) - PROXY_OPTIONS)
-        if unknown:
-            raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(PROXY_OPTIONS)}")
+        self.proxy_options = check_proxy_options(proxy)  # the LLMProxy's keyword arguments, when GRPO starts it
         self.on_event = on_event
         self.tracking = tracking
         self._tracker: Optional[Tracker] = None
@@ -213,6 +210,11 @@ class GRPO(Algorithm):
         self.health = RunHealth(self.balance_by)  # each step's health record and warnings (docs/algorithms.md)
         self._health_writer: Optional[HealthRecordWriter] = None  # the record in the store, for the dashboard
         self.sampler_correction = False  # truncated importance sampling on (decided in _build, see sampler_gap)
+
+    @property
+    def serving(self) -> str:
+        """What samples: "local" (our inference server, in this process or by `server_url`) or "vllm"."""
+        return self.serving_choice.kind
 
     @property
     def agents(self) -> Optional[dict[str, str]]:
@@ -260,14 +262,8 @@ class GRPO(Algorithm):
         )
         built = build_policy_and_serving(
             self.config,
-            serving=self.serving,
-            model_path=self.model_path,
-            output_dir=self.output_dir,
-            vllm_options=self.vllm_options,
-            server_url=self.server_url,
-            engine=self.engine,
-            server=self.server,
-            agents=list(self.agents) if self.agents is not None else None,
+            self.serving_choice,
+            agents=self.agents,
             step=self.step,
         )
         self.policy, self._serving, self._serves_policy_weights = (
@@ -362,7 +358,7 @@ class GRPO(Algorithm):
         self._version = f"step-{self.step}"
         self._publish_weights()
         self._serves_policy_weights = True
-        if self.engine is not None and self.server_url is None:
+        if self.engine is not None and self.serving_choice.server_url is None:
             self.engine.seed_sampling(f"{self.config.seed}:{self.step}")
         self.resumed_from = str(latest)
         logger.info("GRPO resumed from %s (step %d)", latest, self.step)

@@ -18,7 +18,11 @@ def test_typed_proxy_options_are_the_dict_of_the_fields_they_set() -> None:
 def test_typed_vllm_options_are_the_dict_of_the_fields_they_set() -> None:
     typed = GRPO(serving="vllm", vllm=VllmOptions(url="http://127.0.0.1:8000", args=["--enforce-eager"]))
     as_dict = GRPO(serving="vllm", vllm={"url": "http://127.0.0.1:8000", "args": ["--enforce-eager"]})
-    assert typed.vllm_options == as_dict.vllm_options == {"url": "http://127.0.0.1:8000", "args": ["--enforce-eager"]}
+    assert (
+        typed.serving_choice.vllm
+        == as_dict.serving_choice.vllm
+        == {"url": "http://127.0.0.1:8000", "args": ["--enforce-eager"]}
+    )
 
 
 def test_typed_vllm_options_are_checked_like_a_dict() -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Optional, Union
 
-__all__ = ["PROXY_OPTIONS", "VLLM_OPTIONS", "ProxyOptions", "VllmOptions", "option_dict"]
+__all__ = ["PROXY_OPTIONS", "VLLM_OPTIONS", "ProxyOptions", "VllmOptions", "check_proxy_options", "option_dict"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,12 @@ def option_dict(
         return dict(options)
     argument = "vllm" if kind is VllmOptions else "proxy"
     raise TypeError(f"GRPO {argument}= takes a {kind.__name__} or a dict of its fields, got {options!r}")
+
+
+def check_proxy_options(options: Union[ProxyOptions, Mapping[str, Any], None]) -> dict[str, Any]:
+    """GRPO's `proxy=` options as the keyword arguments of the `LLMProxy` it starts (an unknown one: a TypeError)."""
+    values = option_dict(options, ProxyOptions)
+    unknown = sorted(set(values) - PROXY_OPTIONS)
+    if unknown:
+        raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(PROXY_OPTIONS)}")
+    return values

@@ -41,7 +41,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
@@ -419,7 +419,7 @@ def build_vllm_serving(
     output_dir: Optional[Path],
     config: GRPOConfig,
     options: dict[str, Any],
-    agents: Optional[Sequence[str]] = None,
+    agents: Optional[Collection[str]] = None,
 ) -> tuple[Union[Policy, AgentPolicies], VllmServing]:
     """The policy (from `model_path`, default the embedded SmolLM2's folder; with `agents`, one LoRA adapter per
     agent on it) and the vLLM serving of it."""
