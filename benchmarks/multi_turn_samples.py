@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import Figure, add_json_argument, current_commit, write_results
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.loss import Sample
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts, read_rollouts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.learning.loss import Sample
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts, read_rollouts
 from agentlightning.types import Triplet
 
 
@@ -123,7 +123,7 @@ def padded_positions(samples: list[Sample], micro_batch_size: int) -> int:
 
 
 def build_policy(tiny: bool, config: GRPOConfig) -> Any:
-    from agentlightning.algorithm.grpo.policy import Policy
+    from agentlightning.algorithm.grpo.learning.policy import Policy
 
     if tiny:
         from agentlightning.inference.tiny import build_tiny_engine
@@ -144,7 +144,7 @@ def loss_and_trained_log_prob(policy: Any, samples: list[Sample], micro_batch_si
     both forms must compute identically, and it is never zero."""
     import torch
 
-    from agentlightning.algorithm.grpo.loss import clipped_policy_loss, make_batch, sequence_log_probs
+    from agentlightning.algorithm.grpo.learning.loss import clipped_policy_loss, make_batch, sequence_log_probs
 
     batches = [
         make_batch(samples[i : i + micro_batch_size], policy.pad_token_id)
@@ -179,7 +179,7 @@ def main() -> dict[str, Any]:
         if not data:
             raise SystemExit(f"no finished training rollout with two or more calls in {args.store}")
     samples = samples_both_ways(data)
-    from agentlightning.algorithm.grpo.update import apply_update
+    from agentlightning.algorithm.grpo.learning.update import apply_update
 
     seconds: dict[str, list[float]] = {name: [] for name in samples}
     for _ in range(args.repeats):

@@ -46,8 +46,8 @@ from _results import (
     write_results,
 )
 
-from agentlightning.algorithm.grpo.serving import ServingError
-from agentlightning.algorithm.grpo.vllm_serving import VllmServing, vllm_command
+from agentlightning.algorithm.grpo.serving.base import ServingError
+from agentlightning.algorithm.grpo.serving.vllm import VllmServing, vllm_command
 
 
 def measure(

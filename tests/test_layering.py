@@ -56,6 +56,29 @@ LAYERS: dict[str, int] = {
 }
 """Layer of each top-level name under `agentlightning/` ("" is `agentlightning/__init__.py`)."""
 
+GRPO = f"{PACKAGE}.algorithm.grpo"
+GRPO_LAYERS: dict[str, int] = {
+    # 0: the run's settings
+    "config": 0,
+    # 1: collecting rollouts: through the store, read back, what the proxy recorded of each call
+    "rollouts": 1,
+    # 2: learning from them: advantages, samples, loss, update, the policy and its checkpoints
+    "learning": 2,
+    # 3: serving the policy to the agents; a step's tasks and sampling rounds (each uses learning, neither the other)
+    "serving": 3,
+    "sampling": 3,
+    # 4: what a run records and reports
+    "reporting": 4,
+    # 5: the run loop (with what it trains: one policy or one adapter per agent) and the public faces (the package,
+    # the run outputs, the live view)
+    "grpo": 5,
+    "trained": 5,
+    "report": 5,
+    "live": 5,
+    "": 5,
+}
+"""Layer of each part of `agentlightning/algorithm/grpo/` (a subpackage or a top module; "" is its `__init__.py`)."""
+
 ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset()
 """(importer, imported) module pairs allowed to run up a layer, each for a documented reason. None today."""
 
@@ -151,6 +174,24 @@ def top_level(module: str) -> str:
     """`agentlightning.store.http.client` -> `store`; the package root itself -> ""."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
+
+
+def grpo_part(module: str) -> str:
+    """`agentlightning.algorithm.grpo.learning.samples` -> `learning`; the GRPO package itself -> ""."""
+    rest = module[len(GRPO) :].lstrip(".")
+    return rest.split(".")[0]
+
+
+def grpo_upward_imports(graph: Mapping[str, set[str]], layers: Mapping[str, int]) -> list[tuple[str, str]]:
+    """(importer, imported) pairs inside the GRPO package where the imported part is in a higher layer."""
+    inside = lambda module: module == GRPO or module.startswith(GRPO + ".")  # noqa: E731
+    return sorted(
+        (importer, imported)
+        for importer, targets in graph.items()
+        if inside(importer)
+        for imported in targets
+        if inside(imported) and layers[grpo_part(imported)] > layers[grpo_part(importer)]
+    )
 
 
 def upward_imports(graph: Mapping[str, set[str]], layers: Mapping[str, int]) -> list[tuple[str, str]]:
@@ -254,6 +295,11 @@ def test_an_import_of_a_higher_layer_is_reported() -> None:
     assert upward_imports(graph, LAYERS) == [("agentlightning.store.base", "agentlightning.tracer")]
 
 
+def test_an_import_of_a_higher_part_of_grpo_is_reported() -> None:
+    graph = {f"{GRPO}.learning.samples": {f"{GRPO}.serving.base", f"{GRPO}.rollouts.reading", f"{PACKAGE}.types"}}
+    assert grpo_upward_imports(graph, GRPO_LAYERS) == [(f"{GRPO}.learning.samples", f"{GRPO}.serving.base")]
+
+
 def test_a_circle_is_reported_once_with_its_members() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -277,6 +323,23 @@ def test_no_module_imports_a_higher_layer(graph: dict[str, set[str]]) -> None:
         for importer, imported in upward
     ]
     assert not lines, "imports running up a layer:\n" + "\n".join(lines)
+
+
+def test_every_part_of_grpo_has_a_layer(graph: dict[str, set[str]]) -> None:
+    parts = {grpo_part(module) for module in graph if module == GRPO or module.startswith(GRPO + ".")}
+    missing = sorted(parts - set(GRPO_LAYERS))
+    assert not missing, f"give these parts of the GRPO package a layer in GRPO_LAYERS: {missing}"
+
+
+def test_no_part_of_grpo_imports_a_higher_part() -> None:
+    """Inside GRPO too, also for type checkers: collecting rollouts knows nothing of learning, learning nothing of
+    serving or of the sampling rounds, and only the run loop sees everything."""
+    upward = grpo_upward_imports(package_graph(type_checking=True), GRPO_LAYERS)
+    lines = [
+        f"{importer} ({grpo_part(importer) or 'grpo'}) imports {imported} ({grpo_part(imported) or 'grpo'})"
+        for importer, imported in upward
+    ]
+    assert not lines, "imports running up a layer of the GRPO package:\n" + "\n".join(lines)
 
 
 def test_no_modules_import_each_other_in_a_circle(graph: dict[str, set[str]]) -> None:

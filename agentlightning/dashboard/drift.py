@@ -36,7 +36,7 @@ _DRIFTED_LISTED = 10
 _QUIET_LOGGERS = (
     "agentlightning.adapter.diagnostics",
     "agentlightning.adapter.trace_tree",
-    "agentlightning.algorithm.grpo.rollouts",
+    "agentlightning.algorithm.grpo.rollouts.reading",
 )
 _reading = contextvars.ContextVar("agl_dashboard_drift_reading", default=False)
 
@@ -71,7 +71,7 @@ def rollout_drift(rollout: Rollout, spans: Sequence[Span]) -> RolloutDrift:
     """Stitch the LLM calls GRPO would select from `spans` (every agent) and count continuations and drift."""
     from agentlightning.adapter.trajectory import call_ids, stitch_calls
     from agentlightning.adapter.triplet import TracerTraceToTriplet
-    from agentlightning.algorithm.grpo.rollouts import select_calls
+    from agentlightning.algorithm.grpo.rollouts.reading import select_calls
 
     token = _reading.set(True)
     try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 from agentlightning.adapter.diagnostics import quiet_diagnoses
 from agentlightning.adapter.triplet import TracerTraceToTriplet
-from agentlightning.algorithm.grpo.rollouts import select_calls
+from agentlightning.algorithm.grpo.rollouts.reading import select_calls
 from agentlightning.emitter.reward import find_final_reward
 from agentlightning.types import Rollout, RolloutMode
 

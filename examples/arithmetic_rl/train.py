@@ -282,7 +282,7 @@ def report_from_checkpoint(args: argparse.Namespace, run_dir: Path, algorithm: G
     import json
 
     from agentlightning.algorithm.grpo import EvaluationReport, SkipCounts
-    from agentlightning.algorithm.grpo.checkpoint import find_latest
+    from agentlightning.algorithm.grpo.learning.checkpoint import find_latest
 
     latest = find_latest(run_dir)
     if latest is None:

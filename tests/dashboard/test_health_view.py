@@ -1,5 +1,5 @@
 """A GRPO run's health on the Overview: the warnings that hold, the verdict and each recent step's record, read from
-the run's bookkeeping rollout (agentlightning/algorithm/grpo/health_store.py); hidden for a run without one."""
+the run's bookkeeping rollout (agentlightning/algorithm/grpo/reporting/health_store.py); hidden for a run without one."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.health_store import POINTER_KEY, HealthRecordWriter
+from agentlightning.algorithm.grpo.reporting.health_store import POINTER_KEY, HealthRecordWriter
 from agentlightning.store import InMemoryLightningStore, LightningStore
 
 from .conftest import LoopThread, Page, ServedRun, open_page, serve

@@ -50,7 +50,7 @@ def test_training_script_trains_the_plain_openai_agent_on_a_tiny_model(tmp_path:
 
 
 def test_balance_by_op_gives_each_step_of_four_questions_two_products_and_two_sums() -> None:
-    from agentlightning.algorithm.grpo.balance import balanced_tasks_at, stratify
+    from agentlightning.algorithm.grpo.sampling.balance import balanced_tasks_at, stratify
 
     train_script = load("calc_agent", "train")
     assert train_script.parse_args([]).balance_by_op is False  # off unless asked for

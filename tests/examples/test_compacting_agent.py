@@ -15,8 +15,8 @@ pytest.importorskip("openai")
 
 from agentlightning.adapter.trajectory import call_ids, stitch_calls
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts, read_rollouts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts, read_rollouts
 
 from ._load import load
 

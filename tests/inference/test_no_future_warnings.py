@@ -27,9 +27,9 @@ def test_generation_with_the_batching_engine_warns_nothing() -> None:
 def test_building_and_updating_a_lora_policy_warns_nothing() -> None:
     pytest.importorskip("peft")
     from agentlightning.algorithm.grpo.config import GRPOConfig
-    from agentlightning.algorithm.grpo.loss import Sample
-    from agentlightning.algorithm.grpo.policy import Policy
-    from agentlightning.algorithm.grpo.update import apply_update
+    from agentlightning.algorithm.grpo.learning.loss import Sample
+    from agentlightning.algorithm.grpo.learning.policy import Policy
+    from agentlightning.algorithm.grpo.learning.update import apply_update
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)

@@ -7,13 +7,14 @@ update the policy with the clipped policy-gradient loss; swap the new weights in
 publish the next resources version. Checkpoints are written every `checkpoint_every` steps, at the end and on
 Ctrl-C; a run started again with the same `output_dir` continues from the last one.
 
-This module drives the run; its parts: `build` (the policy and its serving, from GRPO's arguments), `schedule` (the
-tasks of each step, when to stop), `sampling` (a step's sampling rounds until enough groups are informative),
-`dispatch` (rollouts through the store), `rollouts` (reading them), `samples` (advantages to samples), `update` (the
-policy step on its own thread), `serving` / `vllm_serving` (weights to the inference server), `routing` (the LLM
-proxy's routes to what is served), `step_log` (a step's history entry, counts and log lines), `evaluation` (greedy
-evaluation reports) and `checkpoint`. With several agents (`agent_match` a list or dict), each agent trains its own
-LoRA adapter: `agents` (each agent's calls, rewards, samples and history) and `agent_policy` (the adapters).
+This module drives the run; its parts are the package's subpackages: `rollouts` (enqueueing rollouts through the
+store, reading back their calls and rewards, what the proxy recorded of each call), `sampling` (the task stream, a
+step's sampling rounds until enough groups are informative, when to stop sampling extra), `learning` (advantages,
+samples, the loss and the update on its own thread, the policy and its checkpoints), `serving` (the policy served by
+our inference server or vLLM, chosen from GRPO's arguments, and the LLM proxy's routes to it) and `reporting` (each
+step's history entry and log lines, evaluation reports, the run's health, experiment tracking). What it trains is
+`trained`: one policy, or with several agents (`agent_match` a list or dict) one LoRA adapter per agent, each trained
+on its own agent's calls and rewards (`rollouts/agents.py`, `learning/agent_policy.py`).
 """
 
 from __future__ import annotations
@@ -33,35 +34,16 @@ from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
 from ..tracking import Tracker, TrackingOption, make_tracker
-from .agents import (
-    AgentMatch,
-    AgentRollouts,
-    agent_history_entry,
-    agent_step_samples,
-    describe_agents,
-    parse_agent_match,
-    read_agent_rollouts,
-)
-from .balance import Strata, balanced_tasks_at, stratify, stratum_counts
-from .build import build_policy_and_serving, check_serving_arguments
-from .call_checks import ServedBy
-from .checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .config import GRPOConfig
-from .dispatch import cancel_stale_rollouts, run_rollouts
-from .evaluation import EvaluationReport, evaluation_report
-from .health_log import RunHealth, log_verdict
-from .health_store import POINTER_KEY, HealthRecordWriter
-from .loss import Sample
+from .learning.checkpoint import find_latest, load_checkpoint, save_checkpoint
+from .learning.loss import Sample
+from .learning.sampler_gap import correction_needed, describe_sampler
+from .learning.samples import DriftCounts
 from .report import training_summary, write_run_outputs
-from .rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
-from .routing import PROXY_OPTIONS, agent_resources, flush_proxy, route_to_newest, start_proxy
-from .sampler_gap import correction_needed, describe_sampler
-from .samples import DriftCounts, StepSamples, build_samples
-from .sampling import sample_groups
-from .sampling_check import SamplingMismatches
-from .saturation import reward_saturated
-from .schedule import SamplingCounts, deadline, max_steps, tasks_at
-from .step_log import (
+from .reporting.evaluation import EvaluationReport, evaluation_report
+from .reporting.health_log import RunHealth, log_verdict
+from .reporting.health_store import POINTER_KEY, HealthRecordWriter
+from .reporting.step_log import (
     check_sampling,
     count_drift,
     history_entry,
@@ -70,16 +52,30 @@ from .step_log import (
     log_step,
     require_llm_calls,
 )
-from .tracking import track_event
+from .reporting.tracking import track_event
+from .rollouts.agents import AgentMatch, AgentRollouts
+from .rollouts.call_checks import ServedBy
+from .rollouts.dispatch import cancel_stale_rollouts, run_rollouts
+from .rollouts.reading import RolloutData, SkipCounts, count_skips
+from .rollouts.sampling_check import SamplingMismatches
+from .sampling.balance import stratify, stratum_counts
+from .sampling.rounds import sample_groups
+from .sampling.saturation import reward_saturated
+from .sampling.schedule import SamplingCounts, deadline, max_steps
+from .sampling.task_stream import TaskStream
+from .serving.build import build_policy_and_serving, choose_serving
+from .serving.options import ProxyOptions, VllmOptions, check_proxy_options
+from .serving.routing import agent_resources, flush_proxy, route_to_newest, start_proxy
+from .trained import trained_for
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
     from agentlightning.llm_proxy import LLMProxy
 
-    from .agent_policy import AgentPolicies
-    from .policy import Policy
-    from .serving import Serving
+    from .learning.agent_policy import AgentPolicies
+    from .learning.policy import Policy
+    from .serving.base import Serving
 
 __all__ = ["GRPO", "EvaluationReport"]
 
@@ -101,9 +97,9 @@ class GRPO(Algorithm):
         serving: "vllm" samples from a vLLM server instead of our inference server (started here, or given by
             `vllm={"url": ...}`); LoRA adapters (or, for a full fine-tune, the weights) reach it at runtime. See
             docs/vllm.md. The policy is trained from `model` (default: the embedded SmolLM2's folder).
-        vllm: options of the vLLM server (`VllmServing`): `url`, `command` (default `$AGL_VLLM_COMMAND`, else
-            `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`, `api_key`,
-            `startup_timeout`, `log_path`, `env`.
+        vllm: options of the vLLM server, a `VllmOptions` or a dict of its fields: `url`, `command` (default
+            `$AGL_VLLM_COMMAND`, else `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`,
+            `api_key`, `startup_timeout`, `log_path`, `env`, `publish`.
         output_dir: where checkpoints and, at the end of `run` (also after Ctrl-C, for what ran), `summary.json`,
             `reward_curve.png`, `accuracy.png` and `final_model/` go (see `report.write_run_outputs`; None: none of
             them).
@@ -115,17 +111,18 @@ class GRPO(Algorithm):
             its own LoRA adapter on the shared base model (needs `lora_rank`): a list of agent names or a dict
             `{adapter name: pattern}`; agent X then reads its own LLM resource `X_llm` (model name X; or sends the
             header `x-agl-agent: X` with the base model's name), is trained on its own calls and rewards (see
-            `agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
+            `rollouts/agents.py`), and agents not selected keep the base model (`resource_name`). Served by the in-process
             engine, or by vLLM with `serving="vllm"` (each agent's adapter loaded as `<agent>@step-N`; docs/vllm.md).
         resource_name: the name of the LLM resource the agent reads.
         balance_by: `task -> stratum` (any hashable value, e.g. `lambda task: task["kind"]`): each step draws its
-            tasks evenly across the strata (see `balance.py`; each step's history says how many of each it drew),
+            tasks evenly across the strata (see `sampling/balance.py`; each step's history says how many of each it drew),
             and its health record holds the mean reward per stratum (a stratum left far behind is warned about).
             None: a seeded shuffle of the whole dataset.
-        proxy: keyword arguments of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from
-            runners on other machines: `bind_host` (e.g. "0.0.0.0"), `host` (the address they dial, advertised in the
-            resource), `port`, `api_key` (required off loopback; default `$AGL_PROXY_API_KEY`). A Trainer
-            `llm_proxy=` is used as it is instead.
+        proxy: options of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from runners
+            on other machines, a `ProxyOptions` or a dict of its fields: `bind_host` (e.g. "0.0.0.0"), `host` (the
+            address they dial, advertised in the resource), `port`, `api_key` (required off loopback; default
+            `$AGL_PROXY_API_KEY`), `insecure`, `num_retries`, `request_timeout`. A Trainer `llm_proxy=` is used as
+            it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
             "evaluation" and "checkpoint".
         tracking: experiment tracking of the settings, every step's record and the evaluations: "tensorboard",
@@ -142,7 +139,7 @@ class GRPO(Algorithm):
         server: Optional[InferenceServer] = None,
         server_url: Optional[str] = None,
         serving: Optional[str] = None,
-        vllm: Optional[dict[str, Any]] = None,
+        vllm: Union[VllmOptions, dict[str, Any], None] = None,
         output_dir: Union[str, Path, None] = None,
         save_final_model: bool = True,
         resume: bool = True,
@@ -150,13 +147,13 @@ class GRPO(Algorithm):
         resource_name: str = "main_llm",
         balance_by: Optional[Callable[[Any], Hashable]] = None,
         on_event: Optional[EventCallback] = None,
-        proxy: Optional[dict[str, Any]] = None,
+        proxy: Union[ProxyOptions, dict[str, Any], None] = None,
         config: Optional[GRPOConfig] = None,
         tracking: TrackingOption = None,
         **settings: Any,
     ) -> None:
         self.config = GRPOConfig.from_kwargs(config, **settings)
-        self.vllm_options = check_serving_arguments(
+        self.serving_choice = choose_serving(
             model,
             engine=engine,
             server=server,
@@ -165,42 +162,27 @@ class GRPO(Algorithm):
             vllm=vllm,
             output_dir=output_dir,
         )
-        self.serving = serving or "local"
-        self.model_path = Path(model) if model is not None else None
-        self.engine = engine if engine is not None else (server.engine if server is not None else None)
-        self.server = server
-        self.server_url = server_url
-        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.engine = self.serving_choice.engine  # the engine that serves, once built (None: vLLM or a server by URL)
+        self.output_dir = self.serving_choice.output_dir
         self.save_final_model = save_final_model
         self.final_model_path: Optional[Path] = None  # where the end of `run` saved the trained model
         # Wall seconds of this run's phases: the held-out evaluations are outside `max_minutes` (see `summary`).
         self.phase_seconds: dict[str, float] = {}
         self.resume = resume
-        self.agents = parse_agent_match(agent_match)  # {adapter name: pattern} when several agents train
-        self.agent_match = agent_match if isinstance(agent_match, str) else None
-        if self.agents is not None and self.config.lora_rank is None:
-            raise ValueError("agent_match with several agents trains one LoRA adapter per agent: set lora_rank")
-        if self.agents is not None and server_url is not None:
-            raise ValueError(
-                "One adapter per agent is served by the in-process engine or vLLM (serving='vllm'): leave server_url out"
-            )
-        if self.agents is not None and self.vllm_options.get("publish") == "merged":
-            raise ValueError(
-                "vllm publish='merged' serves one set of weights; one adapter per agent needs runtime adapters: "
-                "leave publish out (or 'adapter')"
-            )
-        self.agent_policies: Optional[AgentPolicies] = None
-        self.agent_evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
-        self.last_agent_samples: dict[str, list[Sample]] = {}
+        # one policy, or one adapter per agent: what differs between them (see trained.py)
+        self.trained = trained_for(
+            agent_match,
+            self.config,
+            server_url=server_url,
+            vllm_options=self.serving_choice.vllm,
+            adapter=self._adapter,
+        )
+        self.last_agent_samples: dict[str, list[Sample]] = {}  # what each agent's latest update trained on
         self.resource_name = resource_name
         if balance_by is not None and not callable(balance_by):
             raise TypeError(f"balance_by must be a callable task -> stratum, got {balance_by!r}")
         self.balance_by = balance_by
-        self._strata: Optional[Strata] = None
-        self.proxy_options = dict(proxy or {})
-        unknown = sorted(set(self.proxy_options) - PROXY_OPTIONS)
-        if unknown:
-            raise TypeError(f"Unknown GRPO proxy option(s) {unknown}; known: {sorted(PROXY_OPTIONS)}")
+        self.proxy_options = check_proxy_options(proxy)  # the LLMProxy's keyword arguments, when GRPO starts it
         self.on_event = on_event
         self.tracking = tracking
         self._tracker: Optional[Tracker] = None
@@ -209,7 +191,7 @@ class GRPO(Algorithm):
         self.drift = DriftCounts()  # how the run's calls joined into multi-turn sequences
         self.rollout_drift: dict[str, float] = {}  # the drift rate of every rollout that drifted (first 1,000)
         self.group_sampling = SamplingCounts()  # tasks sampled, extra tasks for informative groups, short steps
-        self.task_cursor = 0  # position in the task stream (see schedule.tasks_at)
+        self.tasks: Optional[TaskStream] = None  # the training tasks, from `run` on (its cursor is checkpointed)
         self.history: list[dict[str, Any]] = []
         self.evaluations: list[EvaluationReport] = []
         self.resumed_from: Optional[str] = None
@@ -228,6 +210,31 @@ class GRPO(Algorithm):
         self.health = RunHealth(self.balance_by)  # each step's health record and warnings (docs/algorithms.md)
         self._health_writer: Optional[HealthRecordWriter] = None  # the record in the store, for the dashboard
         self.sampler_correction = False  # truncated importance sampling on (decided in _build, see sampler_gap)
+
+    @property
+    def serving(self) -> str:
+        """What samples: "local" (our inference server, in this process or by `server_url`) or "vllm"."""
+        return self.serving_choice.kind
+
+    @property
+    def agents(self) -> Optional[dict[str, str]]:
+        """`{adapter name: pattern}` when one adapter per agent trains, else None."""
+        return self.trained.agents
+
+    @property
+    def agent_match(self) -> Optional[str]:
+        """The pattern of the agents whose calls the one policy trains on (None: every call, or several agents)."""
+        return self.trained.agent_match
+
+    @property
+    def agent_evaluations(self) -> dict[str, dict[str, Optional[float]]]:
+        """Each evaluation's mean reward per agent (label -> agent -> mean reward; several agents only)."""
+        return self.trained.evaluations
+
+    @property
+    def agent_policies(self) -> Optional[AgentPolicies]:
+        """The agents' adapters (several agents, once built)."""
+        return self.trained.policies
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
@@ -255,14 +262,8 @@ class GRPO(Algorithm):
         )
         built = build_policy_and_serving(
             self.config,
-            serving=self.serving,
-            model_path=self.model_path,
-            output_dir=self.output_dir,
-            vllm_options=self.vllm_options,
-            server_url=self.server_url,
-            engine=self.engine,
-            server=self.server,
-            agents=list(self.agents) if self.agents is not None else None,
+            self.serving_choice,
+            agents=self.agents,
             step=self.step,
         )
         self.policy, self._serving, self._serves_policy_weights = (
@@ -270,8 +271,7 @@ class GRPO(Algorithm):
             built.serving,
             built.serves_policy_weights,
         )
-        if built.agent_policies is not None:
-            self.agent_policies = built.agent_policies
+        self.trained.policies = built.agent_policies
         if built.engine is not None:
             self.engine = built.engine
         if self.config.kl_coef > 0:
@@ -291,12 +291,7 @@ class GRPO(Algorithm):
     def _publish_weights(self) -> None:
         """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
         assert self._serving is not None and self.policy is not None
-        if self.agent_policies is not None:
-            from .agent_policy import publish_adapters
-
-            publish_adapters(self._serving, self.agent_policies, self._version)
-        else:
-            self._serving.publish(self.policy, self._version)
+        self.trained.publish(self._serving, self.policy, self._version)
 
     def _start_proxy(self) -> LLMProxy:
         assert self._serving is not None
@@ -314,21 +309,22 @@ class GRPO(Algorithm):
         await self.get_store().update_resources(resources_id, resources)
         return resources_id
 
+    async def _read_training_rollouts(
+        self, finished: list[Rollout]
+    ) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
+        """`_read`, and the checks of a training step's calls: an agent pattern that selects none of the run's first
+        step's calls is an error, and so is a step whose rollouts made no LLM call at all."""
+        data, read = await self._read(finished)
+        if self.step == self.start_step:
+            self.trained.check_first_step(read, self.step + 1)
+        require_llm_calls(self.step + 1, data, self.resource_name)
+        return data, read
+
     async def _read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
         """The finished rollouts' calls and rewards, once the proxy wrote its spans (with several agents: split by
         agent, the merged view first)."""
         await flush_proxy(self._proxy)
-        if self.agents is None:
-            failure_reward = self.config.failure_reward
-            adapter = self._adapter()
-            data = await read_rollouts(
-                self.get_store(), finished, adapter, agent_match=self.agent_match, failure_reward=failure_reward
-            )
-            return data, None
-        read = await read_agent_rollouts(
-            self.get_store(), finished, self.agents, failure_reward=self.config.failure_reward
-        )
-        return read.merged, read
+        return await self.trained.read(self.get_store(), finished, self.config.failure_reward)
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
         if self.agent_match is not None:
@@ -353,15 +349,16 @@ class GRPO(Algorithm):
         self.drift = DriftCounts.from_dict(loaded.state.get("drift", {}))
         self.rollout_drift = dict(loaded.state.get("rollout_drift", {}))
         self.group_sampling = SamplingCounts(**loaded.state.get("group_sampling", {}))
-        self.task_cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
+        assert self.tasks is not None
+        self.tasks.cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
         self.evaluations = [
             EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
         ]
-        self.agent_evaluations = dict(loaded.state.get("agent_evaluations", {}))
+        self.trained.restore(loaded.state)
         self._version = f"step-{self.step}"
         self._publish_weights()
         self._serves_policy_weights = True
-        if self.engine is not None and self.server_url is None:
+        if self.engine is not None and self.serving_choice.server_url is None:
             self.engine.seed_sampling(f"{self.config.seed}:{self.step}")
         self.resumed_from = str(latest)
         logger.info("GRPO resumed from %s (step %d)", latest, self.step)
@@ -376,8 +373,9 @@ class GRPO(Algorithm):
         evaluations before and after come on top (`summary()["seconds"]` records each phase)."""
         if train_dataset is None or len(train_dataset) == 0:
             raise ValueError("GRPO needs a non-empty train_dataset")
-        if self.balance_by is not None:  # before anything loads: a balance_by that fails on a task stops here
-            self._strata = stratify(train_dataset, self.balance_by, self.config.seed)
+        # before anything loads: a balance_by that fails on a task stops here
+        strata = stratify(train_dataset, self.balance_by, self.config.seed) if self.balance_by is not None else None
+        self.tasks = TaskStream(len(train_dataset), self.config.seed, strata=strata)
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
         directory = self.output_dir if self.output_dir is not None else Path("runs") / "grpo"
         self._tracker = make_tracker(self.tracking, directory=directory, run_name=directory.name)
@@ -526,24 +524,27 @@ class GRPO(Algorithm):
         resources_id = await self._publish_resources(temperature=config.temperature)
         meta = {"step": self.step + 1, "version": self._version}
         saturated = reward_saturated(self.history, config.saturation_reward, config.saturation_window)
+        assert self.tasks is not None
+
+        async def run_round(tasks: list[Any], round: int) -> tuple[list[Rollout], list[int]]:
+            return await self._run_rollouts(tasks, "train", resources_id, config.group_size, {**meta, "round": round})
+
         sampled = await sample_groups(
             dataset,
             config,
             self.group_sampling,
-            _Rounds(self, len(dataset), resources_id, meta),
+            self.tasks,
+            run_round,
+            self._read_training_rollouts,
             self.agents,
+            served=ServedBy(self._serving.model_name, base_allowed=self._version == "base"),
             extra=not saturated,
         )
         step_skips = count_skips(sampled.data)
+        step_skips.add(sampled.build_skips)
         mismatches = check_sampling(self.step + 1, sampled.data, config.temperature, self.sampling_mismatches)
-        per_agent: dict[str, StepSamples] = {}
-        if self.agents is not None:
-            args = (sampled.groups, sampled.indices, step_skips, config)
-            served = ServedBy(self._serving.model_name, base_allowed=self._version == "base")
-            per_agent, built = agent_step_samples(sampled.agents, self.agents, *args, served=served)
-            self.last_agent_samples = {agent: part.samples for agent, part in per_agent.items()}
-        else:
-            built = self._samples(sampled.data, sampled.groups, sampled.indices, step_skips)
+        built = sampled.built
+        self.last_agent_samples = {agent: part.samples for agent, part in sampled.per_agent.items()}
         samples = built.samples
         self.last_samples = samples
 
@@ -551,14 +552,8 @@ class GRPO(Algorithm):
         metrics: dict[str, float] = {}
         if samples:
             update_started = time.monotonic()
-            if self.agent_policies is not None:
-                self._update_future = self._executor.submit(
-                    _run_agent_updates, self.agent_policies, self.last_agent_samples, config, self.sampler_correction
-                )
-            else:
-                self._update_future = self._executor.submit(
-                    _run_update, self.policy, samples, config, self.sampler_correction
-                )
+            update = self.trained.update(self.policy, sampled, config, self.sampler_correction)
+            self._update_future = self._executor.submit(update)
             self._emit("update", step=self.step + 1, samples=len(samples))  # after submit: Ctrl-C now waits for it
             metrics = await asyncio.wrap_future(self._update_future)  # kept until the step is counted below
             update_seconds = time.monotonic() - update_started
@@ -575,13 +570,13 @@ class GRPO(Algorithm):
         count_drift(self.step + 1, built, self.drift, self.rollout_drift)
         self.step += 1
         self._update_future = None
-        entry = history_entry(self.step, sampled, built, step_skips, metrics)
-        if self.agents is not None:
-            entry = agent_history_entry(entry, sampled.agents, per_agent, metrics)
+        entry = self.trained.history_entry(
+            history_entry(self.step, sampled, built, step_skips, metrics), sampled, metrics
+        )
         entry["sampling_mismatches"] = mismatches.to_dict()
         entry["reward_saturated"] = saturated  # no extra tasks were sampled (see saturation.py)
-        if self._strata is not None:
-            entry["strata"] = stratum_counts(self._strata, sampled.indices)
+        if self.tasks.strata is not None:
+            entry["strata"] = stratum_counts(self.tasks.strata, sampled.indices)
         entry["truncation_rate"] = round(built.truncation_rate, 4)
         entry["truncation_kept"] = config.truncated == "keep"  # the length limit is part of the task: no warning
         entry["seconds"] = {
@@ -598,11 +593,6 @@ class GRPO(Algorithm):
         log_step(entry, built, metrics)
         self._emit("step", **entry)
 
-    def _samples(
-        self, data: list[RolloutData], groups: list[int], indices: list[int], skips: SkipCounts
-    ) -> StepSamples:
-        return build_samples(data, groups, indices, skips, self.config)
-
     # ------------------------------------------------------------------------------------------- evaluation
     async def evaluate(self, dataset: Dataset[Any], *, label: str) -> EvaluationReport:
         """Run every task once with greedy decoding (temperature 0) against the current weights."""
@@ -614,9 +604,7 @@ class GRPO(Algorithm):
             tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
         )
         data, read = await self._read(finished)
-        if read is not None and self.agents is not None:
-            self.agent_evaluations[label] = {agent: read.reward_mean(agent) for agent in self.agents}
-            logger.info("GRPO evaluation %r per agent: %s", label, self.agent_evaluations[label])
+        self.trained.evaluated(label, read)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)
         self.evaluations = [e for e in self.evaluations if e.label != label] + [report]
@@ -635,14 +623,10 @@ class GRPO(Algorithm):
             "drift": self.drift.to_dict(),
             "rollout_drift": self.rollout_drift,
             "group_sampling": self.group_sampling.to_dict(),
-            "task_cursor": self.task_cursor,
+            "task_cursor": self.tasks.cursor if self.tasks is not None else 0,
             "evaluations": [e.to_dict() for e in self.evaluations],
             "base_model": self.policy.base_model_path if self.policy is not None else None,
-            **(
-                {"agents": describe_agents(self.agents), "agent_evaluations": self.agent_evaluations}
-                if self.agents
-                else {}
-            ),
+            **self.trained.state(),
         }
 
     def _checkpoint(self, *, final: bool = False) -> None:
@@ -651,47 +635,3 @@ class GRPO(Algorithm):
         path = save_checkpoint(self.output_dir, self.policy, self.step, self.state(), keep=self.config.keep_checkpoints)
         logger.info("GRPO checkpoint written: %s", path)
         self._emit("checkpoint", step=self.step, path=str(path), final=final)
-
-
-def _run_update(policy: Policy, samples: list[Sample], config: GRPOConfig, correct: bool) -> dict[str, float]:
-    from .update import apply_update
-
-    return apply_update(policy, samples, config, sampler_correction=correct)
-
-
-def _run_agent_updates(
-    policies: AgentPolicies, samples: dict[str, list[Sample]], config: GRPOConfig, correct: bool
-) -> dict[str, float]:
-    from .agent_policy import run_agent_updates
-
-    return run_agent_updates(policies, samples, config, sampler_correction=correct)
-
-
-class _Rounds:
-    """The sampling rounds of one training step (`sampling.RoundRunner`): tasks from the run's task stream, run against
-    the step's resources, read back (split by agent with several agents)."""
-
-    def __init__(self, algorithm: GRPO, n: int, resources_id: str, meta: dict[str, Any]) -> None:
-        self.algorithm, self.n, self.resources_id, self.meta = algorithm, n, resources_id, meta
-
-    def next_tasks(self, count: int) -> list[int]:
-        algorithm = self.algorithm
-        if algorithm._strata is not None:
-            indices = balanced_tasks_at(algorithm._strata, algorithm.config.seed, algorithm.task_cursor, count)
-        else:
-            indices = tasks_at(algorithm.config, self.n, algorithm.task_cursor, count)
-        algorithm.task_cursor += count
-        return indices
-
-    async def run(self, tasks: list[Any], round: int) -> tuple[list[Rollout], list[int]]:
-        algorithm = self.algorithm
-        meta = {**self.meta, "round": round}
-        return await algorithm._run_rollouts(tasks, "train", self.resources_id, algorithm.config.group_size, meta)
-
-    async def read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
-        algorithm = self.algorithm
-        data, read = await algorithm._read(finished)
-        if read is not None and algorithm.agents is not None and algorithm.step == algorithm.start_step:
-            read.require_calls(algorithm.agents, algorithm.step + 1)  # a pattern selecting nothing at first: an error
-        require_llm_calls(algorithm.step + 1, data, algorithm.resource_name)
-        return data, read

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
 
-from .health_log import health_summary
+from .reporting.health_log import health_summary
 
 __all__ = ["plot_accuracy", "plot_rewards", "training_summary", "write_run_outputs", "write_summary"]
 

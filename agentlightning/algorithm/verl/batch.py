@@ -407,7 +407,7 @@ def turn_log_probs(trace: RolloutTrace) -> list[Optional[Sequence[float]]]:
     """The sampler's log-probs of each call of `trace`: `trace.logprobs` (from the proxy's spans), else those its
     triplet carries (`response["logprobs"]`, OpenAI's `content` entries); None where a call has none covering every
     token."""
-    from agentlightning.algorithm.grpo.proxy_calls import logprob_values
+    from agentlightning.algorithm.grpo.rollouts.proxy_calls import logprob_values
 
     given = list(trace.logprobs or [])
     result: list[Optional[Sequence[float]]] = []

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional, TypeVar
 from agentlightning.adapter.rewards import rollout_rewards
 from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.algorithm.failures import check_failure_reward, read_failed_in_agent
-from agentlightning.algorithm.grpo.proxy_calls import index_proxy_calls
+from agentlightning.algorithm.grpo.rollouts.proxy_calls import index_proxy_calls
 from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Triplet
 
 from .batch import AggregationLevel, RolloutTrace, VerlBatch, build_batch

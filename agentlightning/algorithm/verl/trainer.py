@@ -129,7 +129,7 @@ class AgentLightningTrainer(RayPPOTrainer):  # type: ignore[misc]
     def _rollout_correction(self, batch: Any, recorded: Any, metrics: dict[str, Any]) -> Any:
         """Measure the gap between the rollout's log-probs (recorded by the LLM proxy) and the actor's old log-probs,
         and hand the batch to verl's rollout correction (`algorithm.rollout_correction`, when configured)."""
-        from agentlightning.algorithm.grpo.sampler_gap import gap_totals
+        from agentlightning.algorithm.grpo.learning.sampler_gap import gap_totals
 
         old = batch.batch["old_log_probs"]
         recorded = recorded.to(old.device)

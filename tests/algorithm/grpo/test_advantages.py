@@ -7,7 +7,7 @@ import math
 import pytest
 
 from agentlightning.algorithm.grpo import group_advantages
-from agentlightning.algorithm.grpo.advantages import returns_to_go, turn_advantages
+from agentlightning.algorithm.grpo.learning.advantages import returns_to_go, turn_advantages
 
 
 def test_advantages_are_rewards_centred_and_scaled_by_the_group_std() -> None:

@@ -8,16 +8,16 @@ from typing import Any, Optional
 
 import pytest
 
-from agentlightning.algorithm.grpo.agents import (
+from agentlightning.algorithm.grpo.config import GRPOConfig
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.agents import (
     AgentMatchError,
     _split,
     agent_rewards,
     assign_calls,
     parse_agent_match,
 )
-from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.rollouts import SkipCounts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.reading import SkipCounts
 from agentlightning.types import Rollout, Span, Triplet
 
 from ...adapter.spans import span
@@ -183,8 +183,8 @@ def test_each_agents_groups_are_built_from_its_own_rewards() -> None:
 def test_each_agents_update_changes_only_its_own_adapter(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("peft")
-    from agentlightning.algorithm.grpo.agent_policy import AgentPolicies, run_agent_updates
-    from agentlightning.algorithm.grpo.loss import Sample
+    from agentlightning.algorithm.grpo.learning.agent_policy import AgentPolicies, run_agent_updates
+    from agentlightning.algorithm.grpo.learning.loss import Sample
     from agentlightning.inference.tiny import build_tiny_engine
 
     policies = AgentPolicies.from_engine(
@@ -205,9 +205,9 @@ def test_each_agents_update_changes_only_its_own_adapter(tmp_path: Path) -> None
 def test_agent_adapters_round_trip_through_a_checkpoint(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("peft")
-    from agentlightning.algorithm.grpo.agent_policy import AgentPolicies, run_agent_updates
-    from agentlightning.algorithm.grpo.checkpoint import load_checkpoint, save_checkpoint
-    from agentlightning.algorithm.grpo.loss import Sample
+    from agentlightning.algorithm.grpo.learning.agent_policy import AgentPolicies, run_agent_updates
+    from agentlightning.algorithm.grpo.learning.checkpoint import load_checkpoint, save_checkpoint
+    from agentlightning.algorithm.grpo.learning.loss import Sample
     from agentlightning.inference.tiny import build_tiny_engine
 
     def build() -> AgentPolicies:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.balance import balanced_tasks_at, stratify, stratum_counts
+from agentlightning.algorithm.grpo.sampling.balance import balanced_tasks_at, stratify, stratum_counts
+from agentlightning.algorithm.grpo.sampling.task_stream import TaskStream
 
 KINDS = ["a"] * 9 + ["b"] * 2 + ["c"] * 4  # strata of 9, 2 and 4 tasks, interleaved below
 DATASET = [{"id": i, "kind": kind} for i, kind in enumerate(KINDS[::2] + KINDS[1::2])]
@@ -124,14 +125,8 @@ def by_stratum(task: dict[str, Any]) -> str:
     return task["stratum"]
 
 
-def test_grpo_draws_from_the_balanced_stream_at_its_restored_cursor() -> None:
-    pytest.importorskip("torch")
-    from agentlightning.algorithm.grpo import GRPO
-    from agentlightning.algorithm.grpo.grpo import _Rounds
-
-    algorithm = GRPO(balance_by=kind_of, seed=4)
-    algorithm._strata = stratify(DATASET, kind_of, seed=4)
-    algorithm.task_cursor = 7  # as `_try_resume` restores it from a checkpoint
-    rounds = _Rounds(algorithm, len(DATASET), "resources", {})
-    assert rounds.next_tasks(3) + rounds.next_tasks(2) == balanced_tasks_at(algorithm._strata, 4, 7, 5)
-    assert algorithm.task_cursor == 12
+def test_the_task_stream_draws_from_the_balanced_stream_at_its_restored_cursor() -> None:
+    strata = stratify(DATASET, kind_of, seed=4)
+    stream = TaskStream(len(DATASET), 4, strata=strata, cursor=7)  # as GRPO's resume restores it from a checkpoint
+    assert stream.take(3) + stream.take(2) == balanced_tasks_at(strata, 4, 7, 5)
+    assert stream.cursor == 12

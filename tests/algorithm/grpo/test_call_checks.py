@@ -9,11 +9,11 @@ from typing import Any, Optional
 
 import pytest
 
-from agentlightning.algorithm.grpo.call_checks import ServedBy
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.proxy_calls import ProxyCall, ProxyCallIndex, call_record, index_proxy_calls
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.call_checks import ServedBy
+from agentlightning.algorithm.grpo.rollouts.proxy_calls import ProxyCall, ProxyCallIndex, call_record, index_proxy_calls
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts
 from agentlightning.llm_proxy.record import CallRecord
 from agentlightning.types import Triplet
 
@@ -194,7 +194,7 @@ def test_log_probs_that_do_not_cover_every_token_are_not_used() -> None:
 
 
 def test_grpos_proxy_asks_for_the_samplers_log_probs_on_every_call() -> None:
-    from agentlightning.algorithm.grpo.routing import start_proxy
+    from agentlightning.algorithm.grpo.serving.routing import start_proxy
     from agentlightning.store import InMemoryLightningStore
 
     serving: Any = SimpleNamespace(model_name="policy", endpoint="http://127.0.0.1:9/v1")

@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentlightning.algorithm.grpo.config import GRPOConfig  # noqa: E402
-from agentlightning.algorithm.grpo.loss import Sample, make_batch  # noqa: E402
-from agentlightning.algorithm.grpo.policy import Policy  # noqa: E402
-from agentlightning.algorithm.grpo.update import apply_update  # noqa: E402
+from agentlightning.algorithm.grpo.learning.loss import Sample, make_batch  # noqa: E402
+from agentlightning.algorithm.grpo.learning.policy import Policy  # noqa: E402
+from agentlightning.algorithm.grpo.learning.update import apply_update  # noqa: E402
 from agentlightning.inference.engine import InferenceEngine  # noqa: E402
 from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402
 from agentlightning.utils.device import DeviceError  # noqa: E402
@@ -72,7 +72,7 @@ def test_bfloat16_precision_autocasts_the_cpu_policy_and_keeps_float32_master_we
 @pytest.mark.parametrize(("precision", "expected"), [("bfloat16", torch.bfloat16), ("float32", None)])
 def test_one_adapter_per_agent_honours_precision_as_the_single_policy_does(precision: str, expected: Any) -> None:
     pytest.importorskip("peft")
-    from agentlightning.algorithm.grpo.agent_policy import AgentPolicies, run_agent_updates
+    from agentlightning.algorithm.grpo.learning.agent_policy import AgentPolicies, run_agent_updates
 
     config = GRPOConfig(device="cpu", learning_rate=1e-2, lora_rank=4, precision=precision)
     policies = AgentPolicies.from_engine(build_tiny_engine(seed=0), config, ["solver", "reviewer"])

@@ -8,9 +8,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentlightning.algorithm.grpo import entropy as entropy_module  # noqa: E402
-from agentlightning.algorithm.grpo.entropy import EntropySum  # noqa: E402
-from agentlightning.algorithm.grpo.loss import Sample, make_batch, sequence_log_probs  # noqa: E402
+from agentlightning.algorithm.grpo.learning import entropy as entropy_module  # noqa: E402
+from agentlightning.algorithm.grpo.learning.entropy import EntropySum  # noqa: E402
+from agentlightning.algorithm.grpo.learning.loss import Sample, make_batch, sequence_log_probs  # noqa: E402
 
 
 class _Fixed(torch.nn.Module):
@@ -61,8 +61,8 @@ def test_a_mask_of_another_shape_is_refused() -> None:
 
 def test_an_update_reports_the_entropy_and_the_sampled_tokens_nll() -> None:
     from agentlightning.algorithm.grpo.config import GRPOConfig
-    from agentlightning.algorithm.grpo.policy import Policy
-    from agentlightning.algorithm.grpo.update import apply_update
+    from agentlightning.algorithm.grpo.learning.policy import Policy
+    from agentlightning.algorithm.grpo.learning.update import apply_update
     from agentlightning.inference.tiny import build_tiny_engine
 
     policy = Policy.from_engine(build_tiny_engine(seed=0), GRPOConfig(lora_rank=4, learning_rate=1e-3))

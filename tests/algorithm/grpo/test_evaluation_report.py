@@ -6,8 +6,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from agentlightning.algorithm.grpo.evaluation import evaluation_report, tool_calls_of
-from agentlightning.algorithm.grpo.rollouts import RolloutData
+from agentlightning.algorithm.grpo.reporting.evaluation import evaluation_report, tool_calls_of
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData
 from agentlightning.types import Triplet
 
 

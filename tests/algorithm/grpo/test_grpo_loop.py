@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,28 @@ def test_a_step_samples_fresh_tasks_until_it_has_the_informative_groups_asked_fo
     assert algorithm.group_sampling.extra_tasks == entry["tasks"] - 1
     assert algorithm.skips.groups_zero_variance == entry["tasks"] - 2
     assert algorithm.group_sampling.steps_short == 0
+
+
+def test_a_step_builds_each_of_its_rollouts_into_samples_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlightning.algorithm.grpo.learning import samples
+
+    built: list[int] = []  # the rollouts given to each call of the sample builder, wherever it is called from
+
+    def counting(data: list[Any], *args: Any, **kwargs: Any) -> Any:
+        built.append(len(data))
+        return original(data, *args, **kwargs)
+
+    original = samples.build_samples
+    for name, module in list(sys.modules.items()):
+        if name.startswith("agentlightning.algorithm.grpo") and getattr(module, "build_samples", None) is original:
+            monkeypatch.setattr(module, "build_samples", counting)
+    train = [{"id": i, "kind": "constant"} for i in range(3)] + [{"id": 3 + i, "kind": "random"} for i in range(2)]
+    algorithm = _grpo(tmp_path, max_steps=1, tasks_per_step=1, group_size=4, informative_groups=2, max_tasks_per_step=5)
+    _fit(algorithm, quirky_agent, train)
+    (entry,) = algorithm.history
+    assert entry["sampling_rounds"] >= 2 and len(built) == entry["sampling_rounds"]
+    assert sum(built) == entry["rollouts"]  # every rollout was built once, and the update trained on that build
+    assert len(algorithm.last_samples) == entry["samples"] == 8
 
 
 def test_sampling_for_informative_groups_stops_at_the_task_budget_and_is_counted(tmp_path: Path) -> None:

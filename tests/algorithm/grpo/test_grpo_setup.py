@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 
 import agentlightning as agl  # noqa: E402
 from agentlightning.algorithm.grpo import GRPO  # noqa: E402
-from agentlightning.algorithm.grpo.checkpoint import save_checkpoint  # noqa: E402
 from agentlightning.algorithm.grpo.config import GRPOConfig  # noqa: E402
-from agentlightning.algorithm.grpo.evaluation import evaluation_report  # noqa: E402
-from agentlightning.algorithm.grpo.policy import Policy  # noqa: E402
-from agentlightning.algorithm.grpo.rollouts import RolloutData  # noqa: E402
+from agentlightning.algorithm.grpo.learning.checkpoint import save_checkpoint  # noqa: E402
+from agentlightning.algorithm.grpo.learning.policy import Policy  # noqa: E402
+from agentlightning.algorithm.grpo.reporting.evaluation import evaluation_report  # noqa: E402
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData  # noqa: E402
 from agentlightning.inference.server import InferenceServer  # noqa: E402
 from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402
 from agentlightning.types import Rollout, Triplet  # noqa: E402

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.health import step_health, stratum_rewards, tool_call_stats
-from agentlightning.algorithm.grpo.health_log import RunHealth, health_summary
-from agentlightning.algorithm.grpo.health_verdict import held_out_verdict
-from agentlightning.algorithm.grpo.rollouts import RolloutData
-from agentlightning.algorithm.grpo.sampling import SampledGroups
+from agentlightning.algorithm.grpo.reporting.health import step_health, stratum_rewards, tool_call_stats
+from agentlightning.algorithm.grpo.reporting.health_log import RunHealth, health_summary
+from agentlightning.algorithm.grpo.reporting.health_verdict import held_out_verdict
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData
+from agentlightning.algorithm.grpo.sampling.rounds import SampledGroups
 from agentlightning.types import Triplet
 
 TOOLS = [{"type": "function", "function": {"name": name, "parameters": {}}} for name in ("add", "multiply")]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlightning.algorithm.grpo import health_rules as rules
-from agentlightning.algorithm.grpo.health_rules import health_warnings
+from agentlightning.algorithm.grpo.reporting import health_rules as rules
+from agentlightning.algorithm.grpo.reporting.health_rules import health_warnings
 
 
 def _record(step: int, **values: Any) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def test_a_healthy_run_has_no_warning() -> None:
 
 
 def test_truncation_is_not_warned_about_when_the_run_keeps_truncated_calls_on_purpose() -> None:
-    from agentlightning.algorithm.grpo.health_rules import truncation
+    from agentlightning.algorithm.grpo.reporting.health_rules import truncation
 
     assert truncation([{"truncation_rate": 0.9}]) is not None
     assert truncation([{"truncation_rate": 0.9, "truncation_kept": True}]) is None

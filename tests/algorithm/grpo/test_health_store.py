@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.health_store import MAX_STEPS_KEPT, HealthRecordWriter, health_record
+from agentlightning.algorithm.grpo.reporting.health_store import MAX_STEPS_KEPT, HealthRecordWriter, health_record
 from agentlightning.store.memory import InMemoryLightningStore
 from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
 

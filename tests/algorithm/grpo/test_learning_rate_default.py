@@ -35,7 +35,7 @@ def test_the_settings_record_the_effective_learning_rate() -> None:
 @pytest.mark.parametrize(("lora_rank", "expected"), [(4, 3e-4), (None, 1e-5)])
 def test_the_optimizer_uses_the_effective_learning_rate(lora_rank: object, expected: float) -> None:
     pytest.importorskip("torch")
-    from agentlightning.algorithm.grpo.policy import Policy
+    from agentlightning.algorithm.grpo.learning.policy import Policy
     from agentlightning.inference.tiny import build_tiny_engine
 
     policy = Policy.from_engine(build_tiny_engine(seed=0), GRPOConfig(lora_rank=lora_rank, device="cpu"))  # type: ignore[arg-type]

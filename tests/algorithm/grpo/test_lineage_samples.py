@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts
-from agentlightning.algorithm.grpo.samples import DriftCounts, build_samples
+from agentlightning.algorithm.grpo.learning.samples import DriftCounts, build_samples
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts
 from agentlightning.types import Triplet
 
 SYSTEM = [1, 2, 3]

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentlightning.algorithm.grpo.loss import (  # noqa: E402
+from agentlightning.algorithm.grpo.learning.loss import (  # noqa: E402
     Sample,
     clipped_policy_loss,
     make_batch,
@@ -130,7 +130,7 @@ def test_gradient_pushes_up_positive_advantage_tokens() -> None:
 # ------------------------------------------------------------------------- shared prefixes, response-only logits
 def _tiny_policy() -> tuple:
     from agentlightning.algorithm.grpo.config import GRPOConfig
-    from agentlightning.algorithm.grpo.policy import Policy
+    from agentlightning.algorithm.grpo.learning.policy import Policy
     from agentlightning.inference.tiny import build_tiny_engine
 
     return Policy.from_engine(build_tiny_engine(seed=0), GRPOConfig(lora_rank=4, learning_rate=1e-3))
@@ -177,7 +177,7 @@ def test_a_prefix_is_shared_only_before_every_rows_first_trained_prediction() ->
 
 
 def test_micro_batches_bound_rows_and_padded_tokens() -> None:
-    from agentlightning.algorithm.grpo.update import micro_batches
+    from agentlightning.algorithm.grpo.learning.update import micro_batches
 
     samples = [Sample([1] * n, [2], 1.0) for n in (9, 9, 9, 29, 9, 99, 9)]  # lengths 10, 10, 10, 30, 10, 100, 10
     chunks = micro_batches(samples, max_rows=2, max_tokens=60)

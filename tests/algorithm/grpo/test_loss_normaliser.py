@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentlightning.algorithm.grpo import GRPOConfig
-from agentlightning.algorithm.grpo.normaliser import loss_normalisers
+from agentlightning.algorithm.grpo.learning.normaliser import loss_normalisers
 
 
 def test_tokens_divide_by_the_updates_tokens_and_samples() -> None:
@@ -30,7 +30,7 @@ def test_a_bad_normaliser_is_rejected_with_its_name(value: object) -> None:
 
 
 def _samples() -> list:
-    from agentlightning.algorithm.grpo.loss import Sample
+    from agentlightning.algorithm.grpo.learning.loss import Sample
 
     # 3 trained tokens with advantage +1 (two) and -1 (one), one masked out
     return [Sample([2, 10], [12, 13], 1.0), Sample([2, 11], [14, 15], -1.0, loss_mask=[1, 0])]
@@ -38,7 +38,7 @@ def _samples() -> list:
 
 def test_the_constant_normalised_loss_at_ratio_one_is_minus_the_advantage_sum_over_the_constant() -> None:
     torch = pytest.importorskip("torch")
-    from agentlightning.algorithm.grpo.loss import clipped_policy_loss, make_batch
+    from agentlightning.algorithm.grpo.learning.loss import clipped_policy_loss, make_batch
 
     config = GRPOConfig(loss_normaliser="constant", group_size=2, tasks_per_step=1, max_response_tokens=4)
     batch = make_batch(_samples(), pad_token_id=0)
@@ -57,9 +57,9 @@ def test_the_constant_normalised_loss_at_ratio_one_is_minus_the_advantage_sum_ov
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])
 def test_micro_batches_accumulate_to_the_loss_and_gradient_of_one_pass(normaliser: str, aggregation: str) -> None:
     torch = pytest.importorskip("torch")
-    from agentlightning.algorithm.grpo.loss import Sample
-    from agentlightning.algorithm.grpo.policy import Policy
-    from agentlightning.algorithm.grpo.update import apply_update
+    from agentlightning.algorithm.grpo.learning.loss import Sample
+    from agentlightning.algorithm.grpo.learning.policy import Policy
+    from agentlightning.algorithm.grpo.learning.update import apply_update
     from agentlightning.inference.tiny import build_tiny_engine
 
     samples = [Sample([2, 10 + i], [12 + i] * (1 + i), 1.0 - 0.5 * i) for i in range(4)]

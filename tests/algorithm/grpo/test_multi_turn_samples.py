@@ -9,8 +9,8 @@ from typing import Any, Optional
 import pytest
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts
 from agentlightning.types import Triplet
 
 SYSTEM = [1, 2, 3]
@@ -136,7 +136,7 @@ torch = pytest.importorskip("torch")
 
 
 def _loss(samples: list[Any], model: Any) -> float:
-    from agentlightning.algorithm.grpo.loss import clipped_policy_loss, make_batch, sequence_log_probs
+    from agentlightning.algorithm.grpo.learning.loss import clipped_policy_loss, make_batch, sequence_log_probs
 
     batch = make_batch(samples, pad_token_id=0)
     with torch.no_grad():

@@ -11,10 +11,10 @@ from typing import Any, Union
 
 import pytest
 
-from agentlightning.algorithm.grpo.agents import read_agent_rollouts
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts, count_skips, read_rollouts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.agents import read_agent_rollouts
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts, count_skips, read_rollouts
 from agentlightning.litagent import LitAgent
 from agentlightning.runner import LitAgentRunner
 from agentlightning.store import InMemoryLightningStore

@@ -8,11 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from agentlightning.algorithm.grpo.checkpoint import find_latest, load_checkpoint, save_checkpoint  # noqa: E402
 from agentlightning.algorithm.grpo.config import GRPOConfig  # noqa: E402
-from agentlightning.algorithm.grpo.loss import Sample  # noqa: E402
-from agentlightning.algorithm.grpo.policy import Policy  # noqa: E402
-from agentlightning.algorithm.grpo.update import apply_update  # noqa: E402
+from agentlightning.algorithm.grpo.learning.checkpoint import find_latest, load_checkpoint, save_checkpoint  # noqa: E402
+from agentlightning.algorithm.grpo.learning.loss import Sample  # noqa: E402
+from agentlightning.algorithm.grpo.learning.policy import Policy  # noqa: E402
+from agentlightning.algorithm.grpo.learning.update import apply_update  # noqa: E402
 from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402
 
 

@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from agentlightning.algorithm.grpo.config import GRPOConfig  # noqa: E402
-from agentlightning.algorithm.grpo.loss import Sample, clipped_policy_loss, make_batch  # noqa: E402
-from agentlightning.algorithm.grpo.sampler_gap import (  # noqa: E402
+from agentlightning.algorithm.grpo.learning.loss import Sample, clipped_policy_loss, make_batch  # noqa: E402
+from agentlightning.algorithm.grpo.learning.sampler_gap import (  # noqa: E402
     SamplerDescription,
     correction_needed,
     describe_sampler,
@@ -90,8 +90,8 @@ def test_on_and_off_override_the_rule() -> None:
 
 
 def test_the_samplers_description_follows_the_serving(tmp_path: Path) -> None:
-    from agentlightning.algorithm.grpo.serving import LocalServing, RemoteServing
-    from agentlightning.algorithm.grpo.vllm_serving import VllmServing
+    from agentlightning.algorithm.grpo.serving.inference_server import LocalServing, RemoteServing
+    from agentlightning.algorithm.grpo.serving.vllm import VllmServing
     from agentlightning.inference.tiny import build_tiny_engine
 
     local = describe_sampler(LocalServing(build_tiny_engine(seed=0)), None)
@@ -164,7 +164,7 @@ def _gap_samples() -> list[Sample]:
 
 
 def _update(samples: list[Sample], correct: bool, **settings: Any) -> dict[str, float]:
-    from agentlightning.algorithm.grpo.update import apply_update
+    from agentlightning.algorithm.grpo.learning.update import apply_update
 
     config = GRPOConfig(micro_batch_size=1, **settings)  # micro-batches of one row: the totals add up across them
     return apply_update(_Policy(), samples, config, sampler_correction=correct)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.sampling_check import count_mismatches, recorded_sampling
+from agentlightning.algorithm.grpo.rollouts.sampling_check import count_mismatches, recorded_sampling
 from agentlightning.llm_proxy.record import CallRecord
 from agentlightning.types import Span
 
@@ -48,10 +48,10 @@ def test_spans_that_are_not_the_proxys_are_ignored() -> None:
 
 def test_the_update_computes_log_probs_at_the_configured_temperature(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
-    from agentlightning.algorithm.grpo import update
     from agentlightning.algorithm.grpo.config import GRPOConfig
-    from agentlightning.algorithm.grpo.loss import Sample
-    from agentlightning.algorithm.grpo.policy import Policy
+    from agentlightning.algorithm.grpo.learning import update
+    from agentlightning.algorithm.grpo.learning.loss import Sample
+    from agentlightning.algorithm.grpo.learning.policy import Policy
     from agentlightning.inference.tiny import build_tiny_engine
 
     seen: list[float] = []

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentlightning.algorithm.grpo import GRPOConfig
-from agentlightning.algorithm.grpo.saturation import reward_saturated
+from agentlightning.algorithm.grpo.sampling.saturation import reward_saturated
 
 
 def _history(*rewards: Any) -> list[dict[str, Any]]:

@@ -11,13 +11,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from agentlightning.algorithm.grpo.agent_policy import AgentPolicies  # noqa: E402
 from agentlightning.algorithm.grpo.config import GRPOConfig  # noqa: E402
-from agentlightning.algorithm.grpo.loss import Sample  # noqa: E402
-from agentlightning.algorithm.grpo.policy import Policy  # noqa: E402
-from agentlightning.algorithm.grpo.serving import LocalServing  # noqa: E402
-from agentlightning.algorithm.grpo.shared_base import rounding_bound  # noqa: E402
-from agentlightning.algorithm.grpo.update import apply_update  # noqa: E402
+from agentlightning.algorithm.grpo.learning.agent_policy import AgentPolicies  # noqa: E402
+from agentlightning.algorithm.grpo.learning.loss import Sample  # noqa: E402
+from agentlightning.algorithm.grpo.learning.policy import Policy  # noqa: E402
+from agentlightning.algorithm.grpo.learning.shared_base import rounding_bound  # noqa: E402
+from agentlightning.algorithm.grpo.learning.update import apply_update  # noqa: E402
+from agentlightning.algorithm.grpo.serving.inference_server import LocalServing  # noqa: E402
 from agentlightning.inference.engine import InferenceEngine  # noqa: E402
 from agentlightning.inference.sampling import SamplingParams  # noqa: E402
 from agentlightning.inference.tiny import build_tiny_engine  # noqa: E402

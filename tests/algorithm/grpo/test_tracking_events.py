@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentlightning.algorithm.grpo.tracking import track_event
+from agentlightning.algorithm.grpo.reporting.tracking import track_event
 from agentlightning.algorithm.tracking import Tracker
 
 

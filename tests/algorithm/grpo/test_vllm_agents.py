@@ -16,11 +16,11 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentlightning.algorithm.grpo import GRPOConfig
-from agentlightning.algorithm.grpo.agent_policy import AgentPolicies
-from agentlightning.algorithm.grpo.agents import AgentMatchError
-from agentlightning.algorithm.grpo.routing import model_entries
-from agentlightning.algorithm.grpo.serving import ServingError
-from agentlightning.algorithm.grpo.vllm_serving import VllmServing, build_vllm_serving
+from agentlightning.algorithm.grpo.learning.agent_policy import AgentPolicies
+from agentlightning.algorithm.grpo.rollouts.agents import AgentMatchError
+from agentlightning.algorithm.grpo.serving.base import ServingError
+from agentlightning.algorithm.grpo.serving.routing import model_entries
+from agentlightning.algorithm.grpo.serving.vllm import VllmServing, build_vllm_serving
 from agentlightning.store import InMemoryLightningStore
 from agentlightning.tracer.otel import OtelTracer
 

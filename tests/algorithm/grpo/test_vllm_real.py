@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("peft")
 
-from agentlightning.algorithm.grpo.vllm_serving import VLLM_COMMAND_ENV, VllmServing
+from agentlightning.algorithm.grpo.serving.vllm import VLLM_COMMAND_ENV, VllmServing
 
 from .agents import digit_team, two_turn_digit_agent
 from .vllm_runs import train_on_vllm

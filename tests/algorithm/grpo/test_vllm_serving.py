@@ -17,9 +17,9 @@ pytest.importorskip("torch")
 pytest.importorskip("peft")
 
 from agentlightning.algorithm.grpo import GRPO, GRPOConfig
-from agentlightning.algorithm.grpo.policy import Policy
-from agentlightning.algorithm.grpo.serving import ServingError
-from agentlightning.algorithm.grpo.vllm_serving import (
+from agentlightning.algorithm.grpo.learning.policy import Policy
+from agentlightning.algorithm.grpo.serving.base import ServingError
+from agentlightning.algorithm.grpo.serving.vllm import (
     VLLM_COMMAND_ENV,
     VllmServing,
     adapter_name,

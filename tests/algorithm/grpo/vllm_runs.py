@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
-from agentlightning.algorithm.grpo.agents import AgentMatch
+from agentlightning.algorithm.grpo.rollouts.agents import AgentMatch
 
 RUN_SETTINGS: dict[str, Any] = {
     "group_size": 4,

@@ -18,7 +18,7 @@ import pytest
 
 import agentlightning as agl
 from agentlightning.adapter import TracerTraceToTriplet
-from agentlightning.algorithm.grpo.rollouts import select_calls
+from agentlightning.algorithm.grpo.rollouts.reading import select_calls
 
 from .harness import FIRST_FRAMEWORKS, PACKAGES, Rollouts, Scripts, agent_module, calc, plan, prompt_text
 

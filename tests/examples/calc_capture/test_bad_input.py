@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from agentlightning.adapter.trajectory import stitch_calls
-from agentlightning.algorithm.grpo.samples import call_ids
+from agentlightning.algorithm.grpo.learning.samples import call_ids
 
 from .harness import (
     CAPTURES,

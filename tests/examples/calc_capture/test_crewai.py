@@ -22,7 +22,7 @@ import pytest
 
 from agentlightning.adapter import TracerTraceToTriplet
 from agentlightning.adapter.trajectory import stitch_calls
-from agentlightning.algorithm.grpo.samples import call_ids
+from agentlightning.algorithm.grpo.learning.samples import call_ids
 from agentlightning.inference.server import InferenceServer
 from agentlightning.types import Span
 

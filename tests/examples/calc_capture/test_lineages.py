@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
-from agentlightning.algorithm.grpo.rollouts import RolloutData, SkipCounts
-from agentlightning.algorithm.grpo.samples import build_samples
+from agentlightning.algorithm.grpo.learning.samples import build_samples
+from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts
 
 from .harness import CAPTURES, FRAMEWORKS, SAMPLING, Rollouts, Scripts, agent_module
 

@@ -11,7 +11,7 @@ history is not append-only (an agent that compacts its context, a sub-agent with
 conversations, its *lineages*; `DriftCounts` counts them, the calls that fitted none, and the share of the model's
 generated tokens that ended up in the loss.
 
-Each call is first checked against what the proxy recorded of it (`call_checks`): calls sampled otherwise than
+Each call is first checked against what the proxy recorded of it (`rollouts.call_checks`): calls sampled otherwise than
 configured, served by another agent's adapter, or (with `truncated="mask"`) stopped on the length limit keep their
 place in their conversation but leave the loss (counted in `SkipCounts`); with `truncated="failure_reward"` a
 rollout with a truncated call is rewarded `truncation_reward`. The sampler's recorded log-probs of each call follow
@@ -28,12 +28,12 @@ from typing import Any, Optional
 
 from agentlightning.adapter.trajectory import StitchedSequence, call_ids, stitch_calls
 
+from ..config import GRPOConfig
+from ..rollouts.call_checks import CallVerdict, ServedBy, judge_call
+from ..rollouts.proxy_calls import ProxyCall
+from ..rollouts.reading import RolloutData, SkipCounts
 from .advantages import group_advantages, turn_advantages
-from .call_checks import CallVerdict, ServedBy, judge_call
-from .config import GRPOConfig
 from .loss import Sample
-from .proxy_calls import ProxyCall
-from .rollouts import RolloutData, SkipCounts
 
 __all__ = ["DriftCounts", "StepSamples", "build_samples", "call_ids"]
 
@@ -109,6 +109,17 @@ class StepSamples:
     transition_tokens: int = 0  # tokens one sample per call would process for the same rollouts (for comparison)
     calls_recorded: int = 0  # calls with a proxy record (checked for sampling, adapter and truncation)
     calls_hit_length_limit: int = 0  # of those, calls that stopped on the length limit
+
+    def add(self, other: StepSamples) -> None:
+        """Count `other` (samples of other groups of the same step, or another agent's) into this one."""
+        self.samples.extend(other.samples)
+        self.rewards.extend(other.rewards)
+        self.drift.add(other.drift)
+        self.rollout_drift.update(other.rollout_drift)
+        self.informative_groups += other.informative_groups
+        self.transition_tokens += other.transition_tokens
+        self.calls_recorded += other.calls_recorded
+        self.calls_hit_length_limit += other.calls_hit_length_limit
 
     @property
     def truncation_rate(self) -> float:

@@ -37,7 +37,7 @@ from agentlightning.utils.device import resolve_device
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
 
-    from .config import GRPOConfig
+    from ..config import GRPOConfig
 
 __all__ = ["SharedBase", "SharingPolicy", "can_share", "model_on_same_tensors", "rounding_bound", "why_not_shared"]
 

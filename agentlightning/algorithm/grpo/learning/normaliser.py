@@ -9,7 +9,7 @@ is that divisor. Micro-batches all divide by the update's normaliser, so accumul
 
 from __future__ import annotations
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 
 __all__ = ["configured_completions", "loss_normalisers"]
 

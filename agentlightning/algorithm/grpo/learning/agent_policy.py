@@ -21,10 +21,10 @@ from typing import Any, Optional, Union
 
 from agentlightning.utils.device import autocast, compute_dtype, resolve_device
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 from .policy import PolicyError, _quiet_saves, _require_peft
 
-__all__ = ["AgentPolicies", "AgentView"]
+__all__ = ["AgentPolicies", "AgentView", "run_agent_updates"]
 
 _PEFT_PREFIX = "base_model.model."
 
@@ -224,25 +224,6 @@ class AgentView:
         """The base model (every adapter disabled)."""
         with self.model.disable_adapter():
             yield self.model
-
-
-def publish_adapters(serving: Any, policies: AgentPolicies, version: str) -> None:
-    """Serve every agent's current adapter beside the base model: swapped in place into the in-process engine (named
-    after the agent), or loaded into vLLM under a new name per version (`VllmServing.publish_agents`)."""
-    from .serving import ServingError
-
-    publish_agents = getattr(serving, "publish_agents", None)
-    if callable(publish_agents):
-        publish_agents(policies, version)
-        return
-    engine = getattr(serving, "engine", None)
-    if engine is None or not hasattr(engine, "load_adapter"):
-        raise ServingError(
-            f"One adapter per agent is served by the in-process inference engine or vLLM; {type(serving).__name__} "
-            "cannot serve adapters"
-        )
-    for agent in policies.agents:
-        engine.load_adapter(agent, policies.adapter_weights(agent), scale=policies.scale, version=version)
 
 
 def run_agent_updates(

@@ -2,7 +2,7 @@
 
 In-process (`LocalServing`): the GRPO algorithm starts an `InferenceServer` around an `InferenceEngine` and swaps
 new weights into it in place with `load_weights(state_dict, version)`, between steps, without a restart; when the
-policy trains the engine's own tensors (`Policy.shared`, see `shared_base.py`) there is nothing to copy: the LoRA
+policy trains the engine's own tensors (`Policy.shared`, see `learning/shared_base.py`) there is nothing to copy: the LoRA
 delta is merged into them and the engine told the new version.
 Separate process (`RemoteServing`): new weights are saved as a standard Hugging Face folder and the server is told
 to load them with `POST /v1/weights {"path": ..., "version": ...}` (it must see the same file system).
@@ -17,33 +17,20 @@ import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Optional
+
+from .base import ServingError
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
 
-    from .policy import Policy
-    from .shared_base import SharedBase
+    from ..learning.policy import Policy
+    from ..learning.shared_base import SharedBase
 
-__all__ = ["LocalServing", "RemoteServing", "Serving", "ServingError"]
+__all__ = ["LocalServing", "RemoteServing"]
 
 logger = logging.getLogger(__name__)
-
-
-class ServingError(RuntimeError):
-    """The inference server could not be started or refused new weights; the message says which and why."""
-
-
-class Serving(Protocol):
-    endpoint: str
-    model_name: str
-
-    def start(self) -> None: ...
-
-    def publish(self, policy: Policy, version: str) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 class LocalServing:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.utils.device import autocast, compute_dtype, resolve_device
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 
 if TYPE_CHECKING:
     from .shared_base import SharedBase

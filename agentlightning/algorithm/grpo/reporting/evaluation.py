@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from agentlightning.types import Triplet
 
-from .rollouts import RolloutData
+from ..rollouts.reading import RolloutData
 
 __all__ = ["EvaluationReport", "evaluation_report", "tool_calls_of"]
 

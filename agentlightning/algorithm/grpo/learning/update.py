@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 from .entropy import EntropySum
 from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
 from .normaliser import loss_normalisers

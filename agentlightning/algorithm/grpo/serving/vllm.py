@@ -41,11 +41,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
-from .serving import ServingError
+from .base import ServingError
+from .options import VLLM_OPTIONS
 from .vllm_process import (
     LOG_TAIL_LINES,
     VLLM_COMMAND_ENV,
@@ -58,9 +59,9 @@ from .vllm_process import (
 )
 
 if TYPE_CHECKING:
-    from .agent_policy import AgentPolicies
-    from .config import GRPOConfig
-    from .policy import Policy
+    from ..config import GRPOConfig
+    from ..learning.agent_policy import AgentPolicies
+    from ..learning.policy import Policy
 
 __all__ = [
     "PUBLISH_MODES",
@@ -388,9 +389,6 @@ def _v1(url: str) -> str:
 
 
 PUBLISH_MODES = ("adapter", "merged")
-_OPTIONS = frozenset(
-    {"url", "command", "args", "model_name", "api_key", "startup_timeout", "log_path", "env", "publish"}
-)
 
 
 def _check_publish(publish: object) -> None:
@@ -400,9 +398,9 @@ def _check_publish(publish: object) -> None:
 
 def check_vllm_options(options: dict[str, Any]) -> dict[str, Any]:
     """GRPO's `vllm=` options, checked by name and type (a TypeError / ValueError names the bad one)."""
-    unknown = sorted(set(options) - _OPTIONS)
+    unknown = sorted(set(options) - VLLM_OPTIONS)
     if unknown:
-        raise TypeError(f"Unknown GRPO vllm option(s) {unknown}; known: {sorted(_OPTIONS)}")
+        raise TypeError(f"Unknown GRPO vllm option(s) {unknown}; known: {sorted(VLLM_OPTIONS)}")
     url = options.get("url")
     if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
         raise ValueError(f"vllm url must be an http(s) URL, got {url!r}")
@@ -421,12 +419,12 @@ def build_vllm_serving(
     output_dir: Optional[Path],
     config: GRPOConfig,
     options: dict[str, Any],
-    agents: Optional[Sequence[str]] = None,
+    agents: Optional[Collection[str]] = None,
 ) -> tuple[Union[Policy, AgentPolicies], VllmServing]:
     """The policy (from `model_path`, default the embedded SmolLM2's folder; with `agents`, one LoRA adapter per
     agent on it) and the vLLM serving of it."""
-    from .agent_policy import AgentPolicies
-    from .policy import Policy
+    from ..learning.agent_policy import AgentPolicies
+    from ..learning.policy import Policy
 
     options = dict(options)
     if model_path is None:

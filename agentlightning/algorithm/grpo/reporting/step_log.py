@@ -8,12 +8,12 @@ import logging
 import statistics
 from typing import Any
 
-from ..errors import CAPTURE_HINT, NoLLMCallsError
+from ...errors import CAPTURE_HINT, NoLLMCallsError
+from ..learning.samples import DriftCounts, StepSamples
+from ..rollouts.reading import RolloutData, SkipCounts
+from ..rollouts.sampling_check import SamplingMismatches, count_mismatches
+from ..sampling.rounds import SampledGroups
 from .evaluation import EvaluationReport
-from .rollouts import RolloutData, SkipCounts
-from .samples import DriftCounts, StepSamples
-from .sampling import SampledGroups
-from .sampling_check import SamplingMismatches, count_mismatches
 
 __all__ = [
     "check_sampling",

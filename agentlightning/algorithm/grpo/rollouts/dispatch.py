@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutMode
 
-from .rollouts import SkipCounts
+from .reading import SkipCounts
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore

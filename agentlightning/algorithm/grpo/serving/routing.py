@@ -13,20 +13,17 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
-from .agents import agent_resource_name
+from ..rollouts.agents import agent_resource_name
 
 if TYPE_CHECKING:
     from agentlightning.llm_proxy import LLMProxy
     from agentlightning.store.base import LightningStore
 
-    from .serving import Serving
+    from .base import Serving
 
 __all__ = ["agent_upstream", "flush_proxy", "model_entries", "proxy_entry", "route_to_newest", "start_proxy"]
 
 logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")
-
-PROXY_OPTIONS = frozenset({"bind_host", "host", "port", "api_key", "insecure", "num_retries", "request_timeout"})
-"""The keyword arguments GRPO's `proxy=` passes to the `LLMProxy` it starts."""
 
 
 def proxy_entry(serving: Serving) -> dict[str, Any]:

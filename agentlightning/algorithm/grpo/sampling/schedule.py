@@ -1,9 +1,5 @@
-"""Which tasks each GRPO step trains on, and when a run stops (step count, epochs or time budget).
-
-Tasks are taken from a seeded shuffle of the dataset per epoch through a cursor that only moves forward, so a run
-resumed from a checkpoint (which records the cursor) continues with the tasks it would have taken next, however many
-extra tasks earlier steps sampled while looking for informative groups.
-"""
+"""Which tasks each GRPO step trains on (a seeded shuffle of the dataset per epoch, read by `task_stream.TaskStream`),
+what the run sampled, and when a run stops (step count, epochs or time budget)."""
 
 from __future__ import annotations
 
@@ -12,9 +8,9 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 
-__all__ = ["SamplingCounts", "deadline", "max_steps", "task_indices", "tasks_at"]
+__all__ = ["SamplingCounts", "deadline", "max_steps", "tasks_at"]
 
 
 @dataclass
@@ -30,7 +26,7 @@ class SamplingCounts:
         return asdict(self)
 
 
-def tasks_at(config: GRPOConfig, n: int, cursor: int, count: int) -> list[int]:
+def tasks_at(seed: int, n: int, cursor: int, count: int) -> list[int]:
     """`count` dataset indices from position `cursor` of the task stream (a seeded shuffle per epoch)."""
     chosen: list[int] = []
     order: list[int] = []
@@ -39,15 +35,10 @@ def tasks_at(config: GRPOConfig, n: int, cursor: int, count: int) -> list[int]:
         epoch, offset = divmod(position, n)
         if epoch != order_epoch:
             order = list(range(n))
-            random.Random(config.seed * 1_000_003 + epoch).shuffle(order)
+            random.Random(seed * 1_000_003 + epoch).shuffle(order)
             order_epoch = epoch
         chosen.append(order[offset])
     return chosen
-
-
-def task_indices(config: GRPOConfig, n: int, step: int) -> list[int]:
-    """The first tasks of `step` when every step took `tasks_per_step` tasks (runs without extra sampling)."""
-    return tasks_at(config, n, step * config.tasks_per_step, config.tasks_per_step)
 
 
 def max_steps(config: GRPOConfig, n: int) -> Optional[int]:

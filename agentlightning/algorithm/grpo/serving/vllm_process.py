@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Union
 
-from .serving import ServingError
+from .base import ServingError
 
 __all__ = [
     "LOG_TAIL_LINES",

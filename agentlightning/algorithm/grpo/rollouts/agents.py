@@ -33,11 +33,8 @@ from agentlightning.algorithm.failures import read_failed_in_agent
 from agentlightning.emitter.reward import get_reward_value
 from agentlightning.types import Rollout, Span, Triplet
 
-from .call_checks import ServedBy
-from .config import GRPOConfig
 from .proxy_calls import index_proxy_calls
-from .rollouts import RolloutData, SkipCounts, _has_ids
-from .samples import StepSamples, build_samples
+from .reading import RolloutData, _has_ids
 from .sampling_check import recorded_sampling
 
 if TYPE_CHECKING:
@@ -47,12 +44,8 @@ __all__ = [
     "AgentMatch",
     "AgentMatchError",
     "AgentRollouts",
-    "agent_history",
-    "agent_history_entry",
     "agent_rewards",
-    "agent_step_samples",
     "assign_calls",
-    "merge_step_samples",
     "parse_agent_match",
     "read_agent_rollouts",
 ]
@@ -300,67 +293,3 @@ def agent_resource_name(agent: str) -> str:
 
 def describe_agents(agents: Mapping[str, str]) -> dict[str, Any]:
     return {name: {"pattern": pattern, "resource": agent_resource_name(name)} for name, pattern in agents.items()}
-
-
-def merge_step_samples(parts: Sequence[StepSamples]) -> StepSamples:
-    """The agents' samples of one step as one (for the step's totals)."""
-    merged = StepSamples()
-    for part in parts:
-        merged.samples.extend(part.samples)
-        merged.rewards.extend(part.rewards)
-        merged.drift.add(part.drift)
-        merged.rollout_drift.update(part.rollout_drift)
-        merged.informative_groups += part.informative_groups
-        merged.transition_tokens += part.transition_tokens
-        merged.calls_recorded += part.calls_recorded
-        merged.calls_hit_length_limit += part.calls_hit_length_limit
-    return merged
-
-
-def agent_history(
-    read: AgentRollouts, built: Mapping[str, StepSamples], metrics: Mapping[str, float]
-) -> dict[str, Any]:
-    """The per-agent part of a step's history entry: `{"agents": {name: {reward_mean, calls, samples, ...}}}`."""
-    agents: dict[str, Any] = {}
-    for name, part in built.items():
-        entry: dict[str, Any] = {
-            "reward_mean": read.reward_mean(name),
-            "calls": read.calls(name),
-            "samples": len(part.samples),
-            "informative_groups": part.informative_groups,
-            "rewards_from_rollout": read.rewards_from_rollout.get(name, 0),
-        }
-        prefix = f"{name}."
-        entry.update({k[len(prefix) :]: round(v, 6) for k, v in metrics.items() if k.startswith(prefix)})
-        agents[name] = entry
-    return {"agents": agents}
-
-
-def agent_step_samples(
-    read: AgentRollouts,
-    agents: Mapping[str, str],
-    groups: list[int],
-    indices: list[int],
-    skips: SkipCounts,
-    config: GRPOConfig,
-    *,
-    served: Optional[ServedBy] = None,
-) -> tuple[dict[str, StepSamples], StepSamples]:
-    """Each agent's samples of a step, built from its own calls and rewards, and all of them as one (the totals);
-    `served` (what may serve an agent's calls) leaves out the calls another adapter served."""
-    per_agent = {
-        agent: build_samples(read.by_agent[agent], groups, indices, skips, config, agent=agent, served=served)
-        for agent in agents
-    }
-    return per_agent, merge_step_samples(list(per_agent.values()))
-
-
-def agent_history_entry(
-    entry: Mapping[str, Any],
-    read: AgentRollouts,
-    built: Mapping[str, StepSamples],
-    metrics: Mapping[str, float],
-) -> dict[str, Any]:
-    """A step's history entry with the per-agent part (`agents`) instead of the agents' `<agent>.<metric>` keys."""
-    merged = {**entry, **agent_history(read, built, metrics)}
-    return {k: v for k, v in merged.items() if not any(k.startswith(f"{agent}.") for agent in built)}

@@ -3,23 +3,37 @@ and its serving (the in-process inference engine, a separate server by URL, or v
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
-from .config import GRPOConfig
-from .vllm_serving import build_vllm_serving, check_vllm_options
+from ..config import GRPOConfig
+from .options import VllmOptions, option_dict
+from .vllm import build_vllm_serving, check_vllm_options
 
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
 
-    from .agent_policy import AgentPolicies
-    from .policy import Policy
-    from .serving import Serving
+    from ..learning.agent_policy import AgentPolicies
+    from ..learning.policy import Policy
+    from .base import Serving
 
-__all__ = ["Built", "build_policy_and_serving", "check_serving_arguments"]
+__all__ = ["Built", "ServingChoice", "build_policy_and_serving", "choose_serving"]
+
+
+@dataclass(frozen=True)
+class ServingChoice:
+    """What serves the policy and what it is trained from, from GRPO's arguments (checked by `choose_serving`)."""
+
+    kind: str  # "local" (our inference server, in this process or separate by `server_url`) or "vllm"
+    model_path: Optional[Path]  # the folder the policy is trained from (None: the engine's model, or the embedded one)
+    output_dir: Optional[Path]
+    engine: Optional[InferenceEngine]  # the in-process engine given (or the given server's)
+    server: Optional[InferenceServer]
+    server_url: Optional[str]
+    vllm: dict[str, Any]  # the checked `vllm=` options
 
 
 @dataclass
@@ -34,28 +48,19 @@ class Built:
 
 
 def build_policy_and_serving(
-    config: GRPOConfig,
-    *,
-    serving: str,
-    model_path: Optional[Path],
-    output_dir: Optional[Path],
-    vllm_options: dict[str, Any],
-    server_url: Optional[str],
-    engine: Optional[InferenceEngine],
-    server: Optional[InferenceServer],
-    agents: Optional[Sequence[str]],
-    step: int,
+    config: GRPOConfig, choice: ServingChoice, *, agents: Optional[Collection[str]], step: int
 ) -> Built:
-    """The policy and serving of a run (GRPO's `__init__` has checked the combination of arguments)."""
-    from .policy import Policy
-    from .serving import LocalServing, RemoteServing
+    """The policy and serving of a run (`agents`: one LoRA adapter per agent; `step`: seeds the engine's sampling)."""
+    model_path, output_dir, engine, server_url = choice.model_path, choice.output_dir, choice.engine, choice.server_url
+    from ..learning.policy import Policy
+    from .inference_server import LocalServing, RemoteServing
 
-    if serving == "vllm":
+    if choice.kind == "vllm":
         # vLLM serves the folder the policy is loaded from (with several agents, each agent's calls go to the base
         # model until its first adapter is loaded: a fresh LoRA adapter changes nothing).
-        trained, vllm = build_vllm_serving(model_path, output_dir, config, vllm_options, agents)
+        trained, vllm = build_vllm_serving(model_path, output_dir, config, choice.vllm, agents)
         if agents is not None:
-            from .agent_policy import AgentPolicies
+            from ..learning.agent_policy import AgentPolicies
 
             assert isinstance(trained, AgentPolicies)
             return Built(cast("Policy", trained), vllm, trained, serves_policy_weights=True)
@@ -76,7 +81,7 @@ def build_policy_and_serving(
     agent_policies: Optional[AgentPolicies] = None
     serves_policy_weights = False
     if agents is not None:
-        from .agent_policy import AgentPolicies
+        from ..learning.agent_policy import AgentPolicies
 
         agent_policies = (
             AgentPolicies.from_pretrained(model_path, config, list(agents))
@@ -97,22 +102,21 @@ def build_policy_and_serving(
         policy = Policy.from_engine(engine, config, share_base=True)
         serves_policy_weights = True  # the policy trains the served tensors (or a copy of them)
     engine.seed_sampling(f"{config.seed}:{step}")
-    local = LocalServing(engine, server, shared=getattr(policy, "shared", None))
+    local = LocalServing(engine, choice.server, shared=getattr(policy, "shared", None))
     return Built(policy, local, agent_policies, engine, serves_policy_weights)
 
 
-def check_serving_arguments(
+def choose_serving(
     model: Union[str, Path, None],
     *,
     engine: Optional[InferenceEngine],
     server: Optional[InferenceServer],
     server_url: Optional[str],
     serving: Optional[str],
-    vllm: Optional[dict[str, Any]],
+    vllm: Union[VllmOptions, Mapping[str, Any], None],
     output_dir: Union[str, Path, None],
-) -> dict[str, Any]:
-    """GRPO's serving arguments checked together (a ValueError / TypeError names what does not fit); returns the
-    checked `vllm=` options."""
+) -> ServingChoice:
+    """GRPO's serving arguments, checked together (a ValueError / TypeError names what does not fit)."""
     if sum(x is not None for x in (engine, server, server_url)) > 1:
         raise ValueError("Pass at most one of engine, server and server_url")
     if serving not in (None, "local", "vllm"):
@@ -121,7 +125,7 @@ def check_serving_arguments(
         raise ValueError("serving='vllm' samples from vLLM: pass no engine, server or server_url with it")
     if vllm is not None and serving != "vllm":
         raise ValueError("vllm= options need serving='vllm'")
-    options = check_vllm_options(vllm or {})
+    options = check_vllm_options(option_dict(vllm, VllmOptions))
     if server_url is not None and model is None:
         raise ValueError("server_url needs model=<folder>: the trainer loads the policy from the same weights")
     if server_url is not None and output_dir is None:
@@ -131,4 +135,12 @@ def check_serving_arguments(
             f"model={str(model)!r} is not a local Hugging Face model folder (no config.json there): GRPO trains "
             "from a folder on disk and downloads nothing; save the model there first (save_pretrained)"
         )
-    return options
+    return ServingChoice(
+        kind=serving or "local",
+        model_path=Path(model) if model is not None else None,
+        output_dir=Path(output_dir) if output_dir is not None else None,
+        engine=engine if engine is not None else (server.engine if server is not None else None),
+        server=server,
+        server_url=server_url,
+        vllm=options,
+    )

@@ -13,7 +13,7 @@ from .health_rules import health_warnings
 from .health_verdict import held_out_verdict, warning_steps
 
 if TYPE_CHECKING:
-    from .sampling import SampledGroups
+    from ..sampling.rounds import SampledGroups
 
 __all__ = ["RunHealth", "health_summary", "log_verdict"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..tracking import Tracker, flatten_metrics
+from ...tracking import Tracker, flatten_metrics
 
 __all__ = ["EVALUATION_METRICS", "track_event"]
 
