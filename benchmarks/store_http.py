@@ -14,14 +14,13 @@ rollouts/s, these hardly depend on what else the machine runs.
         --backend postgresql://postgres@127.0.0.1:5432/test
 
 `--client aiohttp` has the clients speak through aiohttp instead of the project's keep-alive HTTP/1.1 client
-(`store/http/client/lite.py`), and `--protocol plain` serves with uvicorn's own httptools protocol instead of the
-coalescing transport (`store/http/server/coalescing.py`): the libraries those two replace, compared on the same run.
+(`store/http/client/lite.py`): the library it replaces, compared on the same run.
 
 `--client-per-task` runs the short-lived-client workloads of `benchmarks/store_http_per_task.py` instead (a fresh
 client and `asyncio.run` per task; see that module).
 
 `--json PATH` writes the figures (benchmarks/_results.py), keyed by the configuration: `store.http.<backend>.<spans>`
-(plus `.aiohttp`, `.plain`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
+(plus `.aiohttp`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
 `store.http.first_request_ms`.
 """
 
@@ -181,13 +180,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--first-request", action="store_true", help="time a fresh process's first request")
     parser.add_argument("--runs", type=int, default=10, help="fresh processes for --first-request")
     parser.add_argument("--client", choices=["lite", "aiohttp"], default="lite", help="the clients' HTTP library")
-    parser.add_argument("--protocol", choices=["coalescing", "plain"], default="coalescing", help="the server's")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.client == "aiohttp":
         os.environ["_AGL_HTTP_CLIENT"] = "aiohttp"  # inherited by the client processes
-    if args.protocol == "plain":
-        os.environ["_AGL_HTTP_PROTOCOL"] = "plain"  # inherited by the server process
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
     server = None
@@ -231,7 +227,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     requests_per_rollout = 3 + (4 if args.spans == "single" else 1)
     print(
         f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
-        f"server_workers={args.server_workers} client={args.client} protocol={args.protocol}"
+        f"server_workers={args.server_workers} client={args.client}"
     )
     print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.1f} rollouts/s")
     print(
@@ -269,9 +265,8 @@ def _backend_kind(url: str) -> str:
 
 
 def _variant(args: argparse.Namespace) -> str:
-    """The key suffix of the alternatives (the project's own client and protocol have none)."""
+    """The key suffix of the alternatives (the project's own client has none)."""
     parts = ["aiohttp"] if args.client == "aiohttp" else []
-    parts += ["plain"] if args.protocol == "plain" else []
     parts += [f"workers{args.server_workers}"] if args.server_workers > 1 else []
     return "".join(f".{part}" for part in parts)
 

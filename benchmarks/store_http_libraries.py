@@ -3,13 +3,13 @@
     .venv/bin/python benchmarks/store_http_libraries.py                 # 2 rounds, ~6 minutes
     .venv/bin/python benchmarks/store_http_libraries.py --rounds 3 --seconds 20
 
-Two pieces are ours: the keep-alive HTTP/1.1 client of `store/http/client/lite.py` (the alternative: aiohttp, which
-the store client uses for https://) and the coalescing transport around uvicorn's protocol
-(`store/http/server/coalescing.py`; the alternative: uvicorn's own httptools protocol). Each round runs, one after
-another, `benchmarks/store_http.py` with:
+The piece that is ours: the keep-alive HTTP/1.1 client of `store/http/client/lite.py` (the alternative: aiohttp, which
+the store client uses for https://). (A second piece, a transport around uvicorn's protocol that sent each answer in
+one write, was removed: it measured 1.01x uvicorn's own protocol, a tie; the server runs on uvicorn's stock protocol.)
+Each round runs, one after another, `benchmarks/store_http.py` with:
 
-- 16 long-lived clients (enqueue, dequeue, 4 `add_span`, update per rollout; memory backend): ours, `--client
-  aiohttp`, `--protocol plain`;
+- 16 long-lived clients (enqueue, dequeue, 4 `add_span`, update per rollout; memory backend): ours and `--client
+  aiohttp`;
 - short-lived clients (`--client-per-task`: a fresh client and `asyncio.run` per task, 16 processes): ours and
   `--client aiohttp`;
 - a fresh process's first request (`--first-request`): ours and `--client aiohttp`.
@@ -39,9 +39,8 @@ SCRIPT = str(Path(__file__).resolve().parent / "store_http.py")
 
 # (workload, configuration, store_http.py options)
 CONFIGURATIONS: list[tuple[str, str, list[str]]] = [
-    ("16 clients", "ours (lite client, coalescing)", []),
+    ("16 clients", "ours (lite client)", []),
     ("16 clients", "aiohttp client", ["--client", "aiohttp"]),
-    ("16 clients", "uvicorn's plain protocol", ["--protocol", "plain"]),
     ("client per task", "ours (lite client)", ["--client-per-task"]),
     ("client per task", "aiohttp client", ["--client-per-task", "--client", "aiohttp"]),
     ("first request", "ours (lite client)", ["--first-request"]),
@@ -78,10 +77,6 @@ COMPARISONS: list[tuple[str, str, str, str, str, str]] = [
      "tasks/s", "aiohttp client", "tasks/s"),
     ("first_request_ms", "the store's HTTP client against aiohttp: a fresh process's first request",
      "first request", "first request ms", "aiohttp client", "ms"),
-    ("protocol.rollouts_per_s", "coalescing transport against uvicorn's plain protocol, 16 clients", "16 clients",
-     "rollouts/s", "uvicorn's plain protocol", "rollouts/s"),
-    ("protocol.client_p99_ms", "coalescing transport against uvicorn's plain protocol: client p99", "16 clients",
-     "client p99 ms", "uvicorn's plain protocol", "ms"),
 ]  # fmt: skip
 
 
