@@ -212,7 +212,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         database_cpu_before = _database_cpu_seconds()
         start.set()
         results = [queue.get(timeout=args.seconds + 120) for _ in processes]
-        server_cpu = _tree_cpu_seconds(server.pid) - server_cpu_before if server is not None else None
+        server_cpu = (
+            _tree_cpu_seconds(server.pid) - server_cpu_before
+            if server is not None and server_cpu_before is not None
+            else None
+        )
         database_cpu = _database_cpu_seconds() - database_cpu_before
         elapsed = max(result["duration"] for result in results)
         for process in processes:
