@@ -38,8 +38,8 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "store_http_per_task": ("... with a short-lived client per task?", ("*.tasks_per_s",)),
     "store_http_first_request": ("How soon does a fresh process get its first store answer?", ()),
     "store_http_libraries": (
-        "Do our HTTP client and transport beat the libraries they replace?",
-        ("*.client.rollouts_per_s", "*.protocol.rollouts_per_s"),
+        "Does our HTTP client beat the library it replaces?",
+        ("*.client.rollouts_per_s",),
     ),
     "store_reference": (
         "How does the store compare with agentlightning 0.3.0?",

@@ -14,14 +14,14 @@ rollouts/s, these hardly depend on what else the machine runs.
         --backend postgresql://postgres@127.0.0.1:5432/test
 
 `--client aiohttp` has the clients speak through aiohttp instead of the project's keep-alive HTTP/1.1 client
-(`store/http/client/lite.py`), and `--protocol plain` serves with uvicorn's own httptools protocol instead of the
-coalescing transport (`store/http/server/coalescing.py`): the libraries those two replace, compared on the same run.
+(`store/http/client/lite.py`), the library it replaces, and `--client httpx` through httpx
+(`benchmarks/_httpx_session.py`): compared on the same run.
 
 `--client-per-task` runs the short-lived-client workloads of `benchmarks/store_http_per_task.py` instead (a fresh
 client and `asyncio.run` per task; see that module).
 
 `--json PATH` writes the figures (benchmarks/_results.py), keyed by the configuration: `store.http.<backend>.<spans>`
-(plus `.aiohttp`, `.plain`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
+(plus `.aiohttp`, `.httpx`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
 `store.http.first_request_ms`.
 """
 
@@ -56,6 +56,10 @@ async def _client_loop(url: str, seconds: float, span_mode: str, worker: str) ->
     from agentlightning.types import Span, TraceStatus
 
     client = LightningStoreClient(url)
+    if os.environ.get("_AGL_HTTP_CLIENT") == "httpx":  # imported only then: the other sides never load httpx
+        from _httpx_session import use_httpx
+
+        use_httpx(client)
     client_ms: list[float] = []
     server_ms: list[float] = []
     _record_server_timing(client, server_ms)
@@ -119,7 +123,7 @@ def _record_server_timing(client: Any, sink: list[float]) -> None:
     def new_session() -> Any:
         session = make_session()
         send = getattr(session, "send", None)
-        if send is not None:  # the store client's own HTTP/1.1 session (http:// servers)
+        if send is not None:  # the store client's own HTTP/1.1 session (http:// servers), or httpx's
 
             async def timed_send(*args: Any, **kwargs: Any) -> Any:
                 response = await send(*args, **kwargs)
@@ -180,14 +184,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--prefill", type=int, default=30_000, help="rollouts queued before claim variants")
     parser.add_argument("--first-request", action="store_true", help="time a fresh process's first request")
     parser.add_argument("--runs", type=int, default=10, help="fresh processes for --first-request")
-    parser.add_argument("--client", choices=["lite", "aiohttp"], default="lite", help="the clients' HTTP library")
-    parser.add_argument("--protocol", choices=["coalescing", "plain"], default="coalescing", help="the server's")
+    parser.add_argument(
+        "--client", choices=["lite", "aiohttp", "httpx"], default="lite", help="the clients' HTTP library"
+    )
     add_json_argument(parser)
     args = parser.parse_args(argv)
-    if args.client == "aiohttp":
-        os.environ["_AGL_HTTP_CLIENT"] = "aiohttp"  # inherited by the client processes
-    if args.protocol == "plain":
-        os.environ["_AGL_HTTP_PROTOCOL"] = "plain"  # inherited by the server process
+    if args.client != "lite":
+        os.environ["_AGL_HTTP_CLIENT"] = args.client  # inherited by the client processes
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
     server = None
@@ -216,7 +219,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         database_cpu_before = _database_cpu_seconds()
         start.set()
         results = [queue.get(timeout=args.seconds + 120) for _ in processes]
-        server_cpu = _tree_cpu_seconds(server.pid) - server_cpu_before if server is not None else None
+        server_cpu = (
+            _tree_cpu_seconds(server.pid) - server_cpu_before
+            if server is not None and server_cpu_before is not None
+            else None
+        )
         database_cpu = _database_cpu_seconds() - database_cpu_before
         elapsed = max(result["duration"] for result in results)
         for process in processes:
@@ -231,7 +238,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     requests_per_rollout = 3 + (4 if args.spans == "single" else 1)
     print(
         f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
-        f"server_workers={args.server_workers} client={args.client} protocol={args.protocol}"
+        f"server_workers={args.server_workers} client={args.client}"
     )
     print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.1f} rollouts/s")
     print(
@@ -269,9 +276,8 @@ def _backend_kind(url: str) -> str:
 
 
 def _variant(args: argparse.Namespace) -> str:
-    """The key suffix of the alternatives (the project's own client and protocol have none)."""
-    parts = ["aiohttp"] if args.client == "aiohttp" else []
-    parts += ["plain"] if args.protocol == "plain" else []
+    """The key suffix of the alternatives (the project's own client has none)."""
+    parts = [args.client] if args.client != "lite" else []
     parts += [f"workers{args.server_workers}"] if args.server_workers > 1 else []
     return "".join(f".{part}" for part in parts)
 

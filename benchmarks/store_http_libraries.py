@@ -3,16 +3,16 @@
     .venv/bin/python benchmarks/store_http_libraries.py                 # 2 rounds, ~6 minutes
     .venv/bin/python benchmarks/store_http_libraries.py --rounds 3 --seconds 20
 
-Two pieces are ours: the keep-alive HTTP/1.1 client of `store/http/client/lite.py` (the alternative: aiohttp, which
-the store client uses for https://) and the coalescing transport around uvicorn's protocol
-(`store/http/server/coalescing.py`; the alternative: uvicorn's own httptools protocol). Each round runs, one after
-another, `benchmarks/store_http.py` with:
+The piece that is ours: the keep-alive HTTP/1.1 client of `store/http/client/lite.py` (the alternatives: aiohttp,
+which the store client uses for https://, and httpx when it is installed, through `benchmarks/_httpx_session.py`). (A second piece, a transport around uvicorn's protocol that sent each answer in
+one write, was removed: it measured 1.01x uvicorn's own protocol, a tie; the server runs on uvicorn's stock protocol.)
+Each round runs, one after another, `benchmarks/store_http.py` with:
 
-- 16 long-lived clients (enqueue, dequeue, 4 `add_span`, update per rollout; memory backend): ours, `--client
-  aiohttp`, `--protocol plain`;
-- short-lived clients (`--client-per-task`: a fresh client and `asyncio.run` per task, 16 processes): ours and
-  `--client aiohttp`;
-- a fresh process's first request (`--first-request`): ours and `--client aiohttp`.
+- 16 long-lived clients (enqueue, dequeue, 4 `add_span`, update per rollout; memory backend);
+- short-lived clients (`--client-per-task`: a fresh client and `asyncio.run` per task, 16 processes);
+- a fresh process's first request (`--first-request`);
+
+each with ours, `--client aiohttp` and `--client httpx`.
 
 Prints each run's figures, then the median over rounds of each configuration and its ratio to ours, with the commit
 and the 1-minute load average before and after the whole comparison. `--json PATH` writes the comparisons of the
@@ -22,6 +22,7 @@ summary (ours with the library as the peer; target: ours better) through benchma
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import statistics
@@ -37,15 +38,22 @@ from _results import Figure, Peer, add_json_argument, write_results
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = str(Path(__file__).resolve().parent / "store_http.py")
 
-# (workload, configuration, store_http.py options)
+HAS_HTTPX = importlib.util.find_spec("httpx") is not None
+
+# (workload, configuration, store_http.py options); ours first in each workload
+WORKLOADS: list[tuple[str, list[str]]] = [
+    ("16 clients", []),
+    ("client per task", ["--client-per-task"]),
+    ("first request", ["--first-request"]),
+]
 CONFIGURATIONS: list[tuple[str, str, list[str]]] = [
-    ("16 clients", "ours (lite client, coalescing)", []),
-    ("16 clients", "aiohttp client", ["--client", "aiohttp"]),
-    ("16 clients", "uvicorn's plain protocol", ["--protocol", "plain"]),
-    ("client per task", "ours (lite client)", ["--client-per-task"]),
-    ("client per task", "aiohttp client", ["--client-per-task", "--client", "aiohttp"]),
-    ("first request", "ours (lite client)", ["--first-request"]),
-    ("first request", "aiohttp client", ["--first-request", "--client", "aiohttp"]),
+    (workload, configuration, options + extra)
+    for workload, options in WORKLOADS
+    for configuration, extra in [
+        ("ours (lite client)", []),
+        ("aiohttp client", ["--client", "aiohttp"]),
+        *([("httpx client", ["--client", "httpx"])] if HAS_HTTPX else []),
+    ]
 ]
 
 # What each workload's figures are, read from store_http.py's output: (name, regex, higher is better).
@@ -78,10 +86,14 @@ COMPARISONS: list[tuple[str, str, str, str, str, str]] = [
      "tasks/s", "aiohttp client", "tasks/s"),
     ("first_request_ms", "the store's HTTP client against aiohttp: a fresh process's first request",
      "first request", "first request ms", "aiohttp client", "ms"),
-    ("protocol.rollouts_per_s", "coalescing transport against uvicorn's plain protocol, 16 clients", "16 clients",
-     "rollouts/s", "uvicorn's plain protocol", "rollouts/s"),
-    ("protocol.client_p99_ms", "coalescing transport against uvicorn's plain protocol: client p99", "16 clients",
-     "client p99 ms", "uvicorn's plain protocol", "ms"),
+    ("httpx.rollouts_per_s", "the store's HTTP client against httpx, 16 clients", "16 clients", "rollouts/s",
+     "httpx client", "rollouts/s"),
+    ("httpx.cpu_ms_per_rollout", "the store's HTTP client against httpx: CPU per rollout", "16 clients",
+     "CPU ms/rollout", "httpx client", "ms"),
+    ("httpx.per_task.tasks_per_s", "the store's HTTP client against httpx, a client per task", "client per task",
+     "tasks/s", "httpx client", "tasks/s"),
+    ("httpx.first_request_ms", "the store's HTTP client against httpx: a fresh process's first request",
+     "first request", "first request ms", "httpx client", "ms"),
 ]  # fmt: skip
 
 
@@ -90,6 +102,8 @@ def comparison_figures(results: dict[tuple[str, str], list[dict[str, float]]]) -
     round's value kept on both sides."""
     found = []
     for key, label, workload, name, alternative, unit in COMPARISONS:
+        if (workload, alternative) not in results:
+            continue  # a side that did not run (httpx not installed)
         ours_config = next(config for load, config, _ in CONFIGURATIONS if load == workload)
         higher = next(better for figure, _, better in FIGURES[workload] if figure == name)
         ours = [run[name] for run in results[(workload, ours_config)]]

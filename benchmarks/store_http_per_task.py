@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 import time
@@ -44,6 +45,10 @@ async def _one_task(url: str, task: str, worker: str, latencies: list[float]) ->
     from agentlightning.types import Span, TraceStatus
 
     client = LightningStoreClient(url)
+    if os.environ.get("_AGL_HTTP_CLIENT") == "httpx":  # `store_http.py --client httpx`
+        from _httpx_session import use_httpx
+
+        use_httpx(client)
 
     async def timed(call: Any) -> Any:
         started = time.perf_counter()
@@ -171,6 +176,10 @@ t1 = time.perf_counter()
 async def main():
     started = time.perf_counter()
     client = agl.LightningStoreClient(sys.argv[1])
+    if len(sys.argv) > 2:  # `store_http.py --client httpx`: the benchmarks folder, for _httpx_session
+        sys.path.insert(0, sys.argv[2])
+        from _httpx_session import use_httpx
+        use_httpx(client)
     await client.query_rollouts(limit=1)
     first = time.perf_counter() - started
     started = time.perf_counter()
@@ -184,6 +193,11 @@ print(json.dumps({"import_ms": (t1 - t0) * 1000, "first_ms": first * 1000, "seco
 """
 
 
+def _httpx_argument() -> list[str]:
+    """The benchmarks folder, passed to a first-request process when the clients speak through httpx."""
+    return [os.path.dirname(os.path.abspath(__file__))] if os.environ.get("_AGL_HTTP_CLIENT") == "httpx" else []
+
+
 def first_request(url: str, runs: int) -> dict[str, Any]:
     """Fresh interpreters: `import agentlightning`, then the first request of a new client (its construction, the
     imports it needs, and the request) and a second request. Medians of each part and of import plus first request
@@ -191,7 +205,11 @@ def first_request(url: str, runs: int) -> dict[str, Any]:
     samples = []
     for _ in range(runs):
         out = subprocess.run(
-            [sys.executable, "-c", _FIRST_REQUEST, url], capture_output=True, text=True, timeout=120, check=True
+            [sys.executable, "-c", _FIRST_REQUEST, url, *_httpx_argument()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
         ).stdout
         sample = json.loads(out.strip().splitlines()[-1])
         samples.append(sample | {"total_ms": sample["import_ms"] + sample["first_ms"]})

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import trainer_loop
 
-from agentlightning.store.core import locks
+from agentlightning.store.core import concurrency
 
 _WAITED = 50e-6
 """An acquisition that took longer than this waited for another thread (a free lock is taken in about 1 µs)."""
@@ -36,7 +36,7 @@ class _Counts:
 
 
 def _instrument(counts: _Counts) -> None:
-    original = locks.TransactionLock.acquire
+    original = concurrency.TransactionLock.acquire
 
     def acquire(self: Any) -> None:
         started = time.perf_counter()
@@ -48,7 +48,7 @@ def _instrument(counts: _Counts) -> None:
             counts.waited += 1
             counts.wait_seconds += waited
 
-    locks.TransactionLock.acquire = acquire  # type: ignore[method-assign]
+    concurrency.TransactionLock.acquire = acquire  # type: ignore[method-assign]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -223,12 +223,9 @@ def _serve_workers(args: argparse.Namespace, api_key: Optional[str], max_body: i
         file=sys.stderr,
     )
     print(f"Dashboard: http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
-    from agentlightning.store.http.server.coalescing import coalescing_http_protocol
-
     uvicorn.run(
         "agentlightning.store.http.server.app:create_app_from_env",
         factory=True,
-        http=coalescing_http_protocol() or "auto",
         host=args.host,
         port=args.port,
         workers=args.workers,

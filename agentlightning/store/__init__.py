@@ -70,8 +70,3 @@ def __getattr__(name: str) -> Any:
     from importlib import import_module
 
     return getattr(import_module(module), name)
-
-
-from agentlightning.store import _moved  # noqa: E402
-
-_moved.install()  # the flat layout's module paths (agentlightning.store.sql_transaction, ...) keep importing

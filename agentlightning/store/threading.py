@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Optional
 
 from agentlightning.store.base import LightningStore, LightningStoreCapabilities
-from agentlightning.store.core.locks import AsyncCrossLoopLock
+from agentlightning.store.core.concurrency import AsyncCrossLoopLock
 from agentlightning.store.core.validation import check_timeout
 from agentlightning.store.delegating import DelegatingStore
 from agentlightning.store.forwarding import call_store

@@ -105,7 +105,7 @@ def test_a_ctrl_c_swallowed_in_a_finalizer_prints_no_traceback() -> None:
 def ctrl_c_after_the_store_lock_is_taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """The first time the store's transaction lock is taken, a Ctrl-C arrives right after: inside the store's code,
     with the lock held. Returns a list that holds True once it fired."""
-    from agentlightning.store.core.locks import TransactionLock
+    from agentlightning.store.core.concurrency import TransactionLock
 
     original = TransactionLock.acquire
     fired: list[bool] = []

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentlightning.store.core.grouping import GroupedCall, Outcome
-from agentlightning.store.core.riders import Rider, RiderConflict, current_riders, riding
+from agentlightning.store.core.grouping import GroupedCall, Outcome, Rider, RiderConflict, current_riders, riding
 from agentlightning.store.errors import RolloutNotFoundError, StoreError
 
 

@@ -1,4 +1,4 @@
-"""The store's layer subpackages: the flat layout's module paths still import, as the same modules."""
+"""The store's documented import paths are real modules (no import hook), each exporting its documented names."""
 
 from __future__ import annotations
 
@@ -8,38 +8,51 @@ import sys
 
 import pytest
 
-from agentlightning.store._moved import MOVED_MODULES
+# Import paths that the spec (/work/shared/spec/core.md, section 0) and docs/*.md document, with names they export.
+DOCUMENTED_PATHS: dict[str, tuple[str, ...]] = {
+    "agentlightning.store": ("LightningStore", "InMemoryLightningStore", "LightningStoreThreaded", "store_from_url"),
+    "agentlightning.store.base": ("LightningStore", "UNSET", "Unset", "is_queuing", "is_running", "is_finished"),
+    "agentlightning.store.memory": ("InMemoryLightningStore", "estimate_model_size"),
+    "agentlightning.store.utils": ("propagate_status", "healthcheck", "UpdateRolloutStatus", "UpdateAttemptStatus"),
+    "agentlightning.store.threading": ("LightningStoreThreaded",),
+    "agentlightning.store.client_server": ("LightningStoreClient", "LightningStoreServer", "RolloutRequest", "Span"),
+    "agentlightning.store.sqlite": ("SqliteLightningStore",),
+    "agentlightning.store.postgres": ("PostgresLightningStore",),
+    "agentlightning.store.http.openapi": (),
+    "agentlightning.store.http.server.app": ("create_app",),
+    "agentlightning.store.http.server": ("LightningStoreServer",),
+    "agentlightning.store.http.client": ("LightningStoreClient",),
+}
 
 
-@pytest.mark.parametrize("old, new", sorted(MOVED_MODULES.items()))
-def test_an_old_module_path_imports_the_module_at_its_new_place(old: str, new: str) -> None:
-    assert importlib.import_module(old) is importlib.import_module(new)
+@pytest.mark.parametrize("path", sorted(DOCUMENTED_PATHS))
+def test_a_documented_path_is_a_module_of_its_own_name_with_its_names(path: str) -> None:
+    module = importlib.import_module(path)
+    assert module.__name__ == path
+    assert module.__spec__ is not None and module.__spec__.name == path
+    for name in DOCUMENTED_PATHS[path]:
+        assert hasattr(module, name), f"{path} lacks {name}"
 
 
-def test_a_module_imported_by_its_old_path_keeps_its_own_name_and_spec() -> None:
-    module = importlib.import_module("agentlightning.store.sql_transaction")
-    assert module.__name__ == "agentlightning.store.sql.transaction"
-    assert module.__spec__ is not None and module.__spec__.name == "agentlightning.store.sql.transaction"
+def test_no_import_hook_of_the_store_is_installed() -> None:
+    importlib.import_module("agentlightning.store")
+    assert not [finder for finder in sys.meta_path if type(finder).__module__.startswith("agentlightning")]
 
 
-def test_from_imports_of_old_paths_work_in_a_fresh_process() -> None:
-    code = (
-        "from agentlightning.store.sql_transaction import SqlTransaction\n"
-        "from agentlightning.store.memory import InMemoryLightningStore\n"
-        "from agentlightning.store.sqlite import SqliteLightningStore\n"
-        "from agentlightning.store.http.client import LightningStoreClient\n"
-        "from agentlightning.store.http.retry import RetryPolicy\n"
-        "from agentlightning.store.core import CoreLightningStore\n"
-        "print(SqlTransaction.__module__, RetryPolicy.__module__)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["agentlightning.store.sql.transaction", "agentlightning.utils.retry"]
+def test_the_flat_layouts_module_paths_are_gone() -> None:
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("agentlightning.store.sql_transaction")
 
 
-def test_an_unknown_store_module_still_fails_to_import() -> None:
+def test_an_unknown_store_module_fails_to_import() -> None:
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("agentlightning.store.no_such_module")
+
+
+def test_the_documented_paths_import_in_a_fresh_process() -> None:
+    code = "\n".join(f"import {path}" for path in sorted(DOCUMENTED_PATHS))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
 
 
 def test_the_public_package_paths_export_the_stores() -> None:

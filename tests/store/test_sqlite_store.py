@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlightning.store import InvalidArgumentError, SchemaVersionError, StoreOpenError, sqlite_schema, store_from_url
+from agentlightning.store import InvalidArgumentError, SchemaVersionError, StoreOpenError, store_from_url
+from agentlightning.store.sqlite import schema as sqlite_schema
 from agentlightning.store.sqlite.store import SqliteLightningStore, parse_sqlite_url
 
 

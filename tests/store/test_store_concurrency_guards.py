@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agentlightning.store import InMemoryLightningStore
-from agentlightning.store.core.store import CoreLightningStore
+from agentlightning.store.core import CoreLightningStore
 from agentlightning.store.sqlite.store import SqliteLightningStore
 from agentlightning.types import RolloutConfig
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentlightning.store.core import ids
-from agentlightning.store.core.locks import TransactionLock
+from agentlightning.store.core import records
+from agentlightning.store.core.concurrency import TransactionLock
 
 
 @pytest.fixture
@@ -83,15 +83,15 @@ def test_ids_are_made_without_a_system_call(monkeypatch: pytest.MonkeyPatch) -> 
         raise AssertionError("os.urandom releases the GIL inside store transactions")
 
     monkeypatch.setattr(os, "urandom", no_urandom)
-    assert ids.generate_attempt_id().startswith("at-")
-    assert ids.generate_rollout_id().startswith("ro-")
+    assert records.generate_attempt_id().startswith("at-")
+    assert records.generate_rollout_id().startswith("ro-")
 
 
 def test_ids_have_the_documented_shape() -> None:
     rollout_id, attempt_id, resources_id = (
-        ids.generate_rollout_id(),
-        ids.generate_attempt_id(),
-        ids.generate_resources_id(),
+        records.generate_rollout_id(),
+        records.generate_attempt_id(),
+        records.generate_resources_id(),
     )
     assert len(rollout_id) == 3 + 12 and int(rollout_id[3:], 16) >= 0
     assert len(attempt_id) == 3 + 8 and int(attempt_id[3:], 16) >= 0
@@ -100,9 +100,9 @@ def test_ids_have_the_documented_shape() -> None:
 
 def test_ids_do_not_repeat_when_user_code_seeds_random() -> None:
     random.seed(1234)
-    first = ids.generate_rollout_id()
+    first = records.generate_rollout_id()
     random.seed(1234)
-    assert ids.generate_rollout_id() != first
+    assert records.generate_rollout_id() != first
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -111,10 +111,10 @@ def test_a_forked_child_makes_other_ids_than_its_parent() -> None:
     pid = os.fork()
     if pid == 0:  # child
         os.close(read_end)
-        os.write(write_end, ids.generate_rollout_id().encode())
+        os.write(write_end, records.generate_rollout_id().encode())
         os._exit(0)
     os.close(write_end)
-    parent_id = ids.generate_rollout_id()
+    parent_id = records.generate_rollout_id()
     child_id = os.read(read_end, 64).decode()
     os.close(read_end)
     os.waitpid(pid, 0)

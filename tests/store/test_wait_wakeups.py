@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agentlightning.store import InMemoryLightningStore
-from agentlightning.store.core.notify import CompletionNotifier
+from agentlightning.store.core.concurrency import CompletionNotifier
 from agentlightning.types import EnqueueRolloutRequest
 
 

@@ -9,7 +9,6 @@ from agentlightning.store.base import (
     UNSET,
     Unset,
 )
-from agentlightning.store.core.changes import Changes
 from agentlightning.store.core.grouping import Outcome
 from agentlightning.store.core.lifecycle import record_heartbeat, rollout_status_after_span
 from agentlightning.store.core.query import (
@@ -18,7 +17,8 @@ from agentlightning.store.core.query import (
     build_query,
 )
 from agentlightning.store.core.records import owned_copy, page_of, span_floors
-from agentlightning.store.core.storage import StorageTransaction
+from agentlightning.store.core.shared import GroupedWrites
+from agentlightning.store.core.storage import Changes, StorageTransaction
 from agentlightning.store.core.validation import (
     check_attempt_status,
     check_id,
@@ -29,7 +29,6 @@ from agentlightning.store.core.validation import (
     check_span_sequence_id,
     check_timestamp,
 )
-from agentlightning.store.core.writes import GroupedWrites
 from agentlightning.store.errors import (
     AttemptNotFoundError,
     InvalidArgumentTypeError,

@@ -10,13 +10,12 @@ from agentlightning.store.base import (
     Unset,
 )
 from agentlightning.store.core import clock
-from agentlightning.store.core.ids import generate_resources_id
 from agentlightning.store.core.query import (
     RESOURCES_FIELDS,
     WORKER_FIELDS,
     build_query,
 )
-from agentlightning.store.core.records import owned_copy, page_of
+from agentlightning.store.core.records import generate_resources_id, owned_copy, page_of
 from agentlightning.store.core.shared import CoreStoreBase
 from agentlightning.store.core.validation import (
     check_finite,

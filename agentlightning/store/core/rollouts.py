@@ -13,16 +13,22 @@ from agentlightning.store.base import (
     Unset,
 )
 from agentlightning.store.core import clock
-from agentlightning.store.core.changes import Changes
 from agentlightning.store.core.grouping import Outcome
-from agentlightning.store.core.ids import generate_rollout_id
 from agentlightning.store.core.lifecycle import ROLLOUT_STATUSES
 from agentlightning.store.core.query import (
     ROLLOUT_FIELDS,
     build_query,
 )
-from agentlightning.store.core.records import attempted, next_attempt, owned_copy, page_of, with_attempt
-from agentlightning.store.core.storage import StorageTransaction
+from agentlightning.store.core.records import (
+    attempted,
+    generate_rollout_id,
+    next_attempt,
+    owned_copy,
+    page_of,
+    with_attempt,
+)
+from agentlightning.store.core.shared import GroupedWrites
+from agentlightning.store.core.storage import Changes, StorageTransaction
 from agentlightning.store.core.validation import (
     ROLLOUT_MODES,
     check_config,
@@ -38,7 +44,6 @@ from agentlightning.store.core.validation import (
     check_status_list,
     check_timeout,
 )
-from agentlightning.store.core.writes import GroupedWrites
 from agentlightning.store.errors import (
     InvalidArgumentTypeError,
     RolloutNotFoundError,

@@ -1,24 +1,28 @@
 """Request and response bodies of the store's HTTP API (`/v1/agl/...`).
 
 Each request model lists the keyword arguments of one LightningStore method, except the ids carried in the URL path.
-Field names equal the method's parameter names, so a validated body maps onto a call without translation. Fields a
-client leaves out are not passed to the store (the method's own default, or UNSET for the `update_*` methods,
-applies). Unknown fields are rejected at every depth (the server validates with `extra="forbid"`; spans, whose
+Field names equal the method's parameter names, so a validated body maps onto a call without translation. Most are
+derived from the method's signature in the contract (`request_body`), so a new operation or parameter needs no model
+here; the 0.2 models (exported by `agentlightning.store.client_server`) stay classes written out. Fields a client
+leaves out are not passed to the store (the method's own default, or UNSET for the `update_*` methods, applies). Unknown fields are rejected at every depth (the server validates with `extra="forbid"`; spans, whose
 extra fields are part of the 0.2 contract, keep them), so that a typo is reported instead of silently ignored.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+import collections.abc
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, create_model
 
+from agentlightning.store.base import LightningStore, Unset
 from agentlightning.store.core.validation import MAX_SPAN_SEQUENCE_ID, MAX_STORED_INTEGER
 from agentlightning.types import (
     Attempt,
     AttemptedRollout,
     AttemptStatus,
-    EnqueueRolloutRequest,
     NamedResources,
     OtelResource,
     PaginatedResult,
@@ -30,7 +34,6 @@ from agentlightning.types import (
     Span,
     TaskInput,
     Worker,
-    WorkerStatus,
 )
 
 __all__ = [
@@ -65,6 +68,7 @@ __all__ = [
     "UpdateWorkerRequest",
     "WaitForRolloutsRequest",
     "WorkersPage",
+    "request_body",
 ]
 
 StoredInt = Annotated[int, Field(ge=-MAX_STORED_INTEGER - 1, le=MAX_STORED_INTEGER)]
@@ -129,25 +133,6 @@ class RolloutRequest(_Request):
     worker_id: Optional[str] = None
 
 
-class EnqueueRolloutsRequest(_Request):
-    """Body of `POST /queues/rollouts/enqueue`: the rollouts to enqueue, in order."""
-
-    rollouts: list[EnqueueRolloutRequest]
-
-
-class DequeueRolloutsRequest(_Request):
-    """Body of `POST /queues/rollouts/dequeue`."""
-
-    limit: StoredInt = 1
-    worker_id: Optional[str] = None
-
-
-class StartAttemptRequest(_Request):
-    """Body of `POST /rollouts/{rollout_id}/attempts`."""
-
-    worker_id: Optional[str] = None
-
-
 class RolloutId(_Request):
     """A bare rollout id (0.2 request model)."""
 
@@ -168,58 +153,6 @@ class QueryRolloutsRequest(_Request):
     status: Optional[list[RolloutStatus]] = Field(default=None, description="0.2 name of status_in")
     rollout_ids: Optional[list[str]] = Field(default=None, description="0.2 name of rollout_id_in")
     mode_in: Optional[list[RolloutMode]] = None
-
-
-class QueryAttemptsRequest(_Request):
-    """Sort and page of `query_attempts`."""
-
-    sort_by: Optional[str] = "sequence_id"
-    sort_order: SortOrder = "asc"
-    limit: StoredInt = -1
-    offset: StoredInt = 0
-
-
-class QuerySpansRequest(_Request):
-    """Filters, sort and page of `query_spans` (`POST /spans/search`, `GET /spans`)."""
-
-    rollout_id: str
-    attempt_id: Optional[str] = Field(default=None, description='an attempt id, "latest", or null for all')
-    trace_id: Optional[str] = None
-    trace_id_contains: Optional[str] = None
-    span_id: Optional[str] = None
-    span_id_contains: Optional[str] = None
-    parent_id: Optional[str] = None
-    parent_id_contains: Optional[str] = None
-    name: Optional[str] = None
-    name_contains: Optional[str] = None
-    filter_logic: FilterLogic = "and"
-    limit: StoredInt = -1
-    offset: StoredInt = 0
-    sort_by: Optional[str] = "sequence_id"
-    sort_order: SortOrder = "asc"
-
-
-class QueryResourcesRequest(_Request):
-    """Filters, sort and page of `query_resources`."""
-
-    resources_id: Optional[str] = None
-    resources_id_contains: Optional[str] = None
-    sort_by: Optional[str] = None
-    sort_order: SortOrder = "asc"
-    limit: StoredInt = -1
-    offset: StoredInt = 0
-
-
-class QueryWorkersRequest(_Request):
-    """Filters, sort and page of `query_workers`."""
-
-    status_in: Optional[list[WorkerStatus]] = None
-    worker_id_contains: Optional[str] = None
-    filter_logic: FilterLogic = "and"
-    sort_by: Optional[str] = None
-    sort_order: SortOrder = "asc"
-    limit: StoredInt = -1
-    offset: StoredInt = 0
 
 
 class WaitForRolloutsRequest(_Request):
@@ -249,10 +182,87 @@ class UpdateAttemptRequest(_Request):
     metadata: Optional[dict[str, Any]] = None
 
 
-class UpdateWorkerRequest(_Request):
-    """Body of `POST /workers/{worker_id}`: a heartbeat, optionally with a stats snapshot."""
+def _wire_type(annotation: Any) -> Any:
+    """A contract parameter's type as a body field: sequences travel as lists, integers within what the databases
+    store (`StoredInt`)."""
+    origin = get_origin(annotation)
+    if origin is collections.abc.Sequence:
+        return list[_wire_type(get_args(annotation)[0])]
+    if origin is Union:
+        return Union[tuple(_wire_type(arg) for arg in get_args(annotation))]
+    return StoredInt if annotation is int else annotation
 
-    heartbeat_stats: dict[str, Any] = _omittable()  # type: ignore[assignment]
+
+def request_body(
+    method: str,
+    name: str,
+    doc: str,
+    *,
+    path: Sequence[str] = (),
+    fields: Optional[Mapping[str, tuple[Any, Any]]] = None,
+) -> type[BaseModel]:
+    """The body model of `LightningStore.<method>`, derived from its signature: one field per parameter but `self`
+    and the ids in the URL path (`path`), with the parameter's type and default. A parameter whose default is UNSET
+    may be left out, and is sent as null only when its type allows None. `fields` gives the (type, default or Field)
+    of parameters whose wire form differs from the signature (a description, a looser type)."""
+    function = getattr(LightningStore, method)
+    hints = get_type_hints(function, include_extras=True)
+    definitions: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.name == "self" or parameter.name in path:
+            continue
+        annotation = hints[parameter.name]
+        if get_origin(annotation) is Union and Unset in get_args(annotation):
+            given = tuple(arg for arg in get_args(annotation) if arg is not Unset)
+            value_type = _wire_type(Union[given])
+            nullable = value_type is Any or type(None) in get_args(value_type)
+            definitions[parameter.name] = (value_type, None if nullable else _omittable())
+        else:
+            default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+            definitions[parameter.name] = (_wire_type(annotation), default)
+    definitions.update(fields or {})
+    return create_model(name, __base__=_Request, __doc__=doc, __module__=__name__, **definitions)
+
+
+# The bodies that are the store method's parameters as they are (but the path ids); each name is its OpenAPI schema's.
+EnqueueRolloutsRequest = request_body(
+    "enqueue_many_rollouts",
+    "EnqueueRolloutsRequest",
+    "Body of `POST /queues/rollouts/enqueue`: the rollouts to enqueue, in order.",
+)
+DequeueRolloutsRequest = request_body(
+    "dequeue_many_rollouts", "DequeueRolloutsRequest", "Body of `POST /queues/rollouts/dequeue`."
+)
+StartAttemptRequest = request_body(
+    "start_attempt", "StartAttemptRequest", "Body of `POST /rollouts/{rollout_id}/attempts`.", path=["rollout_id"]
+)
+QueryAttemptsRequest = request_body(
+    "query_attempts", "QueryAttemptsRequest", "Sort and page of `query_attempts`.", path=["rollout_id"]
+)
+QuerySpansRequest = request_body(
+    "query_spans",
+    "QuerySpansRequest",
+    "Filters, sort and page of `query_spans` (`POST /spans/search`, `GET /spans`).",
+    fields={
+        "attempt_id": (Optional[str], Field(default=None, description='an attempt id, "latest", or null for all')),
+    },
+)
+QueryResourcesRequest = request_body(
+    "query_resources", "QueryResourcesRequest", "Filters, sort and page of `query_resources`."
+)
+QueryWorkersRequest = request_body("query_workers", "QueryWorkersRequest", "Filters, sort and page of `query_workers`.")
+UpdateWorkerRequest = request_body(
+    "update_worker",
+    "UpdateWorkerRequest",
+    "Body of `POST /workers/{worker_id}`: a heartbeat, optionally with a stats snapshot.",
+    path=["worker_id"],
+)
+SequenceIdRequest = request_body("get_next_span_sequence_id", "SequenceIdRequest", "Body of `POST /spans/next`.")
+SequenceIdsRequest = request_body(
+    "get_many_span_sequence_ids",
+    "SequenceIdsRequest",
+    "Body of `POST /spans/next/batch`: one sequence id is allocated per (rollout_id, attempt_id) pair.",
+)
 
 
 class WireOtelResource(OtelResource):
@@ -274,19 +284,6 @@ class AddSpansRequest(_Request):
     """Body of `POST /spans/batch`: spans stored in one operation."""
 
     spans: list[SpanPayload]
-
-
-class SequenceIdRequest(_Request):
-    """Body of `POST /spans/next`."""
-
-    rollout_id: str
-    attempt_id: str
-
-
-class SequenceIdsRequest(_Request):
-    """Body of `POST /spans/next/batch`: one sequence id is allocated per (rollout_id, attempt_id) pair."""
-
-    rollout_attempt_ids: list[tuple[str, str]]
 
 
 class SequenceIdResponse(BaseModel):

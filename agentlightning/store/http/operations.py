@@ -5,6 +5,9 @@ method cannot be forgotten on one side. Each entry says which LightningStore met
 `/v1/agl`, the request body model (ids travel in the path), the response type, and whether a retry is harmless
 as is (`idempotent`) or needs an `Idempotency-Key` to be applied once.
 
+A new operation is one row here: its body, when it takes one, is usually `request_body(...)` (derived from the store
+method's signature, see `models.py`), and the client calls it through the generated `DelegatingStore`.
+
 Every operation is also reachable at `POST /v1/agl/ops/{name}` with all arguments in the body. Clients use that
 route only for ids that cannot travel in a path segment (for example a resources id "search" or one containing
 "/"), which would otherwise be taken for another route.

@@ -16,8 +16,8 @@ from contextlib import asynccontextmanager
 from typing import Any, Optional
 
 from agentlightning.store.base import FINISHED_STATUSES, RUNNING_STATUSES, LightningStoreCapabilities
+from agentlightning.store.core.concurrency import TransactionLock
 from agentlightning.store.core.lifecycle import has_health_rules, health_deadline
-from agentlightning.store.core.locks import TransactionLock
 from agentlightning.store.core.query import Query
 from agentlightning.store.core.storage import Storage, StorageTransaction
 from agentlightning.store.errors import SpansEvictedError

@@ -14,8 +14,8 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel
 
-from agentlightning.store.core.ids import generate_attempt_id, generate_resources_id, generate_rollout_id
-from agentlightning.store.core.store import CoreLightningStore
+from agentlightning.store.core import CoreLightningStore
+from agentlightning.store.core.records import generate_attempt_id, generate_resources_id, generate_rollout_id
 from agentlightning.store.errors import InvalidArgumentError
 from agentlightning.store.memory.storage import InMemoryStorage, SpanMemoryBudget
 from agentlightning.types import Span

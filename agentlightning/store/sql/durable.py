@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentlightning.store.core.store import CoreLightningStore
+from agentlightning.store.core import CoreLightningStore
 from agentlightning.store.sql.storage import SqlStorage
 
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Optional
 
-from agentlightning.store.core.riders import Rider, RiderConflict, Statement, conflicting_rider, pending_riders
+from agentlightning.store.core.grouping import Rider, RiderConflict, Statement, conflicting_rider, pending_riders
 from agentlightning.store.core.storage import Storage, StorageTransaction
 from agentlightning.store.sql.outage import OutageLog
 from agentlightning.store.sql.retention import RetentionPolicy, RetentionSchedule, apply_retention, span_totals
@@ -45,7 +45,7 @@ class SqlStorage(Storage):
     @asynccontextmanager
     async def _transaction_with_riders(self, riders: list[Rider]) -> AsyncIterator[StorageTransaction]:
         """A write transaction that also writes the caller's riders, and what they recorded of the outcomes of their
-        calls before the commit (see `core/riders.py`)."""
+        calls before the commit (see `core/grouping.py`)."""
         try:
             async with self.sql_transaction(write=True) as tx:
                 for rider in riders:

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal, Optional
 
 from agentlightning.store.base import LightningStoreCapabilities
-from agentlightning.store.core.locks import TransactionLock
+from agentlightning.store.core.concurrency import TransactionLock
 from agentlightning.store.errors import (
     InvalidArgumentError,
     StoreBusyError,

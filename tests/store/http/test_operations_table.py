@@ -6,9 +6,14 @@ import inspect
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
+
+import pytest
+from pydantic import Field, ValidationError
 
 from agentlightning.store import InMemoryLightningStore, LightningStore
 from agentlightning.store.client_server import LightningStoreClient, LightningStoreServer
+from agentlightning.store.http.models import request_body
 from agentlightning.store.http.operations import (
     API_PREFIX,
     CLIENT_DERIVED_METHODS,
@@ -105,3 +110,43 @@ def test_the_server_serves_the_same_openapi_document(server: LightningStoreServe
 
     answer = call(server, "GET", "/v1/agl/openapi.json")
     assert answer.status == 200 and answer.json == build_openapi()
+
+
+def test_a_derived_body_has_a_field_per_store_method_parameter_but_the_path_ids() -> None:
+    body = request_body("query_attempts", "QueryAttemptsBody", "a test body", path=["rollout_id"])
+    parameters = [name for name in inspect.signature(LightningStore.query_attempts).parameters if name != "self"]
+    assert list(body.model_fields) == [name for name in parameters if name != "rollout_id"]
+    assert body().model_dump() == {"sort_by": "sequence_id", "sort_order": "asc", "limit": -1, "offset": 0}
+
+
+def test_a_derived_body_may_leave_an_unset_parameter_out_but_not_send_it_as_null() -> None:
+    body = request_body("update_worker", "UpdateWorkerBody", "a test body", path=["worker_id"])
+    assert body().model_fields_set == set()
+    with pytest.raises(ValidationError):
+        body.model_validate({"heartbeat_stats": None})
+
+
+def test_a_derived_body_takes_null_for_an_unset_parameter_whose_type_allows_it() -> None:
+    body = request_body("update_rollout", "UpdateRolloutBody", "a test body", path=["rollout_id"])
+    assert body.model_validate({"metadata": None}).model_fields_set == {"metadata"}
+
+
+def test_a_derived_body_keeps_integers_within_what_the_databases_store_and_sequences_as_lists() -> None:
+    body = request_body("query_workers", "QueryWorkersBody", "a test body")
+    with pytest.raises(ValidationError):
+        body.model_validate({"limit": 2**63})
+    with pytest.raises(ValidationError):
+        body.model_validate({"status_in": "idle"})  # a string is a Sequence, never a list of statuses
+
+
+def test_a_derived_body_rejects_unknown_fields() -> None:
+    body = request_body("dequeue_many_rollouts", "DequeueBody", "a test body")
+    with pytest.raises(ValidationError):
+        body.model_validate({"limit": 1, "worker": "w"})
+
+
+def test_a_derived_body_takes_the_wire_form_given_for_a_parameter() -> None:
+    body = request_body(
+        "query_spans", "QuerySpansBody", "a test body", fields={"attempt_id": (Optional[str], Field(default=None))}
+    )
+    assert body.model_fields["attempt_id"].annotation == Optional[str]

@@ -219,7 +219,7 @@ async def test_a_record_whose_removal_failed_while_the_database_was_down_is_remo
 async def test_a_keyed_enqueue_records_its_key_and_answer_with_its_own_write_when_a_health_scan_runs_first(
     tmp_path: Any,
 ) -> None:
-    from agentlightning.store.core.riders import riding
+    from agentlightning.store.core.grouping import riding
     from agentlightning.store.http.server.idempotency import CachedResponse
     from agentlightning.types import EnqueueRolloutRequest
 

@@ -16,7 +16,7 @@ from pydantic_core import PydanticSerializationError, to_json
 from starlette.responses import Response
 
 from agentlightning.store.base import LightningStore
-from agentlightning.store.core.riders import RiderConflict, riding
+from agentlightning.store.core.grouping import RiderConflict, riding
 from agentlightning.store.http.errors import (
     error_context,
     error_status,
@@ -48,7 +48,7 @@ JSON = "application/json"
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
 
 #: The operations whose answer is recorded in the transaction of their write (a database store): what they return,
-#: from the outcome of their grouped write (`core/writes.py`: the rollouts one enqueue call created). The client's
+#: from the outcome of their grouped write (`core/shared.py`: the rollouts one enqueue call created). The client's
 #: `enqueue_rollout` is an `enqueue_many_rollouts` request.
 _ANSWERED_WITH_THE_WRITE: dict[str, Callable[[Any], Any]] = {"enqueue_many_rollouts": list}
 

@@ -191,14 +191,11 @@ class LightningStoreServer(DelegatingStore):
     def _make_uvicorn(self) -> uvicorn.Server:
         import uvicorn
 
-        from agentlightning.store.http.server.coalescing import coalescing_http_protocol
         from agentlightning.utils.untraced import untraced_asgi
 
         # Requests are never traced into a rollout, even when the server shares a process with an open trace context.
         config = uvicorn.Config(
             untraced_asgi(self.app),
-            # `_AGL_HTTP_PROTOCOL=plain` serves with uvicorn's own protocol (benchmarks/store_http.py compares them)
-            http=(coalescing_http_protocol() if os.environ.get("_AGL_HTTP_PROTOCOL") != "plain" else None) or "auto",
             log_level="warning",
             access_log=False,
             lifespan="off",

@@ -2,9 +2,9 @@
 
 Several server processes (`agl store --workers N`, or several servers on one PostgreSQL schema) share one table, so
 a retry that reaches another process than the first try replays the stored answer instead of applying the write
-again. A request's record is written inside the transaction of its operation (a rider: see `core/riders.py`), so
+again. A request's record is written inside the transaction of its operation (a rider: see `core/grouping.py`), so
 it costs no transaction of its own and exists exactly when the operation committed. The answer of an enqueue is
-written in that transaction too (the rider settles it: see `core/riders.py`), so a server killed at any moment
+written in that transaction too (the rider settles it: see `core/grouping.py`), so a server killed at any moment
 leaves no rollout and no record, or both with the answer, which a retry after a restart replays. The answers of the
 other writes are written behind the response, with those of the other requests of the last few milliseconds in one
 transaction (a retry that comes first finds the record in flight and waits for it; one whose server died first
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Optional
 
-from agentlightning.store.core.riders import Rider, Statement
+from agentlightning.store.core.grouping import Rider, Statement
 from agentlightning.store.errors import StoreUnavailableError
 from agentlightning.store.http.server.idempotency import CachedResponse, IdempotencyConflict
 from agentlightning.store.sql.statements import multi_row
