@@ -7,6 +7,7 @@ table; `tests/benchmarks/test_summary_table.py` fails when the README disagrees 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -97,7 +98,7 @@ def render_calc_table(record: Mapping[str, Any]) -> str:
 
 def calc_section(record: Mapping[str, Any]) -> str:
     """What goes between the markers: where the figures come from (run, commit, date, load, CPU), then the table."""
-    command = str(record.get("command", "")).split(" --json")[0]
+    command = re.sub(r" --json \S+", "", str(record.get("command", "")))  # train.py options after `--` stay
     load = " -> ".join(
         "n/a" if v is None else f"{v:.1f}" for v in (record.get("load_before"), record.get("load_after"))
     )
@@ -109,4 +110,22 @@ def calc_section(record: Mapping[str, Any]) -> str:
         'are the rows "Does a multi-turn tool-calling agent learn, in each framework?" of '
         "[docs/benchmarks.md](../../docs/benchmarks.md) and `calc.*` in its appendix."
     )
-    return f"{BEGIN}\n{note}\n\n{render_calc_table(record)}{END}"
+    return f"{BEGIN}\n{note}\n\n{render_calc_table(record)}{_runs(record)}{END}"
+
+
+def _runs(record: Mapping[str, Any]) -> str:
+    """Where and when each seed ran, for a result over seeds (its runs may span days): commit, date, load, CPU."""
+    lines = []
+    for figure in record["figures"]:
+        key = str(figure["key"])
+        seeds = (figure.get("detail") or {}).get("per_seed") if key.endswith(".strict_gain") else None
+        if not seeds:
+            continue
+        runs = "; ".join(
+            f"seed {run.get('seed')}: {run.get('commit') or 'n/a'}, {str(run.get('finished') or 'n/a')[:16].replace('T', ' ')}, "
+            f"load {' -> '.join('n/a' if v is None else f'{v:.1f}' for v in run.get('load') or [None, None])}, "
+            f"{summary_table.machine_label({'cpu': run['cpu']}) if run.get('cpu') else 'CPU n/a'}"
+            for run in seeds
+        )
+        lines.append(f"- {FRAMEWORK_NAMES.get(key.split('.')[1], key.split('.')[1])}: {runs}")
+    return "\nRuns (commit, finished UTC, load before -> after, CPU):\n\n" + "\n".join(lines) + "\n" if lines else ""

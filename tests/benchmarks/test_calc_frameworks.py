@@ -269,3 +269,14 @@ def test_the_committed_single_seed_result_still_renders_the_committed_readme() -
     record = json.loads((BENCHMARKS / "results" / "calc_frameworks.json").read_text())
     readme = calc_table.README.read_text()
     assert calc_table.calc_section(record) in readme
+
+
+def test_the_readme_section_of_a_result_over_seeds_names_each_runs_commit_date_load_and_cpu(tmp_path: Path) -> None:
+    record = _record(figures_of(tmp_path, [0.4, 0.3]))
+    record["command"] = "python benchmarks/calc_frameworks.py --seeds 0 1 --json /tmp/c.json -- --balance-by-op"
+    section = calc_table.calc_section(record)
+    assert "`python benchmarks/calc_frameworks.py --seeds 0 1 -- --balance-by-op`" in section
+    assert (
+        "- plain OpenAI SDK: seed 0: c0, n/a, load 0.5 -> 1.5, AMD EPYC; seed 1: c1, n/a, load 0.5 -> 1.5, AMD EPYC"
+        in section
+    )
