@@ -233,7 +233,7 @@ def _gain_figures(name: str, runs: list[dict[str, Any]]) -> list[Figure]:
     mean, lowest, spread = round(statistics.fmean(gains), 3), min(gains), round(statistics.pstdev(gains), 3)
     before, after = _mean([r["before"]["strict"] for r in runs]), _mean([r["after"]["strict"] for r in runs])
     minutes = {r["minutes"] for r in runs}
-    within = f" (each run {minutes.pop():g} minutes)" if len(minutes) == 1 and None not in minutes else ""
+    within = f", each run {minutes.pop():g} minutes" if len(minutes) == 1 and None not in minutes else ""
     over = "" if n == 1 else f", mean of {n} seeds, lowest {lowest:+.2f}"
     detail = {
         "seeds": [r["seed"] for r in runs],

@@ -234,7 +234,7 @@ def test_the_table_of_a_result_over_seeds_shows_seeds_spread_lowest_seed_and_top
     assert "seeds" in header and "mean ± std" in header and "lowest seed" in header and "top tool share" in header
     assert row == (
         "| plain OpenAI SDK | 3 | 18/18/18 | +0.40 ± 0.08 (0.30 -> 0.70) | +0.30 "
-        "| met (>= +0.30 mean over the seeds, no seed below +0.15 (each run 15 minutes)) | 1.00 -> 1.00 "
+        "| met (>= +0.30 mean over the seeds, no seed below +0.15, each run 15 minutes) | 1.00 -> 1.00 "
         "| 1.50 -> 2.00 | 0.02 | 0.93 | **not met** (< 0.90) |"
     )
 
