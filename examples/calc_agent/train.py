@@ -231,19 +231,27 @@ def answer_without_tools(engine: Any, tasks: list[dict[str, Any]]) -> dict[str, 
     return {"strict": correct / len(tasks), "n": len(tasks)}
 
 
-def tool_use(report: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
+def tool_use(report: Optional[dict[str, Any]]) -> dict[str, Any]:
     """How one evaluation used the tools: accuracy (strict, lenient), LLM calls per rollout, the share of rollouts
-    with a valid tool call (a known tool, integer arguments a and b), and the share that called exactly the right
-    tool with the question's numbers."""
-    empty: dict[str, Optional[float]] = {
-        k: None for k in ("strict", "lenient", "calls_per_rollout", "valid_tool_call", "right_plan", "failed")
-    }
+    with a valid tool call (a known tool, integer arguments a and b), the share that called exactly the right tool
+    with the question's numbers, strict accuracy per kind of question (`strict_by_op`), the tool calls by tool name
+    and the share of them taken by the most-called tool (`top_tool_share`, None without tool calls): a model that
+    calls `add` for every question shows a share near 1 however its sums score."""
+    empty: dict[str, Any] = {
+        k: None
+        for k in (
+            "strict", "lenient", "calls_per_rollout", "valid_tool_call", "right_plan", "failed",
+            "strict_by_op", "tool_calls_by_name", "top_tool_share",
+        )
+    }  # fmt: skip
     if not report or not report.get("items"):
         return empty
     items = report["items"]
     n = len(items)
     strict = sum(1 for i in items if i.get("reward") == 1.0)
     lenient = sum(1 for i in items if i.get("answer") and calc_task.lenient_correct(i["answer"], i["task"]))
+    by_name = tool_calls_by_name(items)
+    calls = sum(by_name.values())
     return {
         "strict": strict / n,
         "lenient": lenient / n,
@@ -251,7 +259,30 @@ def tool_use(report: Optional[dict[str, Any]]) -> dict[str, Optional[float]]:
         "valid_tool_call": sum(1 for i in items if any(_valid(c) for c in i.get("tool_calls", []))) / n,
         "right_plan": sum(1 for i in items if _right_plan(i)) / n,
         "failed": sum(1 for i in items if i.get("status") != "succeeded") / n,
+        "strict_by_op": strict_by_op(items),
+        "tool_calls_by_name": by_name,
+        "top_tool_share": max(by_name.values()) / calls if calls else None,
     }
+
+
+def strict_by_op(items: list[dict[str, Any]]) -> dict[str, float]:
+    """Strict accuracy per kind of question (the task's `op`, the tool it asks for), kinds in name order."""
+    ops = sorted({str(item["task"]["op"]) for item in items})
+    found: dict[str, float] = {}
+    for op in ops:
+        asked = [item for item in items if str(item["task"]["op"]) == op]
+        found[op] = sum(1 for item in asked if item.get("reward") == 1.0) / len(asked)
+    return found
+
+
+def tool_calls_by_name(items: list[dict[str, Any]]) -> dict[str, int]:
+    """How many of the rollouts' tool calls named each tool (unknown names too), the most called first."""
+    counts: dict[str, int] = {}
+    for item in items:
+        for call in item.get("tool_calls", []):
+            name = str(call.get("name"))
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda pair: (-pair[1], pair[0])))
 
 
 def _arguments(call: dict[str, Any]) -> Optional[dict[str, Any]]:
@@ -320,7 +351,8 @@ def report(
         f"valid tool call {_fmt(before['valid_tool_call'])} -> {_fmt(after['valid_tool_call'])}, "
         f"LLM calls per rollout {_fmt(before['calls_per_rollout'])} -> {_fmt(after['calls_per_rollout'])} after "
         f"{algorithm.step} GRPO steps; without tools (untrained): "
-        f"{_fmt(without_tools['strict'] if without_tools else None)}"
+        f"{_fmt(without_tools['strict'] if without_tools else None)}; share of the tool calls taken by the most-called "
+        f"tool {_fmt(before['top_tool_share'])} -> {_fmt(after['top_tool_share'])}"
     )
     print(f"Run directory: {run_dir} (summary.json, reward_curve.png, accuracy.png, store.db, final_model/)")
     return summary

@@ -46,6 +46,9 @@ def test_training_script_trains_the_plain_openai_agent_on_a_tiny_model(tmp_path:
     assert summary["drift"]["drifted"] == 0
     written = json.loads((run_dir / "summary.json").read_text())
     assert written["steps"] == 1 and written["settings"]["group_size"] == 2
+    for held in (written["held_out"]["before"], written["held_out"]["after"]):
+        assert {"top_tool_share", "tool_calls_by_name", "strict_by_op"} <= set(held)
+        assert set(held["strict_by_op"]) <= {"add", "multiply"}
     assert (run_dir / "store.db").exists() and (run_dir / "train.log").exists()
 
 
@@ -81,3 +84,32 @@ def test_the_minutes_option_says_in_its_help_that_it_bounds_only_the_training(
         train.parse_args(["--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "It bounds the training only" in help_text and "held-out evaluations before and after" in help_text
+
+
+def _item(op: str, reward: float, *tools: str) -> dict[str, object]:
+    task_item = {"op": op, "a": 12, "b": 34}
+    calls = [{"name": tool, "arguments": '{"a": 12, "b": 34}'} for tool in tools]
+    return {"task": task_item, "reward": reward, "answer": None, "status": "succeeded", "calls": 2, "tool_calls": calls}
+
+
+def test_held_out_tool_use_gives_the_most_called_tools_share_and_strict_accuracy_per_kind_of_question() -> None:
+    train = load("calc_agent", "train")
+    # A model that adds whatever it is asked: every sum right, every product wrong, all calls to `add`...
+    collapsed = [_item("add", 1.0, "add"), _item("add", 1.0, "add"), _item("multiply", 0.0, "add", "add")]
+    found = train.tool_use({"items": collapsed})
+    assert found["top_tool_share"] == 1.0 and found["tool_calls_by_name"] == {"add": 4}
+    assert found["strict_by_op"] == {"add": 1.0, "multiply": 0.0}
+    assert found["strict"] == 2 / 3  # the earlier keys keep their meaning
+    # ...and one that picks the tool from the question, but gets one product wrong.
+    mixed = [_item("add", 1.0, "add"), _item("multiply", 1.0, "multiply"), _item("multiply", 0.0, "multiply", "bogus")]
+    found = train.tool_use({"items": mixed})
+    assert found["top_tool_share"] == 0.5 and found["tool_calls_by_name"] == {"multiply": 2, "add": 1, "bogus": 1}
+    assert found["strict_by_op"] == {"add": 1.0, "multiply": 0.5}
+
+
+def test_held_out_tool_use_without_tool_calls_has_no_top_tool_share() -> None:
+    train = load("calc_agent", "train")
+    found = train.tool_use({"items": [_item("add", 0.0)]})
+    assert found["top_tool_share"] is None and found["tool_calls_by_name"] == {}
+    assert found["strict_by_op"] == {"add": 0.0}
+    assert train.tool_use(None)["top_tool_share"] is None and train.tool_use(None)["strict_by_op"] is None
