@@ -9,6 +9,14 @@ from collections.abc import Iterator
 import pytest
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a shell (`bash scripts/test.sh &`, nohup) inherits SIGINT ignored, and
+    so would every process its tests start: the tests of what Ctrl-C does then see a Ctrl-C do nothing. The suite
+    runs with Python's own Ctrl-C handling, as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(autouse=True)
 def _restore_agentlightning_logger() -> Iterator[None]:
     """Undo `agl.setup_logging()` calls made by a test (example scripts call it): it stops the package logger from
