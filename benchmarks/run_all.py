@@ -139,8 +139,8 @@ REGISTRY: list[Benchmark] = [
           quick=None, full="--seeds 0 1 2 --minutes 12"),
     bench("grpo_vs_trl", "grpo_vs_trl.py", "grpo_vs_trl.*", 6 * 3600,
           quick=None, full="--minutes 12", notes="needs the bench extra (TRL)"),
-    bench("calc_frameworks", "calc_frameworks.py", "calc.*", 6 * 3600, quick=None, full="--seeds 0 1 2 --minutes 15",
-          notes="resumable: a rerun reads the seeds that finished with the same settings"),
+    bench("calc_frameworks", "calc_frameworks.py", "calc.*", 6 * 3600, quick=None, full="--seeds 0 1 2 --minutes 15 -- --balance-by-op",
+          notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps"),
     bench("multi_turn_samples", "multi_turn_samples.py", "grpo.multi_turn.*", 1800,
           quick="--synthetic --tiny --rollouts 16 --repeats 1",
           full="--store sqlite:///runs/bench-calc-langgraph-seed0/store.db --rollouts 32",
@@ -207,7 +207,9 @@ def run_benchmark(benchmark: Benchmark, quick: bool, out_dir: Path, benchmarks_d
     log_path = out_dir / f"{benchmark.name}.log"
     shown = result_path.resolve()
     shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown  # the record's command reads better
-    command = [sys.executable, str(script), *arguments, "--json", str(shown)]
+    # `--json` goes before a `--`: what follows it is the options the benchmark passes on (calc_frameworks' train.py)
+    split = arguments.index("--") if "--" in arguments else len(arguments)
+    command = [sys.executable, str(script), *arguments[:split], "--json", str(shown), *arguments[split:]]
     env = {**os.environ, **benchmark.env}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     started = time.monotonic()

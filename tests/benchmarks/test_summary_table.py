@@ -354,3 +354,10 @@ def test_write_docs_merges_a_run_and_regenerates_the_overview_and_the_full_table
     assert "| p | 0.64 ops/s |" in text and "`proxy_latency`" in text and text.endswith("\n\n## History\n")
     text = doc.read_text()
     assert "p: **0.64 ops/s**" in text and "`run_all.py --only proxy_latency`" in text and text.endswith("## More\n")
+
+
+def test_the_result_option_goes_before_the_options_a_benchmark_passes_on(fake_benchmarks: Path, tmp_path: Path) -> None:
+    benchmark = run_all.Benchmark("ok", "ok.py", ["--size", "2", "--", "--passed-on"], [], ("fake.size",), 60)
+    run_all.run_benchmark(benchmark, True, tmp_path, benchmarks_dir=fake_benchmarks)
+    command = (tmp_path / "ok.log").read_text().splitlines()[0].split()
+    assert command[-4:] == ["--json", command[-3], "--", "--passed-on"] and command[-3].endswith("ok.json")
