@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from typing import Any, Optional
 from agentlightning.types import Triplet
 
 from ..rollouts.reading import RolloutData
+from .health import listed_tool_calls
 
 __all__ = ["EvaluationReport", "evaluation_report", "tool_calls_of"]
 
@@ -51,18 +51,10 @@ def tool_calls_of(call: Triplet) -> list[dict[str, Any]]:
     """The tool calls in a call's recorded completion (`raw_content`): `{"name", "arguments"}` each, arguments as
     the JSON text the server returned (empty without recorded messages)."""
     found: list[dict[str, Any]] = []
-    raw = call.response.get("raw_content") if isinstance(call.response, dict) else None
-    for message in raw if isinstance(raw, list) else []:
-        listed = message.get("tool_calls") if isinstance(message, dict) else None
-        if isinstance(listed, str):
-            try:
-                listed = json.loads(listed)
-            except ValueError:
-                continue
-        for entry in listed if isinstance(listed, list) else []:
-            function = entry.get("function", entry) if isinstance(entry, dict) else {}
-            if isinstance(function, dict) and isinstance(function.get("name"), str):
-                found.append({"name": function["name"], "arguments": function.get("arguments")})
+    for entry in listed_tool_calls(call):
+        function = entry.get("function", entry) if isinstance(entry, dict) else {}
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            found.append({"name": function["name"], "arguments": function.get("arguments")})
     return found
 
 

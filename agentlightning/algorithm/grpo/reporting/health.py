@@ -29,6 +29,7 @@ from agentlightning.types import Triplet
 __all__ = [
     "MEASURED_ELSEWHERE",
     "StrataKey",
+    "listed_tool_calls",
     "offered_tools",
     "step_health",
     "stratum_rewards",
@@ -54,7 +55,7 @@ def offered_tools(call: Triplet) -> list[str]:
     return names
 
 
-def _listed_tool_calls(call: Triplet) -> list[Any]:
+def listed_tool_calls(call: Triplet) -> list[Any]:
     """The raw tool-call entries of the call's completion messages; a list recorded as text that does not parse as
     JSON is one entry (None) that is not valid."""
     raw = call.response.get("raw_content") if isinstance(call.response, dict) else None
@@ -100,7 +101,7 @@ def tool_call_stats(calls: Sequence[Triplet]) -> Optional[dict[str, Any]]:
     for call in calls:
         names = offered_tools(call)
         offered.update(names)
-        for entry in _listed_tool_calls(call):
+        for entry in listed_tool_calls(call):
             made += 1
             function = entry.get("function", entry) if isinstance(entry, dict) else None
             name = function.get("name") if isinstance(function, dict) else None
