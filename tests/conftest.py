@@ -38,7 +38,7 @@ def _sigint_handler_is_left_as_found() -> Iterator[None]:
     before = signal.getsignal(signal.SIGINT)
     yield
     after = signal.getsignal(signal.SIGINT)
-    if after is not before and after != before:
+    if after != before:
         if before is not None:
             signal.signal(signal.SIGINT, before)
         pytest.fail(f"the test left the SIGINT handler as {after!r} (it was {before!r}); restored", pytrace=False)
