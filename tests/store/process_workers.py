@@ -2,7 +2,7 @@
 
 `writer URL ACK_FILE NAME`: loops enqueue / dequeue / add spans / succeed / add resources forever and appends one
 JSON line to ACK_FILE after each call returns (and an "intent" line before each span batch), written with os.write
-so that every line survives a SIGKILL. `dequeuer URL NAME START_AT`: waits until START_AT (epoch seconds), dequeues
+so that every line survives a SIGKILL. `dequeuer URL NAME GATE`: waits until the file GATE exists, dequeues
 until the queue is empty and prints the claimed rollout ids as JSON.
 """
 
@@ -69,8 +69,21 @@ async def dequeuer(url: str, name: str, gate: str) -> None:
         if rollout is None:
             break
         claimed.append(rollout.rollout_id)
+        if len(claimed) == 1:
+            await _wait_for_a_second_claimer(gate, name)
     await store.close()
     print(json.dumps(claimed), flush=True)
+
+
+async def _wait_for_a_second_claimer(gate: str, name: str, timeout: float = 10.0) -> None:
+    """After its first claim a dequeuer waits (up to `timeout`) until another process has claimed one too: on a loaded
+    machine the first process to wake could otherwise drain the whole queue before the others were scheduled, and the
+    test would check nothing about concurrent claims."""
+    Path(f"{gate}.{name}.claimed").touch()
+    directory, stem = Path(gate).parent, Path(gate).name
+    deadline = asyncio.get_running_loop().time() + timeout
+    while len(list(directory.glob(f"{stem}.*.claimed"))) < 2 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
 
 
 def main(argv: list[str]) -> None:
