@@ -105,8 +105,9 @@ def compacting_figures(summary: dict[str, Any], minutes: float, seed: int) -> li
         Figure(
             key="examples.compacting.trained_share",
             label=f"Compacting agent (sub-agent + summaries), {minutes:g} min of GRPO: share of generated tokens "
-            f"trained ({lineages.get('lineages_per_rollout')} lineages per rollout)",
-            value=float(lineages.get("trained_share") or 0.0),
+            f"trained ({lineages.get('lineages_per_rollout')} lineages per rollout"
+            + ("; none trained: no group's rewards varied)" if lineages.get("trained_share") is None else ")"),
+            value=float("nan") if lineages.get("trained_share") is None else float(lineages["trained_share"]),
             unit="share of generated tokens",
             target="reported (what masking truncated calls leaves; the summaries are trained)",
             detail=common,

@@ -50,6 +50,12 @@ def test_the_compacting_figures_report_the_trained_share_and_calls_that_fitted_n
     assert math.isclose(gain.value, 0.35) and gain.detail["seed"] == 1
 
 
+def test_a_run_that_trained_nothing_has_no_trained_share_rather_than_zero() -> None:
+    lineages = {"lineages_per_rollout": 3.0, "calls_fitting_no_lineage": 0, "trained_share": None}
+    share, *_ = example_agents.compacting_figures(_summary(lineages=lineages), 5, 0)
+    assert math.isnan(share.value) and "none trained" in share.label
+
+
 def test_calls_fitting_no_lineage_miss_the_target() -> None:
     lineages = {"lineages_per_rollout": 2.5, "calls_fitting_no_lineage": 3, "trained_share": 0.8}
     _, unfitted, _, _ = example_agents.compacting_figures(_summary(lineages=lineages), 5, 0)
