@@ -53,6 +53,23 @@ def _held_out(summary: dict[str, Any]) -> tuple[Optional[float], Optional[float]
     return before, after, gain
 
 
+def training_reward(summary: dict[str, Any], example: str, minutes: float, seed: int) -> Figure:
+    """The mean training reward (sampled at the run's temperature) of the last five steps, with the first step's as
+    the detail: what GRPO moved when a greedy held-out score has no room left."""
+    rewards = [entry["reward_mean"] for entry in summary.get("history", []) if entry.get("reward_mean") is not None]
+    last = rewards[-5:]
+    first = rewards[0] if rewards else None
+    value = sum(last) / len(last) if last else float("nan")
+    return Figure(
+        key=f"examples.{example}.training_reward",
+        label=f"{example}: mean training reward of the last 5 steps (first step {first if first is None else round(first, 3)})",
+        value=round(value, 4),
+        unit="reward",
+        target="reported (sampled at the training temperature)",
+        detail={"first_step": first, "per_step": [round(r, 4) for r in rewards], "seed": seed, "minutes": minutes},
+    )
+
+
 def node_figures(summary: dict[str, Any], minutes: float, seed: int) -> list[Figure]:
     before, after, gain = _held_out(summary)
     drift = summary["drift"]
@@ -76,6 +93,7 @@ def node_figures(summary: dict[str, Any], minutes: float, seed: int) -> list[Fig
             met=not drift.get("rate"),
             detail={**common, "drift": {k: v for k, v in drift.items() if k != "per_rollout"}},
         ),
+        training_reward(summary, "node_agent", minutes, seed),
     ]
 
 
@@ -87,8 +105,9 @@ def compacting_figures(summary: dict[str, Any], minutes: float, seed: int) -> li
         Figure(
             key="examples.compacting.trained_share",
             label=f"Compacting agent (sub-agent + summaries), {minutes:g} min of GRPO: share of generated tokens "
-            f"trained ({lineages.get('lineages_per_rollout')} lineages per rollout)",
-            value=float(lineages.get("trained_share") or 0.0),
+            f"trained ({lineages.get('lineages_per_rollout')} lineages per rollout"
+            + ("; none trained: no group's rewards varied)" if lineages.get("trained_share") is None else ")"),
+            value=float("nan") if lineages.get("trained_share") is None else float(lineages["trained_share"]),
             unit="share of generated tokens",
             target="reported (what masking truncated calls leaves; the summaries are trained)",
             detail=common,
@@ -111,6 +130,7 @@ def compacting_figures(summary: dict[str, Any], minutes: float, seed: int) -> li
             target="reported (a short real run; issue 34 item 8)",
             detail={**common, "before": before, "after": after},
         ),
+        training_reward(summary, "compacting", minutes, seed),
     ]
 
 

@@ -67,7 +67,18 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Does our GRPO learn more, and faster, than TRL's on the same task and budget?",
         ("grpo_vs_trl.ours_*.gain", "grpo_vs_trl.ours_*.completions_per_s"),
     ),
-    "calc_frameworks": ("Does a multi-turn tool-calling agent learn, in each framework?", ("calc.*.strict_gain",)),
+    **{
+        f"calc_{name}": (
+            f"Does the calculator agent written with {framework} learn, without collapsing onto one tool?",
+            ("calc.*.strict_gain", "calc.*.top_tool_share"),
+        )
+        for name, framework in (
+            ("langgraph", "LangGraph"),
+            ("openai", "the plain OpenAI SDK"),
+            ("agents_sdk", "the OpenAI Agents SDK"),
+            ("autogen", "AutoGen AgentChat"),
+        )
+    },
     "multi_turn_samples": ("What does training a rollout as one multi-turn sample save?", ("*.tokens_ratio",)),
     "inference_throughput": ("How fast is local inference (float32)?", ("*.concurrency_8.*",)),
     "inference_throughput_bf16": ("How fast is local inference (bfloat16)?", ("*.concurrency_8.*",)),

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/run_all.py --quick              # every benchmark, short settings (~10 minutes)
     .venv/bin/python benchmarks/run_all.py                      # full settings: for a quiet machine (hours)
     .venv/bin/python benchmarks/run_all.py --only store_inprocess pg_wakeup
-    .venv/bin/python benchmarks/run_all.py --exclude grpo_vs_trl calc_frameworks
+    .venv/bin/python benchmarks/run_all.py --exclude grpo_vs_trl calc_openai
     .venv/bin/python benchmarks/run_all.py --list
     .venv/bin/python benchmarks/run_all.py --write-docs runs/benchmarks/20261126T070000Z
 
@@ -97,6 +97,14 @@ def store_http(name: str, arguments: str, keys: str) -> Benchmark:
     return bench(name, "store_http.py", keys, 900, quick=quick, full=full)
 
 
+def calc_framework(framework: str) -> Benchmark:
+    """calc_frameworks.py for one framework, three seeds of 15 minutes with balanced steps: one entry (and one result
+    file) per framework, so that a framework measured in a later session replaces only its own figures."""
+    return bench(f"calc_{framework.replace('-', '_')}", "calc_frameworks.py", f"calc.{framework}.*", 3 * 3600,
+                 quick=None, full=f"--frameworks {framework} --seeds 0 1 2 --minutes 15 -- --balance-by-op",
+                 notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps")  # fmt: skip
+
+
 # The lead extends this list; names are the file names in benchmarks/results/ and the order of the summary table.
 # fmt: off
 REGISTRY: list[Benchmark] = [
@@ -139,12 +147,11 @@ REGISTRY: list[Benchmark] = [
           quick=None, full="--seeds 0 1 2 --minutes 12"),
     bench("grpo_vs_trl", "grpo_vs_trl.py", "grpo_vs_trl.*", 6 * 3600,
           quick=None, full="--minutes 12", notes="needs the bench extra (TRL)"),
-    bench("calc_frameworks", "calc_frameworks.py", "calc.*", 6 * 3600, quick=None, full="--seeds 0 1 2 --minutes 15 -- --balance-by-op",
-          notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps"),
+    *[calc_framework(framework) for framework in ("langgraph", "openai", "agents-sdk", "autogen")],
     bench("multi_turn_samples", "multi_turn_samples.py", "grpo.multi_turn.*", 1800,
           quick="--synthetic --tiny --rollouts 16 --repeats 1",
           full="--store sqlite:///runs/bench-calc-langgraph-seed0/store.db --rollouts 32",
-          notes="full mode reads the store of calc_frameworks' LangGraph run, seed 0"),
+          notes="full mode reads the store of calc_langgraph's run of seed 0"),
     bench("inference_throughput", "inference_throughput.py", "inference.float32.*", 1800,
           quick="--rounds 1 --concurrency 8", full="--rounds 2"),
     bench("inference_throughput_bf16", "inference_throughput.py", "inference.bfloat16.*", 1800,

@@ -248,7 +248,7 @@ def regenerate(
 ) -> list[tuple[Path, str, str]]:
     """(page, as it is, regenerated from `results`) for the overview page `doc`, the full table's `appendix` and the
     calculator example's README (`calc_readme`, by default examples/calc_agent/README.md; left out when `results`
-    holds no calc_frameworks result)."""
+    holds no calc_* result)."""
     import calc_table  # benchmarks/calc_table.py
     import overview  # benchmarks/overview.py
 
@@ -259,9 +259,9 @@ def regenerate(
     pages.append((doc, current, replace_between(current, overview.BEGIN, overview.END, section)))
     current = appendix.read_text()
     pages.append((appendix, current, replace_summary(current, summary_section(records, order))))
-    calc = records.get(calc_table.BENCHMARK)
+    calc = [records[name] for name in calc_table.BENCHMARKS if name in records]
     readme = calc_readme or calc_table.README
-    if calc is not None and readme.is_file():
+    if calc and readme.is_file():
         current = readme.read_text()
         section = calc_table.calc_section(calc)
         pages.append((readme, current, replace_between(current, calc_table.BEGIN, calc_table.END, section)))

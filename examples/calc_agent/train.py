@@ -90,7 +90,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument(
         "--balance-by-op",
         action="store_true",
-        help="draw each step's questions evenly across products and sums (GRPO's balance_by; not yet benchmarked)",
+        help="draw each step's questions evenly across products and sums (GRPO's balance_by; off by default until measured side by side without it)",
     )
     parser.add_argument(
         "--learning-rate", type=float, default=None, help="default: GRPO's, 3e-4 with LoRA, 1e-5 for a full fine-tune"

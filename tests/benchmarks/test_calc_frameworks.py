@@ -18,6 +18,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import calc_table  # noqa: E402  # pyright: ignore[reportMissingImports]
+import run_all  # noqa: E402  # pyright: ignore[reportMissingImports]
 
 calc = importlib.import_module("calc_frameworks")
 
@@ -229,7 +230,7 @@ def _record(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_the_table_of_a_result_over_seeds_shows_seeds_spread_lowest_seed_and_top_tool_share(tmp_path: Path) -> None:
-    table = calc_table.render_calc_table(_record(figures_of(tmp_path, [0.4, 0.3, 0.5], shares=[0.5, 0.925, 0.6])))
+    table = calc_table.render_calc_table([_record(figures_of(tmp_path, [0.4, 0.3, 0.5], shares=[0.5, 0.925, 0.6]))])
     header, _, row = table.splitlines()
     assert "seeds" in header and "mean ± std" in header and "lowest seed" in header and "top tool share" in header
     assert row == (
@@ -257,7 +258,7 @@ def test_an_old_single_seed_result_renders_as_before() -> None:
         "detail": {"before": 1.58},
     }
     drift = {"key": "calc.openai.drift_rate", "label": "d", "value": 0.0, "unit": ""}  # fmt: skip
-    table = calc_table.render_calc_table({"figures": [gain, calls, drift]})
+    table = calc_table.render_calc_table([{"figures": [gain, calls, drift]}])
     assert table.splitlines() == [
         "| framework | steps | held-out strict gain | | valid tool call | LLM calls per rollout | drift |",
         "|---|---:|---|---|---|---|---|",
@@ -265,16 +266,35 @@ def test_an_old_single_seed_result_renders_as_before() -> None:
     ]
 
 
-def test_the_committed_single_seed_result_still_renders_the_committed_readme() -> None:
-    record = json.loads((BENCHMARKS / "results" / "calc_frameworks.json").read_text())
-    readme = calc_table.README.read_text()
-    assert calc_table.calc_section(record) in readme
+def test_the_committed_results_render_the_committed_readme() -> None:
+    records = [
+        json.loads(path.read_text())
+        for name in calc_table.BENCHMARKS
+        if (path := BENCHMARKS / "results" / f"{name}.json").is_file()
+    ]
+    assert records, "no calc_<framework>.json result is committed"
+    assert calc_table.calc_section(records) in calc_table.README.read_text()
+
+
+def test_each_framework_is_its_own_benchmark_so_a_later_run_replaces_only_its_figures() -> None:
+    entries = {b.name: b for b in run_all.REGISTRY if b.script == "calc_frameworks.py"}
+    assert sorted(entries) == sorted(calc_table.BENCHMARKS)
+    for name, entry in entries.items():
+        framework = name.removeprefix("calc_").replace("_", "-")
+        assert entry.full[:2] == ["--frameworks", framework] and entry.keys == (f"calc.{framework}.*",)
+
+
+def test_the_table_joins_the_frameworks_results_in_the_order_given(tmp_path: Path) -> None:
+    openai = _record(figures_of(tmp_path / "o", [0.4]))
+    langgraph = json.loads(json.dumps(openai).replace("calc.openai.", "calc.langgraph."))
+    rows = calc_table.render_calc_table([langgraph, openai]).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| LangGraph", "| plain OpenAI SDK"]
 
 
 def test_the_readme_section_of_a_result_over_seeds_names_each_runs_commit_date_load_and_cpu(tmp_path: Path) -> None:
     record = _record(figures_of(tmp_path, [0.4, 0.3]))
     record["command"] = "python benchmarks/calc_frameworks.py --seeds 0 1 --json /tmp/c.json -- --balance-by-op"
-    section = calc_table.calc_section(record)
+    section = calc_table.calc_section([record])
     assert "`python benchmarks/calc_frameworks.py --seeds 0 1 -- --balance-by-op`" in section
     assert (
         "- plain OpenAI SDK: seed 0: c0, n/a, load 0.5 -> 1.5, AMD EPYC; seed 1: c1, n/a, load 0.5 -> 1.5, AMD EPYC"

@@ -174,7 +174,7 @@ def _calc_record(**detail: Any) -> dict[str, Any]:
 
 
 def test_the_calc_table_is_one_row_per_framework_from_the_result_file() -> None:
-    section = calc_table.calc_section(_calc_record(strict=[0.34, 0.70]))
+    section = calc_table.calc_section([_calc_record(strict=[0.34, 0.70])])
     row = section.splitlines()[-2]
     assert row == (
         "| plain OpenAI SDK | 19 | +0.36 (0.34 -> 0.70) | met (>= +0.30 in 15 minutes) | 0.50 -> 1.00 | 1.50 -> 2.00 | 0 |"
@@ -191,7 +191,7 @@ def test_the_calc_readme_is_regenerated_only_where_a_calc_result_exists(tmp_path
     appendix.write_text(f"{summary_table.BEGIN}\n{summary_table.END}\n")
     readme.write_text(f"# Calc\n\n{calc_table.BEGIN}\nhand-copied table\n{calc_table.END}\n\nmore\n")
     assert [page for page, _, _ in summary_table.regenerate(results, doc, appendix, readme)] == [doc, appendix]
-    (results / "calc_frameworks.json").write_text(json.dumps(_calc_record()))
+    (results / "calc_openai.json").write_text(json.dumps(_calc_record()))
     pages = summary_table.regenerate(results, doc, appendix, readme)
     page, current, regenerated = pages[-1]
     assert page == readme and "hand-copied" in current and "hand-copied" not in regenerated
