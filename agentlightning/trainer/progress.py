@@ -165,8 +165,8 @@ class RichSink:
 
 
 class JsonLinesSink:
-    """One JSON object per tick, one per algorithm event (`{"time", "event": kind, "payload"}`), and the summary
-    (`"final": true`) at the end."""
+    """One JSON object per tick, one per algorithm event (`{"time", "event": kind, "payload"}`; an evaluation without
+    its per-task `items`), and the summary (`"final": true`) at the end."""
 
     def __init__(self, path: str) -> None:
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
@@ -183,7 +183,9 @@ class JsonLinesSink:
         self._write(data)
 
     def event(self, kind: str, payload: dict[str, Any], algorithm: AlgorithmProgress) -> None:
-        self._write({"time": time.time(), "event": kind, "payload": payload})
+        # An evaluation's per-task items stay in the run's summary.json: the file gets its figures, not its answers.
+        kept = {key: value for key, value in payload.items() if key != "items"}
+        self._write({"time": time.time(), "event": kind, "payload": kept})
 
     def close(self, summary: Optional[RunSummary]) -> None:
         if summary is not None:

@@ -91,6 +91,16 @@ def test_the_progress_file_records_each_event_once(tmp_path: Path) -> None:
     assert records[1]["payload"]["reward_mean"] == 0.5
 
 
+def test_the_progress_file_keeps_an_evaluations_figures_without_its_per_task_items(tmp_path: Path) -> None:
+    path = tmp_path / "progress.jsonl"
+    monitor = _monitor(JsonLinesSink(str(path)))
+    items = [{"task": i, "reward": 1.0} for i in range(50)]
+    monitor.on_algorithm_event("evaluation", {"label": "after", "step": 2, "mean_reward": 0.5, "n": 50, "items": items})
+    monitor._sinks[0].close(None)
+    (record,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert record["payload"] == {"label": "after", "step": 2, "mean_reward": 0.5, "n": 50}
+
+
 def test_a_sink_that_fails_on_an_event_does_not_reach_the_algorithm() -> None:
     class Broken:
         def event(self, kind: str, payload: dict[str, Any], algorithm: Any) -> None:
