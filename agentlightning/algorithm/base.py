@@ -3,24 +3,30 @@
 An algorithm is handed a store, an adapter, an optional LLM proxy and the initial resources by the trainer, then
 `run(train_dataset, val_dataset)` drives the run: it publishes resources, enqueues rollouts, waits for them, reads
 their spans through the adapter and publishes better resources. It never talks to runners directly; the store is
-the only thing the two sides share.
+the only thing the two sides share. Listeners (the Trainer's progress display) follow what it does through its events
+(`add_event_listener`, `emit_event`).
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import weakref
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from agentlightning.types import Dataset, NamedResources
 
+from .events import EventListener
+
 if TYPE_CHECKING:
     from agentlightning.adapter.base import Adapter
     from agentlightning.llm_proxy import LLMProxy
     from agentlightning.store.base import LightningStore
 
-__all__ = ["Algorithm"]
+__all__ = ["Algorithm", "EventListener"]
+
+logger = logging.getLogger(__name__)
 
 
 def _deref(ref: Optional[weakref.ReferenceType[Any]], what: str) -> Any:
@@ -47,6 +53,7 @@ class Algorithm:
     _llm_proxy_ref: Optional[weakref.ReferenceType[Any]] = None
     _store: Optional[LightningStore] = None
     _initial_resources: Optional[NamedResources] = None
+    _event_listeners: tuple[EventListener, ...] = ()
 
     def is_async(self) -> bool:
         """Whether `run` is a coroutine function (the trainer awaits it) or a plain function (called directly)."""
@@ -103,6 +110,26 @@ class Algorithm:
 
     def get_initial_resources(self) -> Optional[NamedResources]:
         return self._initial_resources
+
+    # ------------------------------------------------------------------------------------------------ events
+    def add_event_listener(self, listener: EventListener) -> None:
+        """Call `listener(kind, payload)` for each event this algorithm emits (GRPO: "resumed", "rollouts", "update",
+        "step", "evaluation", "checkpoint"; see `agentlightning.algorithm.events`). The Trainer adds its progress
+        display while `fit` runs."""
+        self._event_listeners = (*self._event_listeners, listener)
+
+    def remove_event_listener(self, listener: EventListener) -> None:
+        """Stop calling `listener` (one added with `add_event_listener`; any other is ignored)."""
+        self._event_listeners = tuple(known for known in self._event_listeners if known != listener)
+
+    def emit_event(self, kind: str, payload: dict[str, Any]) -> None:
+        """Tell every listener about an event. A listener that raises is logged and skipped: a broken display never
+        stops training."""
+        for listener in self._event_listeners:
+            try:
+                listener(kind, payload)
+            except Exception as exc:
+                logger.warning("%s event listener %r failed on %s: %r", type(self).__name__, listener, kind, exc)
 
     # --------------------------------------------------------------------------------------------------- run
     def run(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from .init_utils import build_component, instantiate_component, instantiate_from_spec, load_class
-from .progress import ProgressSnapshot, RunSummary
 from .registry import ExecutionStrategyRegistry
+from .snapshot import ProgressSnapshot, RunSummary
 from .trainer import Trainer
 
 __all__ = [

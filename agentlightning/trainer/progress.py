@@ -1,13 +1,15 @@
-"""What a user watches during `Trainer.fit`: rollouts done/failed/running, reward, throughput, runners alive.
+"""What a user watches during `Trainer.fit`: rollouts done/failed/running, reward, throughput, runners alive, and
+what the algorithm says of its steps.
 
 A monitor thread reads the store every tick (status counts, the rollouts finished since the last tick, workers) into
-a `ProgressTracker` (plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live panel on a
-terminal, a plain line every `log_interval` seconds otherwise (printed to stderr when logging is not configured), and
-optionally a JSON-lines file. The rewards come from the attempt metadata that runners write when they finish
-(`final_reward`), so following them costs no span queries; training rollouts and evaluation rollouts (mode "val" or
-"test", e.g. GRPO's held-out evaluations) are averaged apart, so the reward shown is the training reward. A tick costs the store five counts and one query of the
-newly finished rollouts (at most 500); with log lines only the store is read every 5 s by default, and never more
-than 1 % of the time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks-appendix.md, "Progress poller". Bookkeeping rollouts an algorithm creates during the run (APO's checkpoint record) are not counted.
+a `ProgressTracker` (snapshot.py: plain state, no I/O) and hands each `ProgressSnapshot` to its sinks: a rich live
+panel on a terminal, a plain line every `log_interval` seconds otherwise (printed to stderr when logging is not
+configured), and optionally a JSON-lines file. A tick costs the store five counts and one query of the newly finished
+rollouts (at most 500); with log lines only the store is read every 5 s by default, and never more than 1 % of the
+time (`READ_BUDGET`: the counts grow with the store). See docs/benchmarks-appendix.md, "Progress poller".
+The algorithm's events (`Algorithm.add_event_listener`, which the Trainer subscribes `on_algorithm_event` to) are
+folded into an `AlgorithmProgress` (agentlightning/algorithm/events.py) and reach the sinks as they come: the panel
+shows its rows beside the counts, log lines say each step and evaluation, the JSON-lines file records each event.
 The final snapshot and the most frequent failure reasons make the run summary.
 """
 
@@ -19,14 +21,16 @@ import logging
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 
+from agentlightning.algorithm.events import AlgorithmProgress
 from agentlightning.runner.heartbeat import has_stopped
 from agentlightning.types import Rollout, RolloutStatus
-from agentlightning.utils.bookkeeping import is_bookkeeping_rollout
+
+from .snapshot import FINISHED, ProgressSnapshot, ProgressTracker, RunSummary
 
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
@@ -53,9 +57,6 @@ _STATUS_GROUPS: dict[str, tuple[RolloutStatus, ...]] = {
     "failed": ("failed",),
     "cancelled": ("cancelled",),
 }
-_FINISHED: tuple[RolloutStatus, ...] = ("succeeded", "failed", "cancelled")
-_EVALUATION_MODES = ("val", "test")
-"""Rollout modes whose rewards are evaluations, kept apart from the training reward."""
 _FINISHED_PER_READ = 500
 """Most finished rollouts read at once (their rewards feed the window; faster runs are sampled)."""
 _READ_MARGIN = 10
@@ -65,148 +66,11 @@ READ_BUDGET = 0.01
 least t / READ_BUDGET (the counts grow with the store, so reads of a large store are spaced out)."""
 
 
-@dataclass
-class ProgressSnapshot:
-    """The state of a run at one moment (counts cover the rollouts finished since the run started)."""
-
-    elapsed: float = 0.0
-    succeeded: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    running: int = 0
-    queued: int = 0
-    rollouts_per_second: float = 0.0
-    reward_mean: Optional[float] = None
-    """Mean final reward of the last `reward_window` finished training rollouts (mode not "val"/"test") with one."""
-    val_reward_mean: Optional[float] = None
-    """The same over evaluation rollouts (mode "val" or "test"); None before any finished."""
-    without_reward: int = 0
-    runners_alive: int = 0
-    runners_seen: int = 0
-    store_unreachable_for: Optional[float] = None
-    """Seconds since the store stopped answering the monitor's reads (None while it answers)."""
-
-    @property
-    def done(self) -> int:
-        return self.succeeded + self.failed + self.cancelled
-
-
-@dataclass
-class RunSummary:
-    """What a finished run did: counts, reward, throughput and the most frequent failure reasons."""
-
-    snapshot: ProgressSnapshot
-    failure_reasons: list[tuple[str, int]] = field(default_factory=list)
-    missing_llm_calls: Optional[str] = None
-    """Set when no rollout of the run produced an LLM call: that, with the cause and the fix (`capture_check`)."""
-
-    def describe(self) -> str:
-        s = self.snapshot
-        text = (
-            f"{s.done} rollouts finished in {s.elapsed:.1f} s: {s.succeeded} succeeded, {s.failed} failed, "
-            f"{s.cancelled} cancelled"
-        )
-        if s.running or s.queued:
-            text += f"; {s.running} still running, {s.queued} still queued"
-        if s.reward_mean is not None:
-            text += f"; mean reward {s.reward_mean:.4g} (last training rollouts)"
-        if s.val_reward_mean is not None:
-            text += f"; mean validation reward {s.val_reward_mean:.4g} (last evaluation rollouts)"
-        if s.without_reward:
-            text += f"; {s.without_reward} without a reward"
-        if self.failure_reasons:
-            reasons = "; ".join(f"{count}x {reason}" for reason, count in self.failure_reasons)
-            text += f". Failure reasons: {reasons}"
-        if self.missing_llm_calls:
-            text += f". Capture: {self.missing_llm_calls}"
-        return text
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self.snapshot)
-        data["done"] = self.snapshot.done
-        data["failure_reasons"] = [{"reason": reason, "count": count} for reason, count in self.failure_reasons]
-        data["missing_llm_calls"] = self.missing_llm_calls
-        return data
-
-
-def _final_reward(rollout: Rollout) -> tuple[bool, Optional[float]]:
-    """(whether the runner reported on it, its final reward) from the latest attempt's metadata."""
-    attempt = getattr(rollout, "attempt", None)
-    metadata = getattr(attempt, "metadata", None) or {}
-    if "final_reward" not in metadata:
-        return False, None
-    value = metadata.get("final_reward")
-    return True, float(value) if isinstance(value, (int, float)) else None
-
-
-class ProgressTracker:
-    """Turns store readings into snapshots (no I/O: fed by the monitor, tested directly)."""
-
-    def __init__(self, *, reward_window: int = 100, rate_window: float = 10.0) -> None:
-        self._baseline: Optional[dict[str, int]] = None
-        self._rewards: deque[float] = deque(maxlen=reward_window)
-        self._val_rewards: deque[float] = deque(maxlen=reward_window)
-        self._seen: set[str] = set()
-        self._without_reward = 0
-        self._done_history: deque[tuple[float, int]] = deque()
-        self._rate_window = rate_window
-        self._started = time.monotonic()
-        self._bookkeeping: Counter[str] = Counter()  # statuses of bookkeeping rollouts created during the run
-
-    def set_baseline(self, counts: dict[str, int], finished: Sequence[Rollout] = ()) -> None:
-        """Counts of finished rollouts already in the store when the run started (not counted as progress), and the
-        recently finished ones among them (so that they are not taken for new ones later)."""
-        self._baseline = {key: counts.get(key, 0) for key in _FINISHED}
-        self._seen.update(rollout.rollout_id for rollout in finished)
-
-    def update(
-        self, counts: dict[str, int], finished: Sequence[Rollout], workers_alive: int, workers_seen: int
-    ) -> ProgressSnapshot:
-        now = time.monotonic()
-        if self._baseline is None:
-            self.set_baseline({})
-        assert self._baseline is not None
-        # Oldest first, so that the reward window ends with the newest rewards (the store answers newest first).
-        for rollout in sorted(finished, key=lambda item: item.end_time or 0.0):
-            if rollout.rollout_id in self._seen:
-                continue
-            self._seen.add(rollout.rollout_id)
-            if is_bookkeeping_rollout(rollout):
-                self._bookkeeping[rollout.status] += 1
-                continue
-            reported, reward = _final_reward(rollout)
-            if reward is not None:
-                (self._val_rewards if rollout.mode in _EVALUATION_MODES else self._rewards).append(reward)
-            elif reported and rollout.status == "succeeded":
-                self._without_reward += 1
-        snapshot = ProgressSnapshot(
-            elapsed=now - self._started,
-            succeeded=self._progress(counts, "succeeded"),
-            failed=self._progress(counts, "failed"),
-            cancelled=self._progress(counts, "cancelled"),
-            running=counts.get("running", 0),
-            queued=counts.get("queued", 0),
-            reward_mean=sum(self._rewards) / len(self._rewards) if self._rewards else None,
-            val_reward_mean=sum(self._val_rewards) / len(self._val_rewards) if self._val_rewards else None,
-            without_reward=self._without_reward,
-            runners_alive=workers_alive,
-            runners_seen=workers_seen,
-        )
-        self._done_history.append((now, snapshot.done))
-        while len(self._done_history) > 2 and now - self._done_history[0][0] > self._rate_window:
-            self._done_history.popleft()
-        first_time, first_done = self._done_history[0]
-        if now > first_time:
-            snapshot.rollouts_per_second = (snapshot.done - first_done) / (now - first_time)
-        return snapshot
-
-    def _progress(self, counts: dict[str, int], status: str) -> int:
-        assert self._baseline is not None
-        return max(0, counts.get(status, 0) - self._baseline[status] - self._bookkeeping[status])
-
-
 class ProgressSink(Protocol):
     def show(self, snapshot: ProgressSnapshot) -> None: ...
+
+    def event(self, kind: str, payload: dict[str, Any], algorithm: AlgorithmProgress) -> None:
+        """An algorithm's event, already folded into `algorithm` (called on the algorithm's thread)."""
 
     def close(self, summary: Optional[RunSummary]) -> None: ...
 
@@ -245,19 +109,25 @@ class LogSink:
             self._last = now
             report(f"Progress: {format_line(snapshot)}")
 
+    def event(self, kind: str, payload: dict[str, Any], algorithm: AlgorithmProgress) -> None:
+        for line in algorithm.lines(kind, payload):  # a step or an evaluation: at once, whatever the interval
+            report(line)
+
     def close(self, summary: Optional[RunSummary]) -> None:
         pass
 
 
 class RichSink:
-    """A live panel on the terminal (rich)."""
+    """A live panel on the terminal (rich): the counts, then the rows of the algorithm's events."""
 
-    def __init__(self, title: str) -> None:
+    def __init__(self, title: str, algorithm: Optional[AlgorithmProgress] = None) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self._title = title
-        self._live = Live(self._render(ProgressSnapshot()), console=Console(stderr=True), refresh_per_second=4)
+        self._algorithm = algorithm or AlgorithmProgress()
+        self._snapshot = ProgressSnapshot()
+        self._live = Live(self._render(self._snapshot), console=Console(stderr=True), refresh_per_second=4)
         self._live.start()
 
     def _render(self, s: ProgressSnapshot) -> Any:
@@ -277,10 +147,16 @@ class RichSink:
         table.add_row("runners", f"{s.runners_alive} alive")
         if s.store_unreachable_for is not None:
             table.add_row("store", f"[yellow]waiting: unreachable for {s.store_unreachable_for:.0f} s[/]")
+        for label, text in self._algorithm.rows():
+            table.add_row(label, text)
         return Panel(table, title=f"{self._title} · {s.elapsed:.0f} s", expand=False)
 
     def show(self, snapshot: ProgressSnapshot) -> None:
+        self._snapshot = snapshot
         self._live.update(self._render(snapshot))
+
+    def event(self, kind: str, payload: dict[str, Any], algorithm: AlgorithmProgress) -> None:
+        self._live.update(self._render(self._snapshot))
 
     def close(self, summary: Optional[RunSummary]) -> None:
         if summary is not None:
@@ -289,23 +165,35 @@ class RichSink:
 
 
 class JsonLinesSink:
-    """One JSON object per tick, and the summary (`"final": true`) at the end."""
+    """One JSON object per tick, one per algorithm event (`{"time", "event": kind, "payload"}`; an evaluation without
+    its per-task `items`), and the summary (`"final": true`) at the end."""
 
     def __init__(self, path: str) -> None:
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()  # ticks come from the monitor's thread, events from the algorithm's
+
+    def _write(self, data: dict[str, Any]) -> None:
+        with self._lock:
+            self._file.write(json.dumps(data, default=str) + "\n")
+            self._file.flush()
 
     def show(self, snapshot: ProgressSnapshot) -> None:
         data = asdict(snapshot)
         data.update({"time": time.time(), "done": snapshot.done, "final": False})
-        self._file.write(json.dumps(data) + "\n")
-        self._file.flush()
+        self._write(data)
+
+    def event(self, kind: str, payload: dict[str, Any], algorithm: AlgorithmProgress) -> None:
+        # An evaluation's per-task items stay in the run's summary.json: the file gets its figures, not its answers.
+        kept = {key: value for key, value in payload.items() if key != "items"}
+        self._write({"time": time.time(), "event": kind, "payload": kept})
 
     def close(self, summary: Optional[RunSummary]) -> None:
         if summary is not None:
             data = summary.to_dict()
             data.update({"time": time.time(), "final": True})
-            self._file.write(json.dumps(data) + "\n")
-        self._file.close()
+            self._write(data)
+        with self._lock:
+            self._file.close()
 
 
 async def _count(store: LightningStore, statuses: Sequence[RolloutStatus]) -> int:
@@ -371,6 +259,7 @@ class ProgressMonitor:
         self.alive_after = alive_after
         self.adapter = adapter
         self.tracker = ProgressTracker()
+        self.algorithm = AlgorithmProgress()  # what the algorithm's events said (see `on_algorithm_event`)
         self.summary: Optional[RunSummary] = None
         self.read_interval = interval
         self._done_read: Optional[int] = None  # rollouts finished at the last read (None: no read yet)
@@ -391,7 +280,7 @@ class ProgressMonitor:
             mode = "rich" if sys.stderr.isatty() else "log"
         if mode == "rich":
             try:
-                sinks.append(RichSink(self.title))
+                sinks.append(RichSink(self.title, self.algorithm))
             except ImportError:
                 logger.info("rich is not installed; progress is logged instead (pip install rich)")
                 mode = "log"
@@ -405,13 +294,13 @@ class ProgressMonitor:
 
     async def _read(self) -> ProgressSnapshot:
         counts = await read_counts(self.store)
-        done = sum(counts.get(status, 0) for status in _FINISHED)
+        done = sum(counts.get(status, 0) for status in FINISHED)
         # Only the rollouts that finished since the last read (the newest first), at most _FINISHED_PER_READ.
         wanted = _FINISHED_PER_READ if self._done_read is None else min(_FINISHED_PER_READ, done - self._done_read)
         finished: Sequence[Rollout] = []
         if wanted > 0:
             finished = await self.store.query_rollouts(
-                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=wanted + _READ_MARGIN
+                status_in=list(FINISHED), sort_by="end_time", sort_order="desc", limit=wanted + _READ_MARGIN
             )
         self._done_read = done
         workers = await self.store.query_workers()
@@ -434,10 +323,10 @@ class ProgressMonitor:
         try:
             counts = await read_counts(self.store)
             finished = await self.store.query_rollouts(
-                status_in=list(_FINISHED), sort_by="end_time", sort_order="desc", limit=_FINISHED_PER_READ
+                status_in=list(FINISHED), sort_by="end_time", sort_order="desc", limit=_FINISHED_PER_READ
             )
             self.tracker.set_baseline(counts, list(finished))
-            self._done_read = sum(counts.get(status, 0) for status in _FINISHED)
+            self._done_read = sum(counts.get(status, 0) for status in FINISHED)
         except Exception as exc:
             logger.debug("progress: could not read the baseline: %r", exc)
         if self.mode == "off" and not self.jsonl_path:
@@ -445,6 +334,21 @@ class ProgressMonitor:
         self._sinks = self._make_sinks()
         self._thread = threading.Thread(target=self._thread_main, name="agl-progress", daemon=True)
         self._thread.start()
+
+    @property
+    def showing(self) -> bool:
+        """Whether anything shows the progress (a panel, log lines or a JSON-lines file); set by `start_async`."""
+        return bool(self._sinks)
+
+    def on_algorithm_event(self, kind: str, payload: dict[str, Any]) -> None:
+        """Show an algorithm's event (an `Algorithm.add_event_listener` listener; called on the algorithm's thread)."""
+        if not self.algorithm.update(kind, payload):
+            return
+        for sink in self._sinks:
+            try:
+                sink.event(kind, payload, self.algorithm)
+            except Exception:
+                logger.debug("progress sink failed on an algorithm event", exc_info=True)
 
     def _thread_main(self) -> None:
         loop = asyncio.new_event_loop()

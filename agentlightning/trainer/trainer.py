@@ -61,6 +61,12 @@ def _is_url(value: Any) -> bool:
     return isinstance(value, str) and "://" in value
 
 
+def _time_budget(algorithm: Algorithm) -> Optional[float]:
+    """The algorithm's time budget in minutes, when its config has one (GRPO's `max_minutes`)."""
+    minutes = getattr(getattr(algorithm, "config", None), "max_minutes", None)
+    return float(minutes) if isinstance(minutes, (int, float)) and minutes > 0 else None
+
+
 class Trainer:
     """Runs training: an algorithm on one side, runners executing the agent on the other, a store in between.
 
@@ -81,9 +87,11 @@ class Trainer:
             (and stopped after it), whatever the algorithm (`dev()` and `Baseline` included), and handed to the
             algorithm.
         hooks: Hook(s) called around every rollout.
-        progress: "auto" (a live panel on a terminal, log lines otherwise), "rich", "log" or "off".
-        progress_interval: seconds between progress log lines (log mode).
-        progress_file: also append progress snapshots and the final summary to this JSON-lines file.
+        progress: "auto" (a live panel on a terminal, log lines otherwise), "rich", "log" or "off". Besides the
+            rollout counts it shows the algorithm's events (GRPO: step, reward curve, timing, health, evaluations).
+        progress_interval: seconds between progress log lines (log mode; each step and evaluation is said at once).
+        progress_file: also append progress snapshots, the algorithm's events and the final summary to this
+            JSON-lines file.
         store_patience: seconds each store call of the algorithm waits for a store that is unreachable (a store
             server restarting) before it fails; 0 fails after the store client's own retries.
         n_workers, max_tasks, triplet_exporter, dev, daemon: 0.2 names and options, still accepted.
@@ -429,13 +437,14 @@ class Trainer:
         trainer_pid: Optional[int] = None,
     ) -> None:
         describe = getattr(self.strategy, "describe", lambda: {})()
+        named = f"{type(algorithm).__name__} · " if algorithm is not None else ""
         monitor = ProgressMonitor(
             store,
             mode=self.progress,
             interval=1.0,
             log_interval=self.progress_interval,
             jsonl_path=self.progress_file,
-            title=f"Agent Lightning · {describe.get('strategy', 'run')} · {self.n_runners} runner(s)",
+            title=f"Agent Lightning · {named}{describe.get('strategy', 'run')} · {self.n_runners} runner(s)",
             adapter=self.adapter,
         )
         await monitor.start_async()
@@ -463,6 +472,10 @@ class Trainer:
                 algorithm.set_initial_resources(self.initial_resources)
             if self.llm_proxy is not None:
                 algorithm.set_llm_proxy(self.llm_proxy)
+            follows = monitor.showing  # the progress shows the algorithm's events too
+            if follows:
+                monitor.algorithm.minutes = _time_budget(algorithm)
+                algorithm.add_event_listener(monitor.on_algorithm_event)
             try:
                 if algorithm.is_async():
                     await algorithm.run(train_dataset, val_dataset)  # type: ignore[misc]
@@ -471,6 +484,9 @@ class Trainer:
             except Exception as exc:
                 logger.error("The algorithm failed: %r", exc)
                 raise
+            finally:
+                if follows:
+                    algorithm.remove_event_listener(monitor.on_algorithm_event)
         finally:
             if proxy_started and self.llm_proxy is not None and self.llm_proxy.is_running():
                 self.llm_proxy.stop()

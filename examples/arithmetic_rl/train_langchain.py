@@ -55,7 +55,6 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         n_runners=args.runners,
         tracer=OtelTracer(instrument=["langchain", "openai"]),
         store=f"sqlite:///{Path(args.run_dir) / 'store.db'}",
-        progress="off",
     )
     trainer.fit(langchain_arithmetic_agent, tasks)
     return algorithm

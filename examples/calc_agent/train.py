@@ -35,7 +35,6 @@ import task as calc_task
 
 import agentlightning as agl
 from agentlightning.algorithm.grpo import GRPO
-from agentlightning.algorithm.grpo.live import GRPOLiveView
 from agentlightning.algorithm.grpo.report import plot_accuracy, write_summary
 
 logger = logging.getLogger("calc_agent")
@@ -110,7 +109,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fresh", action="store_true", help="delete the run directory first instead of resuming")
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
-    parser.add_argument("--no-live", action="store_true", help="plain progress lines instead of the live panel")
+    parser.add_argument("--no-live", action="store_true", help="progress as plain log lines instead of the live panel")
     return parser.parse_args(argv)
 
 
@@ -146,16 +145,9 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     train, held_out = calc_task.split_tasks(n_held_out=args.held_out, seed=0)
     without_tools = None if args.tiny else answer_without_tools(engine, held_out)
     lora_rank = args.lora_rank or None
-    model_name = "tiny random model" if args.tiny else "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)"
-    view = GRPOLiveView(
-        f"GRPO · calculator agent ({args.framework}) · {model_name} · {args.runners} runners",
-        minutes=args.minutes,
-        live=False if args.no_live else None,
-    )
     algorithm = GRPO(
         engine=engine,
         output_dir=run_dir,
-        on_event=view.on_event,
         group_size=args.group_size,
         tasks_per_step=args.tasks_per_step,
         max_tasks_per_step=args.max_tasks_per_step,
@@ -172,13 +164,15 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         seed=args.seed,
     )
     trainer = agl.Trainer(
-        algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}", progress="off"
+        algorithm=algorithm,
+        n_runners=args.runners,
+        store=f"sqlite:///{run_dir / 'store.db'}",
+        progress="log" if args.no_live else "auto",  # the live panel shows GRPO's steps, health and evaluations
     )
     started = time.monotonic()
     failure: Optional[BaseException] = None
     try:
-        with view:
-            trainer.fit(agent, train, val_dataset=held_out)
+        trainer.fit(agent, train, val_dataset=held_out)
     except (Exception, KeyboardInterrupt) as exc:  # still report what was trained (GRPO saved a checkpoint)
         failure = exc
         logger.error("The run stopped early or its shutdown failed: %r; writing the report of what ran", exc)
@@ -196,16 +190,22 @@ def balance_by_op(task: dict[str, Any]) -> str:
 
 
 def _configure_logging(run_dir: Path) -> None:
-    """Warnings on the console; every step's line and every warning in train.log."""
+    """Warnings and the Trainer's progress lines on the console; every step's line and every warning in train.log."""
     agl.setup_logging("WARNING")
     for name in ("", "agentlightning"):
         for handler in logging.getLogger(name).handlers:
-            handler.setLevel(logging.WARNING)
+            handler.addFilter(_console_record)
     logging.getLogger("agentlightning.algorithm.grpo").setLevel(logging.INFO)
+    logging.getLogger("agentlightning.trainer").setLevel(logging.INFO)  # progress lines (--no-live), the summary
     file_handler = logging.FileHandler(run_dir / "train.log")
     file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for name in ("", "agentlightning"):
         logging.getLogger(name).addHandler(file_handler)
+
+
+def _console_record(record: logging.LogRecord) -> bool:
+    """What the console shows: warnings, and the Trainer's progress (its INFO lines)."""
+    return record.levelno >= logging.WARNING or record.name == "agentlightning.trainer"
 
 
 def answer_without_tools(engine: Any, tasks: list[dict[str, Any]]) -> dict[str, Any]:

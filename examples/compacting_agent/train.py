@@ -88,9 +88,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         truncated=args.truncated,
         seed=args.seed,
     )
-    trainer = agl.Trainer(
-        algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}", progress="off"
-    )
+    # The Trainer's progress: a live panel of the rollouts and GRPO's steps on a terminal, log lines otherwise.
+    trainer = agl.Trainer(algorithm=algorithm, n_runners=args.runners, store=f"sqlite:///{run_dir / 'store.db'}")
     started = time.monotonic()
     trainer.fit(compacting.compacting_agent, train, val_dataset=held_out or None)
     return report(args, run_dir, algorithm, time.monotonic() - started)

@@ -165,7 +165,6 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         n_runners=args.runners,
         tracer=OtelTracer(instrument=["openai"]),  # client-side capture: agent spans and the calls' token ids
         store=f"sqlite:///{run_dir / 'store.db'}",
-        progress="off",
     )
     started = time.monotonic()
     trainer.fit(solver_and_reviewer, train, val_dataset=held_out)

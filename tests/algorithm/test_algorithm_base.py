@@ -87,3 +87,38 @@ def test_references_are_per_instance() -> None:
 def test_a_subclass_without_run_explains_itself() -> None:
     with pytest.raises(NotImplementedError, match="must implement run"):
         Algorithm().run()
+
+
+def test_every_event_listener_hears_an_emitted_event_even_after_one_raises(caplog: pytest.LogCaptureFixture) -> None:
+    algorithm = _Recorder()
+    heard: list[tuple[str, str, dict[str, Any]]] = []
+
+    def broken(kind: str, payload: dict[str, Any]) -> None:
+        raise RuntimeError("display gone")
+
+    algorithm.add_event_listener(lambda kind, payload: heard.append(("first", kind, payload)))
+    algorithm.add_event_listener(broken)
+    algorithm.add_event_listener(lambda kind, payload: heard.append(("last", kind, payload)))
+    with caplog.at_level("WARNING", logger="agentlightning.algorithm.base"):
+        algorithm.emit_event("step", {"step": 1})
+    assert heard == [("first", "step", {"step": 1}), ("last", "step", {"step": 1})]
+    assert "failed on step" in caplog.text and "display gone" in caplog.text
+
+
+class _Display:
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+
+    def on_event(self, kind: str, payload: dict[str, Any]) -> None:
+        self.heard.append(kind)
+
+
+def test_a_removed_event_listener_hears_nothing_more_and_listeners_are_per_instance() -> None:
+    first, second = _Recorder(), _Recorder()
+    display = _Display()
+    first.add_event_listener(display.on_event)
+    second.emit_event("step", {})
+    first.emit_event("evaluation", {})
+    first.remove_event_listener(display.on_event)  # a bound method: an equal one, not the same object
+    first.emit_event("checkpoint", {})
+    assert display.heard == ["evaluation"]

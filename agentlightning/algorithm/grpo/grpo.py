@@ -33,6 +33,7 @@ from agentlightning.types import Dataset, Rollout, RolloutMode
 from agentlightning.utils.memory import release_free_memory
 
 from ..base import Algorithm
+from ..events import EventListener
 from ..tracking import Tracker, TrackingOption, make_tracker
 from .config import GRPOConfig
 from .learning.checkpoint import find_latest, load_checkpoint, save_checkpoint
@@ -81,7 +82,7 @@ __all__ = ["GRPO", "EvaluationReport"]
 
 logger = logging.getLogger(__name__)
 
-EventCallback = Callable[[str, dict[str, Any]], None]
+EventCallback = EventListener
 
 
 class GRPO(Algorithm):
@@ -124,7 +125,8 @@ class GRPO(Algorithm):
             `$AGL_PROXY_API_KEY`), `insecure`, `num_retries`, `request_timeout`. A Trainer `llm_proxy=` is used as
             it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
-            "evaluation" and "checkpoint".
+            "evaluation" and "checkpoint", before the listeners of `add_event_listener` (the Trainer's progress
+            display shows these events; `on_event` is for your own use of them).
         tracking: experiment tracking of the settings, every step's record and the evaluations: "tensorboard",
             "mlflow", "wandb", a list of them, `{name: options}` or a `Tracker` (`agentlightning.algorithm.tracking`);
             local files go under `output_dir` (else `runs/grpo`). None: no tracking.
@@ -243,12 +245,12 @@ class GRPO(Algorithm):
         except Exception as exc:  # tracking never stops training
             logger.warning("Experiment tracking failed on %s (%r); it is turned off for this run", kind, exc)
             self._tracker = None
-        if self.on_event is None:
-            return
-        try:
-            self.on_event(kind, payload)
-        except Exception as exc:  # a broken progress display must not stop training
-            logger.warning("GRPO on_event callback failed on %s: %r", kind, exc)
+        if self.on_event is not None:
+            try:
+                self.on_event(kind, payload)
+            except Exception as exc:  # a broken progress display must not stop training
+                logger.warning("GRPO on_event callback failed on %s: %r", kind, exc)
+        self.emit_event(kind, payload)  # the listeners (the Trainer's progress display), each failure logged
 
     # --------------------------------------------------------------------------------------------- set-up
     def _build(self) -> None:
