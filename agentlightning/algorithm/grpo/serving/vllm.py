@@ -52,6 +52,7 @@ from .vllm_process import (
     VLLM_COMMAND_ENV,
     die_with_parent,
     free_port,
+    known_exit_cause,
     log_tail,
     serve_command,
     stop_group,
@@ -242,9 +243,11 @@ class VllmServing:
             if code is not None:
                 self._process = None
                 self.stop()
+                tail = self.log_tail()
+                cause = known_exit_cause(tail) or "It cannot load the model folder, or its arguments are wrong. "
                 raise ServingError(
-                    f"vLLM exited with code {code} while loading {self.model_path} (it cannot load the model "
-                    f"folder, or its arguments are wrong); the end of its log {self.log_path}:\n{self.log_tail()}"
+                    f"vLLM exited with code {code} while loading {self.model_path}. {cause}The end of its log "
+                    f"{self.log_path}:\n{tail}"
                 )
             try:
                 self._request("GET", "/health", timeout=5.0)

