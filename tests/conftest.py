@@ -20,15 +20,21 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(autouse=True)
 def _restore_agentlightning_logger() -> Iterator[None]:
     """Undo `agl.setup_logging()` calls made by a test (example scripts call it): it stops the package logger from
-    propagating, which would hide later tests' records from `caplog`."""
+    propagating, which would hide later tests' records from `caplog`; and filters a test added to the root logger's
+    handlers."""
     logger = logging.getLogger("agentlightning")
     saved = (list(logger.handlers), logger.level, logger.propagate)
+    # pytest's log capture handlers live on the root logger for the whole session: a filter a test adds to them
+    # (an example script configuring its console) would hide every later test's records from `caplog`
+    root_filters = {handler: list(handler.filters) for handler in logging.getLogger().handlers}
     yield
     for handler in [h for h in logger.handlers if h not in saved[0]]:
         logger.removeHandler(handler)
         handler.close()
     logger.setLevel(saved[1])
     logger.propagate = saved[2]
+    for handler, filters in root_filters.items():
+        handler.filters[:] = filters
 
 
 @pytest.fixture(autouse=True)

@@ -154,10 +154,13 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
 
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    # The console handler agl.setup_logging makes shows warnings and the Trainer's progress (only that handler
+    # is filtered: handlers it did not make, a test runner's log capture for one, are left as they are).
+    package = logging.getLogger("agentlightning")
+    earlier = set(package.handlers)
     agl.setup_logging("WARNING")
-    # The console shows warnings and the Trainer's progress; train.log in the run directory gets it all.
-    for name in ("", "agentlightning"):
-        for handler in logging.getLogger(name).handlers:
+    for handler in package.handlers:
+        if handler not in earlier:
             handler.addFilter(_console_record)
     logging.getLogger("agentlightning.algorithm.grpo").setLevel(logging.INFO)
     logging.getLogger("agentlightning.trainer").setLevel(logging.INFO)  # progress lines (--no-live), the summary

@@ -191,9 +191,13 @@ def balance_by_op(task: dict[str, Any]) -> str:
 
 def _configure_logging(run_dir: Path) -> None:
     """Warnings and the Trainer's progress lines on the console; every step's line and every warning in train.log."""
+    # The console handler agl.setup_logging makes shows warnings and the Trainer's progress (only that handler
+    # is filtered: handlers it did not make, a test runner's log capture for one, are left as they are).
+    package = logging.getLogger("agentlightning")
+    earlier = set(package.handlers)
     agl.setup_logging("WARNING")
-    for name in ("", "agentlightning"):
-        for handler in logging.getLogger(name).handlers:
+    for handler in package.handlers:
+        if handler not in earlier:
             handler.addFilter(_console_record)
     logging.getLogger("agentlightning.algorithm.grpo").setLevel(logging.INFO)
     logging.getLogger("agentlightning.trainer").setLevel(logging.INFO)  # progress lines (--no-live), the summary
