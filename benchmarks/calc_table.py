@@ -16,12 +16,19 @@ from typing import Any, Optional
 
 import summary_table  # benchmarks/summary_table.py (benchmarks/ is on sys.path: the callers put it there)
 
-__all__ = ["BEGIN", "BENCHMARKS", "END", "README", "calc_section", "render_calc_table"]
+__all__ = [
+    "BEGIN",
+    "BENCHMARKS",
+    "END",
+    "FRAMEWORK_NAMES",
+    "README",
+    "benchmark_name",
+    "calc_section",
+    "render_calc_table",
+]
 
 BEGIN = "<!-- calc-results:begin -->"
 END = "<!-- calc-results:end -->"
-# The frameworks' benchmarks (result files in benchmarks/results/), in the table's order.
-BENCHMARKS = ("calc_langgraph", "calc_openai", "calc_agents_sdk", "calc_autogen")
 README = Path(__file__).resolve().parent.parent / "examples" / "calc_agent" / "README.md"
 FRAMEWORK_NAMES = {
     "langgraph": "LangGraph",
@@ -29,6 +36,15 @@ FRAMEWORK_NAMES = {
     "agents-sdk": "OpenAI Agents SDK",
     "autogen": "AutoGen AgentChat",
 }
+"""The calculator example's frameworks (`train.py --framework`) in the table's order, with the names it shows."""
+
+
+def benchmark_name(framework: str) -> str:
+    """The benchmark (run_all entry and result file in benchmarks/results/) of one framework: `calc_agents_sdk`."""
+    return f"calc_{framework.replace('-', '_')}"
+
+
+BENCHMARKS = tuple(benchmark_name(framework) for framework in FRAMEWORK_NAMES)
 
 
 def _pair(values: Optional[Sequence[Any]]) -> str:

@@ -34,7 +34,12 @@ from _results import Figure, add_json_argument, current_commit, write_results
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "multi_agent"
 TARGET = 0.2
 BASE_RATE = 0.5  # the reviewer's accuracy with a constant verdict: half the tasks show a right answer
-VERDICT_RULE = "the reviewer's accuracy after training must also beat the 0.5 of a constant verdict"
+VERDICT_RULE = f"the reviewer's accuracy after training must also beat the {BASE_RATE} of a constant verdict"
+
+
+def target_of(agent: str) -> str:
+    """The target an agent's gain figure states (the reviewer's names the base rate too)."""
+    return f">= +{TARGET}" + (f" and accuracy above {BASE_RATE} (a constant verdict)" if agent == "reviewer" else "")
 
 
 def met(agent: str, gain: Optional[float], reviewer_accuracy: Optional[dict[str, Any]]) -> bool:
@@ -54,8 +59,7 @@ def rejudge(path: Path) -> dict[str, Any]:
     for figure in record["figures"]:
         agent = str(figure["key"]).removeprefix("grpo.multi_agent.").removesuffix("_gain")
         figure["met"] = met(agent, figure["value"], figure["detail"].get("reviewer_accuracy"))
-        if agent == "reviewer":
-            figure["target"] = f">= +{TARGET} and accuracy above {BASE_RATE} (a constant verdict)"
+        figure["target"] = target_of(agent)
     record["rejudged"] = {"commit": current_commit(), "rule": VERDICT_RULE}
     path.write_text(json.dumps(record, indent=2) + "\n")
     return record
@@ -88,8 +92,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                 label=f"Two adapters in one run: the {agent}'s held-out reward gain in {args.minutes:g} minutes",
                 value=gain if gain is not None else float("nan"),
                 unit="held-out reward gain",
-                target=f">= +{TARGET}"
-                + (f" and accuracy above {BASE_RATE} (a constant verdict)" if agent == "reviewer" else ""),
+                target=target_of(agent),
                 met=met(agent, gain, summary.get("reviewer_accuracy")),
                 detail={
                     "before": result["held_out_before"],

@@ -13,7 +13,8 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import summary_table  # benchmarks/summary_table.py (benchmarks/ is on sys.path: the callers put it there)
+import calc_table  # benchmarks/calc_table.py (benchmarks/ is on sys.path: the callers put it there)
+import summary_table  # benchmarks/summary_table.py
 
 __all__ = ["BEGIN", "END", "QUESTIONS", "headline_figures", "overview_section", "render_overview"]
 
@@ -68,16 +69,11 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("grpo_vs_trl.ours_*.gain", "grpo_vs_trl.ours_*.completions_per_s"),
     ),
     **{
-        f"calc_{name}": (
-            f"Does the calculator agent written with {framework} learn, without collapsing onto one tool?",
+        calc_table.benchmark_name(framework): (
+            f"Does the calculator agent ({name}) learn, without collapsing onto one tool?",
             ("calc.*.strict_gain", "calc.*.top_tool_share"),
         )
-        for name, framework in (
-            ("langgraph", "LangGraph"),
-            ("openai", "the plain OpenAI SDK"),
-            ("agents_sdk", "the OpenAI Agents SDK"),
-            ("autogen", "AutoGen AgentChat"),
-        )
+        for framework, name in calc_table.FRAMEWORK_NAMES.items()
     },
     "multi_turn_samples": ("What does training a rollout as one multi-turn sample save?", ("*.tokens_ratio",)),
     "inference_throughput": ("How fast is local inference (float32)?", ("*.concurrency_8.*",)),

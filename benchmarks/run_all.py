@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import calc_table  # benchmarks/calc_table.py
 import summary_table  # benchmarks/summary_table.py
 from _results import EXIT_UNAVAILABLE, load_average
 
@@ -100,7 +101,7 @@ def store_http(name: str, arguments: str, keys: str) -> Benchmark:
 def calc_framework(framework: str) -> Benchmark:
     """calc_frameworks.py for one framework, three seeds of 15 minutes with balanced steps: one entry (and one result
     file) per framework, so that a framework measured in a later session replaces only its own figures."""
-    return bench(f"calc_{framework.replace('-', '_')}", "calc_frameworks.py", f"calc.{framework}.*", 3 * 3600,
+    return bench(calc_table.benchmark_name(framework), "calc_frameworks.py", f"calc.{framework}.*", 3 * 3600,
                  quick=None, full=f"--frameworks {framework} --seeds 0 1 2 --minutes 15 -- --balance-by-op",
                  notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps")  # fmt: skip
 
@@ -147,7 +148,7 @@ REGISTRY: list[Benchmark] = [
           quick=None, full="--seeds 0 1 2 --minutes 12"),
     bench("grpo_vs_trl", "grpo_vs_trl.py", "grpo_vs_trl.*", 6 * 3600,
           quick=None, full="--minutes 12", notes="needs the bench extra (TRL)"),
-    *[calc_framework(framework) for framework in ("langgraph", "openai", "agents-sdk", "autogen")],
+    *[calc_framework(framework) for framework in calc_table.FRAMEWORK_NAMES],
     bench("multi_turn_samples", "multi_turn_samples.py", "grpo.multi_turn.*", 1800,
           quick="--synthetic --tiny --rollouts 16 --repeats 1",
           full="--store sqlite:///runs/bench-calc-langgraph-seed0/store.db --rollouts 32",
