@@ -126,10 +126,14 @@ class Algorithm:
         """Tell every listener about an event. A listener that raises is logged and skipped: a broken display never
         stops training."""
         for listener in self._event_listeners:
-            try:
-                listener(kind, payload)
-            except Exception as exc:
-                logger.warning("%s event listener %r failed on %s: %r", type(self).__name__, listener, kind, exc)
+            self._notify(listener, kind, payload)
+
+    def _notify(self, listener: EventListener, kind: str, payload: dict[str, Any]) -> None:
+        """Call one listener; what it raises is logged, never passed on."""
+        try:
+            listener(kind, payload)
+        except Exception as exc:
+            logger.warning("%s event listener %r failed on %s: %r", type(self).__name__, listener, kind, exc)
 
     # --------------------------------------------------------------------------------------------------- run
     def run(

@@ -246,10 +246,7 @@ class GRPO(Algorithm):
             logger.warning("Experiment tracking failed on %s (%r); it is turned off for this run", kind, exc)
             self._tracker = None
         if self.on_event is not None:
-            try:
-                self.on_event(kind, payload)
-            except Exception as exc:  # a broken progress display must not stop training
-                logger.warning("GRPO on_event callback failed on %s: %r", kind, exc)
+            self._notify(self.on_event, kind, payload)  # a broken callback must not stop training
         self.emit_event(kind, payload)  # the listeners (the Trainer's progress display), each failure logged
 
     # --------------------------------------------------------------------------------------------- set-up
