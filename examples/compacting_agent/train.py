@@ -1,5 +1,5 @@
-"""Train the compacting agent (compacting.py: a sub-agent with a fresh conversation, a summary every two turns) with GRPO
-on this machine's CPU, and report how its calls joined into lineages.
+"""Train the compacting agent (compacting.py: a sub-agent with a fresh conversation, a summary after each turn of the
+main conversation) with GRPO on this machine's CPU, and report how its calls joined into lineages.
 
     python examples/compacting_agent/train.py --minutes 5                     # SmolLM2-135M-Instruct
     python examples/compacting_agent/train.py --tiny --max-steps 1 --run-dir /tmp/compact   # smoke test
@@ -115,8 +115,8 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
     """Write summary.json and reward_curve.png; print the lineage figures."""
     summary = {
         "model": "tiny random model" if args.tiny else "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)",
-        "task": "a times b plus c minus d: the product by a sub-agent, a summary every "
-        f"{compacting.COMPACT_EVERY} turns; reward: the reply is exactly the number",
+        "task": "a times b plus c: the product by a sub-agent, a summary after every "
+        f"{compacting.COMPACT_EVERY} turn(s) of the main conversation; reward: the reply is exactly the number",
         "wall_seconds": round(wall, 1),
         "load_average": os.getloadavg(),
         "held_out_accuracy": {"before": _accuracy(algorithm, "before"), "after": _accuracy(algorithm, "after")},
