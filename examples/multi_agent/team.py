@@ -7,7 +7,8 @@ its verdict ("yes" / "no") is correct, else 0. Which answer it is shown is fixed
 "right" task shows the sum (the solver's own answer whenever the solver got it right), a "wrong" task the solver's
 wrong number when it gave one (`"solver_mistakes": true`), else the sum moved by the task's `offset`. Half of the
 tasks are of each kind, so neither "yes" nor "no" is a base rate the reviewer can learn instead of checking, however
-good the solver gets. Each agent's work runs inside an `agl.operation` span with `agent.name`, and each emits its
+good the solver gets. The reviewer writes the sum before its verdict ("3 + 5 = 8, so yes"), after two worked
+examples, one of each verdict. Each agent's work runs inside an `agl.operation` span with `agent.name`, and each emits its
 reward inside that span, so GRPO attributes it to that agent. The rollout returns the solver's reward (what a
 single-policy run, `agent_match="solver"`, trains on).
 
@@ -32,10 +33,11 @@ from agent import messages_for  # pyright: ignore[reportMissingImports]  # examp
 import agentlightning as agl
 from agentlightning.types import LLM, AttemptedRollout, NamedResources, ProxyLLM, Rollout
 
-REVIEW = (
-    "Question: what is {a} + {b}?\nProposed answer: {answer}\n"
-    "Is the proposed answer exactly the right number? Reply with just yes or no."
-)
+REVIEW = "Question: what is {a} + {b}?\nProposed answer: {answer}\nWork out the sum, then say if the answer is right."
+REVIEW_REPLY = "{a} + {b} = {total}, so {verdict}"
+# The reviewer's worked examples, one of each verdict: (a, b, the proposed answer).
+REVIEW_EXAMPLES = ((3, 5, 8), (6, 2, 9))
+REVIEW_TOKENS = 16  # "7 + 8 = 15, so yes" is 12 tokens of SmolLM2's vocabulary
 REVIEW_KINDS = ("right", "wrong")
 SHARED_RESOURCE = "main_llm"
 
@@ -68,9 +70,24 @@ def closeness(answer: str, expected: int) -> float:
 
 
 def verdict(review: str) -> Optional[bool]:
-    """The reviewer's verdict: True for "yes", False for "no" (its first word), None for anything else."""
-    match = re.match(r"\W*(yes|no)\b", review.strip().lower())
-    return None if match is None else match.group(1) == "yes"
+    """The reviewer's verdict: True for "yes", False for "no" (its last such word: the sum comes first), None
+    without one."""
+    words = re.findall(r"\b(yes|no)\b", review.lower())
+    return None if not words else words[-1] == "yes"
+
+
+def review_messages(a: int, b: int, shown: str) -> list[dict[str, str]]:
+    """The reviewer's chat: its worked examples (the sum written out before the verdict), then the answer to judge.
+    Writing the sum first is what lets a small model check rather than guess; asked for a bare "yes" or "no" it
+    learns to say "yes" to everything."""
+    messages: list[dict[str, str]] = []
+    for x, y, proposed in REVIEW_EXAMPLES:
+        said = "yes" if proposed == x + y else "no"
+        messages += [
+            {"role": "user", "content": REVIEW.format(a=x, b=y, answer=proposed)},
+            {"role": "assistant", "content": REVIEW_REPLY.format(a=x, b=y, total=x + y, verdict=said)},
+        ]
+    return [*messages, {"role": "user", "content": REVIEW.format(a=a, b=b, answer=shown)}]
 
 
 def review_kind(task: dict[str, Any]) -> str:
@@ -134,10 +151,8 @@ class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
             agl.emit_reward(solved)
         with agl.operation("review", **{"agent.name": "reviewer"}):
             shown, shown_right = review_input(task, answer)
-            prompt = REVIEW.format(a=task["a"], b=task["b"], answer=shown)
-            review = _chat(
-                agent_llm(resources, rollout, "reviewer"), [{"role": "user", "content": prompt}], max_tokens=4
-            )
+            messages = review_messages(int(task["a"]), int(task["b"]), shown)
+            review = _chat(agent_llm(resources, rollout, "reviewer"), messages, max_tokens=REVIEW_TOKENS)
             agl.emit_reward(review_reward(review, shown_right))
         return solved
 

@@ -155,7 +155,8 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         max_minutes=args.minutes,
         max_steps=args.max_steps,
         temperature=1.0,
-        # the solver's 8-token and the reviewer's 4-token caps are part of the task ("just the number", "yes"/"no"):
+        # the solver's 8-token and the reviewer's 16-token caps are part of the task ("just the number", "the sum,
+        # so yes/no"):
         # an answer that runs past them is scored as cut, and trained on, so the policy learns to stop in time
         truncated="keep",
         seed=args.seed,

@@ -39,6 +39,23 @@ def test_the_review_reward_is_whether_the_verdict_matches_the_input() -> None:
     assert team.review_reward("yes", False) == 0.0 and team.review_reward("maybe", True) == 0.0
 
 
+def test_the_verdict_is_the_last_yes_or_no_after_the_written_sum() -> None:
+    team = load("multi_agent", "team")
+    assert team.verdict("3 + 4 = 7, so yes") is True
+    assert team.verdict("3 + 4 = 7, so no.") is False
+    assert team.verdict("No, wait: 3 + 4 = 7, so yes") is True
+    assert team.verdict("3 + 4 = 7") is None and team.verdict("nothing") is None  # "no" inside a word is not one
+
+
+def test_the_reviewer_sees_one_worked_example_of_each_verdict_before_its_input() -> None:
+    team = load("multi_agent", "team")
+    messages = team.review_messages(4, 5, "9")
+    replies = [m["content"] for m in messages if m["role"] == "assistant"]
+    assert [team.verdict(reply) for reply in replies] == [True, False]
+    assert all("=" in reply for reply in replies)  # the sum is written before the verdict
+    assert messages[-1] == {"role": "user", "content": team.REVIEW.format(a=4, b=5, answer="9")}
+
+
 @pytest.mark.parametrize(
     "task, named",
     [
