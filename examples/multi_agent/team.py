@@ -7,9 +7,9 @@ its verdict ("yes" / "no") is correct, else 0. Which answer it is shown is fixed
 "right" task shows the sum (the solver's own answer whenever the solver got it right), a "wrong" task the solver's
 wrong number when it gave one (`"solver_mistakes": true`), else the sum moved by the task's `offset`. Half of the
 tasks are of each kind, so neither "yes" nor "no" is a base rate the reviewer can learn instead of checking, however
-good the solver gets. The reviewer writes the sum before its verdict ("3 + 5 = 8, so yes"), after two worked
-examples, one of each verdict. Each agent's work runs inside an `agl.operation` span with `agent.name`, and each emits its
-reward inside that span, so GRPO attributes it to that agent. The rollout returns the solver's reward (what a
+good the solver gets. The reviewer writes the sum and sets it beside the answer before its verdict
+("3 + 5 = 8; 8 vs 8, so yes"), after four worked examples, two of each verdict. Each agent's work runs inside an
+`agl.operation` span with `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that agent. The rollout returns the solver's reward (what a
 single-policy run, `agent_match="solver"`, trains on).
 
 Each agent calls the LLM resource it was handed: `solver_llm` / `reviewer_llm` when GRPO trains that agent's own
@@ -34,10 +34,10 @@ import agentlightning as agl
 from agentlightning.types import LLM, AttemptedRollout, NamedResources, ProxyLLM, Rollout
 
 REVIEW = "Question: what is {a} + {b}?\nProposed answer: {answer}\nWork out the sum, then say if the answer is right."
-REVIEW_REPLY = "{a} + {b} = {total}, so {verdict}"
-# The reviewer's worked examples, one of each verdict: (a, b, the proposed answer).
-REVIEW_EXAMPLES = ((3, 5, 8), (6, 2, 9))
-REVIEW_TOKENS = 16  # "7 + 8 = 15, so yes" is 12 tokens of SmolLM2's vocabulary
+REVIEW_REPLY = "{a} + {b} = {total}; {total} vs {answer}, so {verdict}"
+# The reviewer's worked examples, two of each verdict: (a, b, the proposed answer).
+REVIEW_EXAMPLES = ((3, 5, 8), (6, 2, 9), (4, 7, 10), (2, 6, 8))
+REVIEW_TOKENS = 24  # "7 + 8 = 15; 15 vs 15, so yes" is 18 tokens of SmolLM2's vocabulary
 REVIEW_KINDS = ("right", "wrong")
 SHARED_RESOURCE = "main_llm"
 
@@ -77,7 +77,8 @@ def verdict(review: str) -> Optional[bool]:
 
 
 def review_messages(a: int, b: int, shown: str) -> list[dict[str, str]]:
-    """The reviewer's chat: its worked examples (the sum written out before the verdict), then the answer to judge.
+    """The reviewer's chat: its worked examples (the sum, the sum beside the proposed answer, the verdict), then the
+    answer to judge.
     Writing the sum first is what lets a small model check rather than guess; asked for a bare "yes" or "no" it
     learns to say "yes" to everything."""
     messages: list[dict[str, str]] = []
@@ -85,7 +86,7 @@ def review_messages(a: int, b: int, shown: str) -> list[dict[str, str]]:
         said = "yes" if proposed == x + y else "no"
         messages += [
             {"role": "user", "content": REVIEW.format(a=x, b=y, answer=proposed)},
-            {"role": "assistant", "content": REVIEW_REPLY.format(a=x, b=y, total=x + y, verdict=said)},
+            {"role": "assistant", "content": REVIEW_REPLY.format(a=x, b=y, total=x + y, answer=proposed, verdict=said)},
         ]
     return [*messages, {"role": "user", "content": REVIEW.format(a=a, b=b, answer=shown)}]
 

@@ -47,12 +47,12 @@ def test_the_verdict_is_the_last_yes_or_no_after_the_written_sum() -> None:
     assert team.verdict("3 + 4 = 7") is None and team.verdict("nothing") is None  # "no" inside a word is not one
 
 
-def test_the_reviewer_sees_one_worked_example_of_each_verdict_before_its_input() -> None:
+def test_the_reviewer_sees_worked_examples_of_both_verdicts_before_its_input() -> None:
     team = load("multi_agent", "team")
     messages = team.review_messages(4, 5, "9")
     replies = [m["content"] for m in messages if m["role"] == "assistant"]
-    assert [team.verdict(reply) for reply in replies] == [True, False]
-    assert all("=" in reply for reply in replies)  # the sum is written before the verdict
+    assert sorted(team.verdict(reply) for reply in replies) == [False, False, True, True]
+    assert all(" = " in reply and " vs " in reply for reply in replies)  # sum, then comparison, then verdict
     assert messages[-1] == {"role": "user", "content": team.REVIEW.format(a=4, b=5, answer="9")}
 
 
