@@ -170,8 +170,8 @@ REGISTRY: list[Benchmark] = [
           full="--minutes 15", notes="solver and reviewer, one adapter each, 15 minutes"),
     bench("node_agent", "example_agents.py", "examples.node_agent.*", 2400, quick=None,
           full="--example node --minutes 10", notes="the JavaScript agent of examples/node_agent, 10 minutes"),
-    bench("compacting_agent", "example_agents.py", "examples.compacting.*", 1800, quick=None,
-          full="--example compacting --minutes 5", notes="the compacting agent's lineages, 5 minutes"),
+    bench("compacting_agent", "example_agents.py", "examples.compacting.*", 2700, quick=None,
+          full="--example compacting --minutes 10", notes="the compacting agent's lineages, 10 minutes"),
     bench("export_large_store", "export_large_store.py", "export.*", 1800,
           quick="--spans 20000 --dir /tmp/agl-export-bench-quick", full="--spans 100000"),
 ]

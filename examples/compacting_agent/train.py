@@ -111,6 +111,14 @@ def _accuracy(algorithm: GRPO, label: str) -> Optional[float]:
     return None
 
 
+def _unfinished(algorithm: GRPO, label: str) -> Optional[int]:
+    """Held-out tasks whose rollout did not finish in time (counted as wrong in the accuracy)."""
+    for evaluation in algorithm.evaluations:
+        if evaluation.label == label:
+            return evaluation.unfinished
+    return None
+
+
 def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float) -> dict[str, Any]:
     """Write summary.json and reward_curve.png; print the lineage figures."""
     summary = {
@@ -120,6 +128,7 @@ def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float
         "wall_seconds": round(wall, 1),
         "load_average": os.getloadavg(),
         "held_out_accuracy": {"before": _accuracy(algorithm, "before"), "after": _accuracy(algorithm, "after")},
+        "held_out_unfinished": {label: _unfinished(algorithm, label) for label in ("before", "after")},
         **training_summary(algorithm),
         "store": str(run_dir / "store.db"),
     }

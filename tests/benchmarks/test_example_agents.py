@@ -75,3 +75,12 @@ def test_both_examples_are_registered_full_mode_only_with_their_keys() -> None:
     assert all(entry.quick is None for entry in entries.values())
     assert entries["node_agent"].full[:2] == ["--example", "node"]
     assert entries["compacting_agent"].full[:2] == ["--example", "compacting"]
+
+
+def test_the_compacting_gain_names_held_out_rollouts_that_did_not_finish() -> None:
+    timed_out = _summary(held_out_unfinished={"before": 8, "after": 0})
+    _, _, gain, _ = example_agents.compacting_figures(timed_out, 5, 0)
+    assert "8 unfinished before, counted wrong" in gain.label
+    assert gain.detail["unfinished"] == {"before": 8, "after": 0}
+    _, _, clean, _ = example_agents.compacting_figures(_summary(held_out_unfinished={"before": 0, "after": 0}), 5, 0)
+    assert "unfinished" not in clean.label
