@@ -72,6 +72,10 @@ def test_every_section_field_is_a_flat_setting_once() -> None:
     assert list(GRPOConfig().to_dict()) == [*FLAT_SETTINGS, "effective_learning_rate"]
 
 
+def test_a_flat_setting_read_on_the_class_is_its_default() -> None:
+    assert (GRPOConfig.saturation_reward, GRPOConfig.group_size, GRPOConfig.learning_rate) == (0.9, 8, None)
+
+
 def test_a_section_validates_its_settings_and_a_flat_write_is_validated() -> None:
     from agentlightning.algorithm.grpo import SamplerSettings
 

@@ -8,7 +8,7 @@ Each setting has one name, readable and settable flat (`config.group_size`, as `
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Generic, Optional, TypeVar, Union, overload
+from typing import Any, Generic, Optional, TypeVar, Union
 
 from .sections import (
     CheckpointSettings,
@@ -72,13 +72,9 @@ class _InSection(Generic[T]):
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    @overload
-    def __get__(self, config: None, owner: type) -> _InSection[T]: ...
-    @overload
-    def __get__(self, config: GRPOConfig, owner: type) -> T: ...
-    def __get__(self, config: Optional[GRPOConfig], owner: type) -> Union[T, _InSection[T]]:
-        if config is None:
-            return self
+    def __get__(self, config: Optional[GRPOConfig], owner: type) -> T:
+        if config is None:  # on the class: the default, as a dataclass field reads (`GRPOConfig.saturation_reward`)
+            return getattr(SECTIONS[self.section], self.name)
         return getattr(getattr(config, self.section), self.name)
 
     def __set__(self, config: GRPOConfig, value: T) -> None:
