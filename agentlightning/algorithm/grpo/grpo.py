@@ -11,20 +11,19 @@ This module drives the run; its parts are the package's subpackages: `rollouts` 
 store, reading back their calls and rewards, what the proxy recorded of each call), `sampling` (the task stream, a
 step's sampling rounds until enough groups are informative, when to stop sampling extra), `learning` (advantages,
 samples, the loss and the update on its own thread, the policy and its checkpoints), `serving` (the policy served by
-our inference server or vLLM, chosen from GRPO's arguments, and the LLM proxy's routes to it) and `reporting` (each
-step's history entry and log lines, evaluation reports, the run's health, experiment tracking). What it trains is
-`trained`: one policy, or with several agents (`agent_match` a list or dict) one LoRA adapter per agent, each trained
-on its own agent's calls and rewards (`rollouts/agents.py`, `learning/agent_policy.py`).
+our inference server or vLLM, chosen from GRPO's arguments, behind the LLM proxy's routes to it: `Endpoint`) and
+`reporting` (each step's history entry and log lines, evaluation reports, the run's health, experiment tracking, the
+run's state a checkpoint records and a resumed run restores). Its settings are `config` (`GRPOConfig`, in sections).
+What it trains is `trained`: one policy, or with several agents (`agent_match` a list or dict) one LoRA adapter per
+agent, each trained on its own agent's calls and rewards (`rollouts/agents.py`, `learning/agent_policy.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -38,12 +37,14 @@ from ..tracking import Tracker, TrackingOption, make_tracker
 from .config import GRPOConfig
 from .learning.checkpoint import find_latest, load_checkpoint, save_checkpoint
 from .learning.loss import Sample
-from .learning.sampler_gap import correction_needed, describe_sampler
+from .learning.sampler_gap import choose_correction
 from .learning.samples import DriftCounts
-from .report import training_summary, write_run_outputs
+from .learning.update_thread import UpdateThread
+from .report import run_summary, write_run_outputs
 from .reporting.evaluation import EvaluationReport, evaluation_report
 from .reporting.health_log import RunHealth, log_verdict
 from .reporting.health_store import POINTER_KEY, HealthRecordWriter
+from .reporting.run_state import restore_run_state, run_state, timed
 from .reporting.step_log import (
     check_sampling,
     count_drift,
@@ -52,21 +53,22 @@ from .reporting.step_log import (
     log_no_update,
     log_step,
     require_llm_calls,
+    step_details,
 )
-from .reporting.tracking import track_event
+from .reporting.tracking import track_or_stop
 from .rollouts.agents import AgentMatch, AgentRollouts
 from .rollouts.call_checks import ServedBy
 from .rollouts.dispatch import cancel_stale_rollouts, run_rollouts
 from .rollouts.reading import RolloutData, SkipCounts, count_skips
 from .rollouts.sampling_check import SamplingMismatches
-from .sampling.balance import stratify, stratum_counts
+from .sampling.balance import stratify
 from .sampling.rounds import sample_groups
 from .sampling.saturation import reward_saturated
 from .sampling.schedule import SamplingCounts, deadline, max_steps
 from .sampling.task_stream import TaskStream
 from .serving.build import build_policy_and_serving, choose_serving
+from .serving.endpoint import Endpoint
 from .serving.options import ProxyOptions, VllmOptions, check_proxy_options
-from .serving.routing import agent_resources, flush_proxy, route_to_newest, start_proxy
 from .trained import trained_for
 
 if TYPE_CHECKING:
@@ -76,7 +78,6 @@ if TYPE_CHECKING:
 
     from .learning.agent_policy import AgentPolicies
     from .learning.policy import Policy
-    from .serving.base import Serving
 
 __all__ = ["GRPO", "EvaluationReport"]
 
@@ -200,12 +201,9 @@ class GRPO(Algorithm):
         self.start_step = 0  # the step this run started from (a resumed run's checkpoint step)
         self.last_samples: list[Sample] = []  # what the latest update trained on (for inspection and tests)
         self.policy: Optional[Policy] = None
-        self._serving: Optional[Serving] = None
-        self._proxy: Optional[LLMProxy] = None
-        self._own_proxy = False
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
-        # The step's update, from its submission until its step is counted (Ctrl-C meanwhile saves it as that step).
-        self._update_future: Optional[concurrent.futures.Future[dict[str, float]]] = None
+        self._endpoint: Optional[Endpoint] = None  # the serving behind the proxy, once built
+        # The updates' thread; a step's update is pending until its step is counted (Ctrl-C meanwhile saves it).
+        self._updates = UpdateThread()
         self._version = "base"
         self._serves_policy_weights = False  # True when the served model is known to hold the policy's weights
         self.sampling_mismatches = SamplingMismatches()
@@ -240,11 +238,7 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------------------------------------ events
     def _emit(self, kind: str, **payload: Any) -> None:
-        try:
-            track_event(self._tracker, kind, payload, self.step)
-        except Exception as exc:  # tracking never stops training
-            logger.warning("Experiment tracking failed on %s (%r); it is turned off for this run", kind, exc)
-            self._tracker = None
+        self._tracker = track_or_stop(self._tracker, kind, payload, self.step)  # tracking never stops training
         if self.on_event is not None:
             self._notify(self.on_event, kind, payload)  # a broken callback must not stop training
         self.emit_event(kind, payload)  # the listeners (the Trainer's progress display), each failure logged
@@ -259,54 +253,38 @@ class GRPO(Algorithm):
             self.config.effective_learning_rate,
             "" if self.config.learning_rate is not None else " (the default for a LoRA run or a full fine-tune)",
         )
-        built = build_policy_and_serving(
-            self.config,
-            self.serving_choice,
-            agents=self.agents,
-            step=self.step,
-        )
-        self.policy, self._serving, self._serves_policy_weights = (
-            built.policy,
-            built.serving,
-            built.serves_policy_weights,
-        )
+        built = build_policy_and_serving(self.config, self.serving_choice, agents=self.agents, step=self.step)
+        self.policy, self._serves_policy_weights = built.policy, built.serves_policy_weights
+        self._endpoint = Endpoint(built.serving, self.agents)
         self.trained.policies = built.agent_policies
         if built.engine is not None:
             self.engine = built.engine
         if self.config.kl_coef > 0:
             self.policy.keep_reference()
-        sampler = describe_sampler(self._serving, getattr(self.policy, "compute_dtype", None))
-        self.sampler_correction = correction_needed(self.config.sampler_correction, sampler)
-        logger.info(
-            "GRPO samples with %s (engine weights %s, trainer %s): truncated importance sampling %s",
-            sampler.kind,
-            sampler.engine_dtype or "n/a",
-            sampler.trainer_dtype,
-            "on" if self.sampler_correction else "off",
+        self.sampler_correction = choose_correction(
+            self.config.sampler.sampler_correction, built.serving, getattr(self.policy, "compute_dtype", None)
         )
         release_free_memory()  # what loading and de-quantizing the model files used on the way
-        self._serving.start()
+        built.serving.start()
 
     def _publish_weights(self) -> None:
         """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
-        assert self._serving is not None and self.policy is not None
-        self.trained.publish(self._serving, self.policy, self._version)
+        assert self._endpoint is not None and self.policy is not None
+        self.trained.publish(self._endpoint.serving, self.policy, self._version)
 
     def _start_proxy(self) -> LLMProxy:
-        assert self._serving is not None
-        self._proxy, self._own_proxy = start_proxy(
-            self.get_llm_proxy(), self.get_store(), self._serving, self.agents, self.proxy_options
-        )
-        return self._proxy
+        assert self._endpoint is not None
+        return self._endpoint.start_proxy(self.get_llm_proxy(), self.get_store(), self.proxy_options)
 
     async def _publish_resources(self, *, temperature: float, suffix: str = "") -> str:
-        assert self._proxy is not None and self._serving is not None
-        resources_id = f"grpo-{self._version}{suffix}"
-        resources = agent_resources(
-            self._proxy, self._serving, self.resource_name, self.agents, temperature, self.get_initial_resources()
+        assert self._endpoint is not None
+        return await self._endpoint.publish_resources(
+            self.get_store(),
+            f"grpo-{self._version}{suffix}",
+            self.resource_name,
+            temperature,
+            self.get_initial_resources(),
         )
-        await self.get_store().update_resources(resources_id, resources)
-        return resources_id
 
     async def _read_training_rollouts(
         self, finished: list[Rollout]
@@ -322,7 +300,8 @@ class GRPO(Algorithm):
     async def _read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
         """The finished rollouts' calls and rewards, once the proxy wrote its spans (with several agents: split by
         agent, the merged view first)."""
-        await flush_proxy(self._proxy)
+        if self._endpoint is not None:
+            await self._endpoint.flush()
         return await self.trained.read(self.get_store(), finished, self.config.failure_reward)
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
@@ -335,24 +314,14 @@ class GRPO(Algorithm):
         return adapter if isinstance(adapter, TraceToTripletBase) else None
 
     def _try_resume(self) -> None:
-        assert self.policy is not None and self._serving is not None
+        assert self.policy is not None and self._endpoint is not None
         if self.output_dir is None or not self.resume:
             return
         latest = find_latest(self.output_dir)
         if latest is None:
             return
         loaded = load_checkpoint(latest, self.policy)
-        self.step = self.start_step = loaded.step
-        self.history = list(loaded.state.get("history", []))
-        self.skips = SkipCounts(**loaded.state.get("skips", {}))
-        self.drift = DriftCounts.from_dict(loaded.state.get("drift", {}))
-        self.rollout_drift = dict(loaded.state.get("rollout_drift", {}))
-        self.group_sampling = SamplingCounts(**loaded.state.get("group_sampling", {}))
-        assert self.tasks is not None
-        self.tasks.cursor = int(loaded.state.get("task_cursor", self.step * self.config.tasks_per_step))
-        self.evaluations = [
-            EvaluationReport(**{k: v for k, v in e.items() if k != "n"}) for e in loaded.state.get("evaluations", [])
-        ]
+        restore_run_state(self, loaded.step, loaded.state)
         self.trained.restore(loaded.state)
         self._version = f"step-{self.step}"
         self._publish_weights()
@@ -375,7 +344,7 @@ class GRPO(Algorithm):
         # before anything loads: a balance_by that fails on a task stops here
         strata = stratify(train_dataset, self.balance_by, self.config.seed) if self.balance_by is not None else None
         self.tasks = TaskStream(len(train_dataset), self.config.seed, strata=strata)
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="grpo-update")
+        self._updates = UpdateThread()
         directory = self.output_dir if self.output_dir is not None else Path("runs") / "grpo"
         self._tracker = make_tracker(self.tracking, directory=directory, run_name=directory.name)
         if self._tracker is not None:
@@ -395,12 +364,12 @@ class GRPO(Algorithm):
             await self._health_writer.save(self.history)
             self._start_proxy()
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
-                async with self._timed("evaluation_before"):
+                with timed(self.phase_seconds, "evaluation_before"):
                     await self.evaluate(val_dataset, label="before")
-            async with self._timed("training"):
+            with timed(self.phase_seconds, "training"):
                 await self._train(train_dataset)
             if val_dataset is not None and len(val_dataset):
-                async with self._timed("evaluation_after"):
+                with timed(self.phase_seconds, "evaluation_after"):
                     await self.evaluate(val_dataset, label="after")
                 await self._health_writer.save(self.history, log_verdict(self.history, self.evaluations))
             self._checkpoint(final=True)
@@ -408,7 +377,7 @@ class GRPO(Algorithm):
             self._write_outputs()
         except (KeyboardInterrupt, asyncio.CancelledError):
             logger.warning("GRPO interrupted at step %d; saving a checkpoint before stopping", self.step)
-            if self._finish_pending_update():
+            if self._updates.finish_pending():
                 self.step += 1  # the interrupted step's update completed: its weights are what gets saved
                 self.history.append({"step": self.step, "interrupted": True, "samples": len(self.last_samples)})
             self._checkpoint(final=True)
@@ -418,26 +387,12 @@ class GRPO(Algorithm):
         finally:
             self._shutdown()
 
-    @contextlib.asynccontextmanager
-    async def _timed(self, phase: str) -> AsyncIterator[None]:
-        """Record the wall seconds of `phase` in `phase_seconds` (also when it is interrupted)."""
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.phase_seconds[phase] = round(time.monotonic() - started, 3)
-
     def summary(self) -> dict[str, Any]:
         """What summary.json holds: `training_summary` (settings, steps, timing, skips, health and verdict, history),
         the evaluations by label (`EvaluationReport.to_dict()`), `seconds` (wall seconds of this run's phases:
         `evaluation_before`, `training` (what `max_minutes` bounds), `evaluation_after`, `total`) and `final_model`
         (its folder, or None). A script may add keys of its own and write it again (`report.write_summary`)."""
-        return {
-            **training_summary(self),
-            "evaluations": {e.label: e.to_dict() for e in self.evaluations},
-            "seconds": dict(self.phase_seconds),
-            "final_model": str(self.final_model_path) if self.final_model_path is not None else None,
-        }
+        return run_summary(self)
 
     def _write_outputs(self) -> None:
         """Write the run's outputs into `output_dir` (see `report.write_run_outputs`); a failure is logged, never
@@ -450,28 +405,12 @@ class GRPO(Algorithm):
             logger.warning("GRPO could not write its outputs to %s: %r", self.output_dir, exc, exc_info=True)
 
     def _shutdown(self) -> None:
-        self._executor.shutdown(wait=True)
+        self._updates.shutdown()
         if self._tracker is not None:
             self._tracker.close()
             self._tracker = None
-        if self._own_proxy and self._proxy is not None and self._proxy.is_running():
-            self._proxy.stop()
-        if self._serving is not None:
-            self._serving.stop()
-
-    def _finish_pending_update(self) -> bool:
-        """Wait for the update of the interrupted step, if any; True when it completed (its step is then counted)."""
-        future, self._update_future = self._update_future, None
-        if future is None:
-            return False
-        if not future.done():
-            logger.warning("Waiting for the running update to finish so the checkpoint is consistent")
-        try:
-            future.result()
-        except Exception as exc:
-            logger.warning("The interrupted update failed: %r", exc)
-            return False
-        return True
+        if self._endpoint is not None:
+            self._endpoint.stop()
 
     async def _train(self, dataset: Dataset[Any]) -> None:
         n = len(dataset)
@@ -517,7 +456,7 @@ class GRPO(Algorithm):
         )
 
     async def _train_step(self, dataset: Dataset[Any]) -> None:
-        assert self.policy is not None and self._serving is not None
+        assert self.policy is not None and self._endpoint is not None
         config = self.config
         started = time.monotonic()
         resources_id = await self._publish_resources(temperature=config.temperature)
@@ -536,7 +475,7 @@ class GRPO(Algorithm):
             run_round,
             self._read_training_rollouts,
             self.agents,
-            served=ServedBy(self._serving.model_name, base_allowed=self._version == "base"),
+            served=ServedBy(self._endpoint.serving.model_name, base_allowed=self._version == "base"),
             extra=not saturated,
         )
         step_skips = count_skips(sampled.data)
@@ -552,14 +491,14 @@ class GRPO(Algorithm):
         if samples:
             update_started = time.monotonic()
             update = self.trained.update(self.policy, sampled, config, self.sampler_correction)
-            self._update_future = self._executor.submit(update)
+            pending = self._updates.submit(update)
             self._emit("update", step=self.step + 1, samples=len(samples))  # after submit: Ctrl-C now waits for it
-            metrics = await asyncio.wrap_future(self._update_future)  # kept until the step is counted below
+            metrics = await asyncio.wrap_future(pending)  # pending until the step is counted below
             update_seconds = time.monotonic() - update_started
             swap_started = time.monotonic()
             self._version = f"step-{self.step + 1}"
             await asyncio.to_thread(self._publish_weights)
-            route_to_newest(self._proxy, self._serving, self.agents)
+            self._endpoint.route_to_newest()
             swap_seconds = time.monotonic() - swap_started
             release_free_memory()  # the update's activations and gradients: freed, but kept by the allocator
         else:
@@ -568,23 +507,22 @@ class GRPO(Algorithm):
         self.skips.add(step_skips)
         count_drift(self.step + 1, built, self.drift, self.rollout_drift)
         self.step += 1
-        self._update_future = None
+        self._updates.settled()
         entry = self.trained.history_entry(
             history_entry(self.step, sampled, built, step_skips, metrics), sampled, metrics
         )
-        entry["sampling_mismatches"] = mismatches.to_dict()
-        entry["reward_saturated"] = saturated  # no extra tasks were sampled (see saturation.py)
-        if self.tasks.strata is not None:
-            entry["strata"] = stratum_counts(self.tasks.strata, sampled.indices)
-        entry["truncation_rate"] = round(built.truncation_rate, 4)
-        entry["truncation_kept"] = config.truncated == "keep"  # the length limit is part of the task: no warning
-        entry["seconds"] = {
-            "rollout": round(sampled.rollout_seconds, 3),
-            "adapter": round(sampled.adapter_seconds, 3),
-            "update": round(update_seconds, 3),
-            "weight_swap": round(swap_seconds, 3),
-            "total": round(time.monotonic() - started, 3),
-        }
+        entry.update(
+            step_details(
+                sampled,
+                mismatches,
+                saturated=saturated,
+                strata=self.tasks.strata,
+                truncated=config.rewards.truncated,
+                update_seconds=update_seconds,
+                swap_seconds=swap_seconds,
+                started=started,
+            )
+        )
         self.health.observe(entry, self.history, metrics, sampled, dataset)
         self.history.append(entry)
         if self._health_writer is not None:
@@ -595,7 +533,7 @@ class GRPO(Algorithm):
     # ------------------------------------------------------------------------------------------- evaluation
     async def evaluate(self, dataset: Dataset[Any], *, label: str) -> EvaluationReport:
         """Run every task once with greedy decoding (temperature 0) against the current weights."""
-        if self._proxy is None:
+        if self._endpoint is None or self._endpoint.proxy is None:
             raise RuntimeError("GRPO.evaluate runs inside run(), after the model is served")
         resources_id = await self._publish_resources(temperature=0.0, suffix="-greedy")
         tasks = [dataset[i] for i in range(len(dataset))]
@@ -613,20 +551,9 @@ class GRPO(Algorithm):
 
     # ------------------------------------------------------------------------------------------ checkpoints
     def state(self) -> dict[str, Any]:
-        """What a checkpoint records besides the weights (and what summaries are built from)."""
-        return {
-            "step": self.step,
-            "config": self.config.to_dict(),
-            "history": self.history,
-            "skips": self.skips.to_dict(),
-            "drift": self.drift.to_dict(),
-            "rollout_drift": self.rollout_drift,
-            "group_sampling": self.group_sampling.to_dict(),
-            "task_cursor": self.tasks.cursor if self.tasks is not None else 0,
-            "evaluations": [e.to_dict() for e in self.evaluations],
-            "base_model": self.policy.base_model_path if self.policy is not None else None,
-            **self.trained.state(),
-        }
+        """What a checkpoint records besides the weights (and what summaries are built from; `reporting/run_state.py`
+        and, with several agents, theirs)."""
+        return {**run_state(self), **self.trained.state()}
 
     def _checkpoint(self, *, final: bool = False) -> None:
         if self.output_dir is None or self.policy is None:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from .reporting.health_log import health_summary
 
-__all__ = ["plot_accuracy", "plot_rewards", "training_summary", "write_run_outputs", "write_summary"]
+__all__ = ["plot_accuracy", "plot_rewards", "run_summary", "training_summary", "write_run_outputs", "write_summary"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,17 @@ def training_summary(algorithm: Any) -> dict[str, Any]:
         "skips": algorithm.skips.to_dict(),
         "health": health_summary(history, algorithm.evaluations),
         "history": history,
+    }
+
+
+def run_summary(algorithm: Any) -> dict[str, Any]:
+    """`GRPO.summary()`: `training_summary`, the evaluations by label, the wall seconds of the run's phases and the
+    final model's folder (None: none saved). `algorithm` is a `GRPO` after (or during) `run`."""
+    return {
+        **training_summary(algorithm),
+        "evaluations": {e.label: e.to_dict() for e in algorithm.evaluations},
+        "seconds": dict(algorithm.phase_seconds),
+        "final_model": str(algorithm.final_model_path) if algorithm.final_model_path is not None else None,
     }
 
 

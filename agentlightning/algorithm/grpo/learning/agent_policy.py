@@ -47,7 +47,8 @@ class AgentPolicies:
     ) -> None:
         import torch
 
-        if config.lora_rank is None:
+        lora = config.lora
+        if lora.lora_rank is None:
             raise PolicyError("One adapter per agent needs LoRA: set lora_rank (e.g. 8)")
         if not agents:
             raise PolicyError("AgentPolicies needs at least one agent")
@@ -56,13 +57,13 @@ class AgentPolicies:
         self.tokenizer = tokenizer
         self.base_model_path = base_model_path
         self.agents = list(agents)
-        self.device = resolve_device(config.device)
-        self.compute_dtype = compute_dtype(self.device, config.precision)
-        self.scale = float(config.lora_alpha or 2 * config.lora_rank) / config.lora_rank
+        self.device = resolve_device(config.compute.device)
+        self.compute_dtype = compute_dtype(self.device, config.compute.precision)
+        self.scale = float(lora.lora_alpha or 2 * lora.lora_rank) / lora.lora_rank
         lora_config = peft.LoraConfig(
-            r=config.lora_rank,
-            lora_alpha=config.lora_alpha or 2 * config.lora_rank,
-            target_modules=config.lora_target_modules or "all-linear",
+            r=lora.lora_rank,
+            lora_alpha=lora.lora_alpha or 2 * lora.lora_rank,
+            target_modules=lora.lora_target_modules or "all-linear",
             lora_dropout=0.0,
             task_type="CAUSAL_LM",
         )
@@ -82,7 +83,10 @@ class AgentPolicies:
             for parameter in parameters:
                 parameter.requires_grad_(True)
             self.optimizers[agent] = torch.optim.AdamW(
-                parameters, lr=config.effective_learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
+                parameters,
+                lr=config.effective_learning_rate,
+                weight_decay=config.optimizer.weight_decay,
+                betas=(0.9, 0.99),
             )
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if pad is None:

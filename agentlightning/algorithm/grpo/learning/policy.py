@@ -66,16 +66,17 @@ class Policy:
         self.config = config
         self.tokenizer = tokenizer
         self.base_model_path = base_model_path
-        self.lora = config.lora_rank is not None
-        self.device = resolve_device(config.device)
-        self.compute_dtype = compute_dtype(self.device, config.precision)
+        lora = config.lora
+        self.lora = lora.lora_rank is not None
+        self.device = resolve_device(config.compute.device)
+        self.compute_dtype = compute_dtype(self.device, config.compute.precision)
         model = model.to(device=self.device, dtype=torch.float32)
         if self.lora:
             peft = _require_peft()
             lora_config = peft.LoraConfig(
-                r=config.lora_rank,
-                lora_alpha=config.lora_alpha or 2 * (config.lora_rank or 1),
-                target_modules=config.lora_target_modules or "all-linear",
+                r=lora.lora_rank,
+                lora_alpha=lora.lora_alpha or 2 * (lora.lora_rank or 1),
+                target_modules=lora.lora_target_modules or "all-linear",
                 lora_dropout=0.0,
                 task_type="CAUSAL_LM",
             )
@@ -90,7 +91,10 @@ class Policy:
         if not trainable:
             raise PolicyError("The policy has no trainable parameters")
         self.optimizer = torch.optim.AdamW(
-            trainable, lr=config.effective_learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.99)
+            trainable,
+            lr=config.effective_learning_rate,
+            weight_decay=config.optimizer.weight_decay,
+            betas=(0.9, 0.99),
         )
         self._reference: Optional[Any] = None
         self.shared: Optional[SharedBase] = None

@@ -10,6 +10,7 @@ dtype (`correction_needed`), each such token's loss is weighted by the detached 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
@@ -20,11 +21,14 @@ __all__ = [
     "GapTotals",
     "SamplerDescription",
     "SamplerKind",
+    "choose_correction",
     "correction_needed",
     "describe_sampler",
     "gap_totals",
     "tis_weights",
 ]
+
+logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")  # GRPO's log lines keep its logger's name
 
 SamplerKind = Literal["in_process", "remote", "vllm"]
 
@@ -54,6 +58,21 @@ def correction_needed(mode: str, sampler: SamplerDescription) -> bool:
 
 def _dtype_name(dtype: Any) -> Optional[str]:
     return str(dtype).removeprefix("torch.") if dtype is not None else None
+
+
+def choose_correction(mode: str, serving: Any, compute_dtype: Any) -> bool:
+    """Whether truncated importance sampling applies to a run sampled by `serving` (a GRPO serving) and trained in
+    `compute_dtype` (`correction_needed` of `describe_sampler`), logged with who samples in which dtypes."""
+    sampler = describe_sampler(serving, compute_dtype)
+    corrected = correction_needed(mode, sampler)
+    logger.info(
+        "GRPO samples with %s (engine weights %s, trainer %s): truncated importance sampling %s",
+        sampler.kind,
+        sampler.engine_dtype or "n/a",
+        sampler.trainer_dtype,
+        "on" if corrected else "off",
+    )
+    return corrected
 
 
 def describe_sampler(serving: Any, compute_dtype: Any) -> SamplerDescription:

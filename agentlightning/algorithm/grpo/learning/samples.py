@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from agentlightning.adapter.trajectory import StitchedSequence, call_ids, stitch_calls
 
-from ..config import GRPOConfig
+from ..config import GRPOConfig, RewardSettings
 from ..rollouts.call_checks import CallVerdict, ServedBy, judge_call
 from ..rollouts.proxy_calls import ProxyCall
 from ..rollouts.reading import RolloutData, SkipCounts
@@ -160,12 +160,12 @@ def build_samples(
             step.drift.rollouts_drifted += 1
             step.rollout_drift[item.rollout.rollout_id] = round(report.drift_rate, 4)
 
-    if config.truncated == "failure_reward":
+    if config.rewards.truncated == "failure_reward":
         data = [
-            _with_truncation_reward(item, checked[p][1], config) if p in checked else item
+            _with_truncation_reward(item, checked[p][1], config.rewards) if p in checked else item
             for p, item in enumerate(data)
         ]
-    advantages = _call_advantages(data, groups, skips, config, step)
+    advantages = _call_advantages(data, groups, skips, config.rewards, step)
     for position, per_call in advantages.items():
         item = data[position]
         group = str(indices[groups[position]])
@@ -209,12 +209,12 @@ def _check_calls(
     return records, verdicts
 
 
-def _with_truncation_reward(item: RolloutData, verdicts: list[CallVerdict], config: GRPOConfig) -> RolloutData:
+def _with_truncation_reward(item: RolloutData, verdicts: list[CallVerdict], rewards: RewardSettings) -> RolloutData:
     """`item` with `truncation_reward` as its reward (and as the reward of each truncated call, for turn credit)
     when one of its calls stopped on the length limit and it has a reward."""
     if item.reward is None or not any(verdict.truncated for verdict in verdicts):
         return item
-    value = float(config.truncation_reward)
+    value = float(rewards.truncation_reward)
     calls = [
         call.model_copy(update={"reward": value}) if verdict.truncated else call
         for call, verdict in zip(item.calls, verdicts, strict=True)
@@ -223,16 +223,16 @@ def _with_truncation_reward(item: RolloutData, verdicts: list[CallVerdict], conf
 
 
 def _call_advantages(
-    data: list[RolloutData], groups: list[int], skips: SkipCounts, config: GRPOConfig, step: StepSamples
+    data: list[RolloutData], groups: list[int], skips: SkipCounts, rewards: RewardSettings, step: StepSamples
 ) -> dict[int, list[float]]:
     """The advantage of each call of each rollout that has calls and belongs to an informative group."""
-    if config.credit == "turn":
+    if rewards.credit == "turn":
         by_group_turns: dict[Hashable, list[tuple[Hashable, Sequence[Optional[float]]]]] = defaultdict(list)
         for position, (item, group) in enumerate(zip(data, groups, strict=True)):
             if item.reward is None or not math.isfinite(item.reward):
                 continue
             by_group_turns[group].append((position, _turn_rewards(item)))
-        turns = turn_advantages(by_group_turns, scale=config.scale_rewards, min_std=config.min_reward_std)
+        turns = turn_advantages(by_group_turns, scale=rewards.scale_rewards, min_std=rewards.min_reward_std)
         skips.groups_zero_variance += turns.groups_zero_variance
         skips.groups_too_small += turns.groups_too_small
         step.informative_groups = turns.groups_used
@@ -241,7 +241,7 @@ def _call_advantages(
     for position, (item, group) in enumerate(zip(data, groups, strict=True)):
         if item.reward is not None:
             by_group[group].append((position, item.reward))
-    result = group_advantages(by_group, scale=config.scale_rewards, min_std=config.min_reward_std)
+    result = group_advantages(by_group, scale=rewards.scale_rewards, min_std=rewards.min_reward_std)
     skips.groups_zero_variance += result.groups_zero_variance
     skips.groups_too_small += result.groups_too_small
     step.informative_groups = result.groups_used

@@ -52,7 +52,8 @@ def apply_update(
     import torch
 
     policy.claim_weights()
-    chunks = micro_batches(samples, config.micro_batch_size, config.micro_batch_tokens)
+    loss_settings, temperature, tis_cap = config.loss, config.sampler.temperature, config.sampler.tis_cap
+    chunks = micro_batches(samples, config.samples.micro_batch_size, config.samples.micro_batch_tokens)
     batches = [make_batch(chunk, policy.pad_token_id, device=policy.device) for chunk in chunks]
     total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
     token_normaliser, sequence_normaliser = loss_normalisers(config, len(samples), total_tokens)
@@ -61,43 +62,39 @@ def apply_update(
     old: list[Any] = []
     reference: list[Any] = []
     with torch.no_grad(), policy.autocast():
-        if config.ppo_epochs > 1:
-            old = [sequence_log_probs(model, batch, config.temperature) for batch in batches]
-        if config.kl_coef > 0:
+        if loss_settings.ppo_epochs > 1:
+            old = [sequence_log_probs(model, batch, temperature) for batch in batches]
+        if loss_settings.kl_coef > 0:
             with policy.reference() as ref_model:
-                reference = [sequence_log_probs(ref_model, batch, config.temperature) for batch in batches]
+                reference = [sequence_log_probs(ref_model, batch, temperature) for batch in batches]
     metrics = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "skipped_nonfinite": 0.0}
     entropy = EntropySum()
     sampled_nll = 0.0
     gap = GapTotals()
     weights: list[Any] = [None] * len(batches)
-    for epoch in range(config.ppo_epochs):
+    for epoch in range(loss_settings.ppo_epochs):
         policy.optimizer.zero_grad(set_to_none=True)
         loss_total = 0.0
         stats = {"kl": 0.0, "clip_fraction": 0.0}
         for index, batch in enumerate(batches):
             with policy.autocast():
-                log_probs = sequence_log_probs(
-                    model, batch, config.temperature, entropy=entropy if epoch == 0 else None
-                )
+                log_probs = sequence_log_probs(model, batch, temperature, entropy=entropy if epoch == 0 else None)
             if epoch == 0:
                 sampled_nll -= float((log_probs.detach() * batch.response_mask).sum())
             old_log_probs = old[index] if old else log_probs.detach()
             if epoch == 0:
-                gap.add(_batch_gap(batch, old_log_probs, config.tis_cap))
+                gap.add(_batch_gap(batch, old_log_probs, tis_cap))
                 if sampler_correction and batch.sampler_log_probs is not None and batch.sampler_mask is not None:
-                    weights[index] = tis_weights(
-                        old_log_probs, batch.sampler_log_probs, batch.sampler_mask, config.tis_cap
-                    )
+                    weights[index] = tis_weights(old_log_probs, batch.sampler_log_probs, batch.sampler_mask, tis_cap)
             loss, batch_stats = clipped_policy_loss(
                 log_probs,
                 old_log_probs,
                 batch.advantages,
                 batch.response_mask,
-                clip_epsilon=config.clip_epsilon,
+                clip_epsilon=loss_settings.clip_epsilon,
                 ref_log_probs=reference[index] if reference else None,
-                kl_coef=config.kl_coef,
-                aggregation=config.loss_aggregation,
+                kl_coef=loss_settings.kl_coef,
+                aggregation=loss_settings.loss_aggregation,
                 token_normaliser=token_normaliser,
                 sequence_normaliser=sequence_normaliser,
                 token_weights=weights[index],
@@ -108,7 +105,7 @@ def apply_update(
             for key in stats:
                 stats[key] += batch_stats[key] * weight
         parameters = [p for p in model.parameters() if p.requires_grad]
-        max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+        max_norm = config.optimizer.max_grad_norm if config.optimizer.max_grad_norm is not None else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))
         if not (math.isfinite(loss_total) and math.isfinite(grad_norm)):
             policy.optimizer.zero_grad(set_to_none=True)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 import statistics
-from typing import Any
+import time
+from typing import Any, Optional
 
 from ...errors import CAPTURE_HINT, NoLLMCallsError
 from ..learning.samples import DriftCounts, StepSamples
 from ..rollouts.reading import RolloutData, SkipCounts
 from ..rollouts.sampling_check import SamplingMismatches, count_mismatches
+from ..sampling.balance import Strata, stratum_counts
 from ..sampling.rounds import SampledGroups
 from .evaluation import EvaluationReport
 
@@ -24,6 +26,7 @@ __all__ = [
     "log_no_update",
     "log_step",
     "require_llm_calls",
+    "step_details",
 ]
 
 logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")
@@ -59,6 +62,36 @@ def history_entry(
         **{k: round(v, 6) for k, v in metrics.items()},
         "skips": skips.to_dict(),
     }
+
+
+def step_details(
+    sampled: SampledGroups,
+    mismatches: SamplingMismatches,
+    *,
+    saturated: bool,
+    strata: Optional[Strata],
+    truncated: str,
+    update_seconds: float,
+    swap_seconds: float,
+    started: float,
+) -> dict[str, Any]:
+    """The rest of a step's history entry, after its per-agent part: its sampling mismatches, whether the reward
+    saturated (no extra tasks were sampled, see `sampling/saturation.py`), the tasks it drew per stratum (with
+    `balance_by`), its truncation rate, whether truncated calls are kept (the length limit is then part of the task:
+    no warning) and the seconds of its parts (`started`: the step's `time.monotonic()` at its start)."""
+    details: dict[str, Any] = {"sampling_mismatches": mismatches.to_dict(), "reward_saturated": saturated}
+    if strata is not None:
+        details["strata"] = stratum_counts(strata, sampled.indices)
+    details["truncation_rate"] = round(sampled.built.truncation_rate, 4)
+    details["truncation_kept"] = truncated == "keep"
+    details["seconds"] = {
+        "rollout": round(sampled.rollout_seconds, 3),
+        "adapter": round(sampled.adapter_seconds, 3),
+        "update": round(update_seconds, 3),
+        "weight_swap": round(swap_seconds, 3),
+        "total": round(time.monotonic() - started, 3),
+    }
+    return details
 
 
 def count_drift(step: int, built: StepSamples, drift: DriftCounts, rollout_drift: dict[str, float]) -> None:

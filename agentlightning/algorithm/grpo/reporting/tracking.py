@@ -5,12 +5,15 @@ the run's warnings as texts. Pure mapping from GRPO's events; the trackers live 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from ...tracking import Tracker, flatten_metrics
 
-__all__ = ["EVALUATION_METRICS", "track_event"]
+__all__ = ["EVALUATION_METRICS", "track_event", "track_or_stop"]
+
+logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")  # GRPO's log lines keep its logger's name
 
 EVALUATION_METRICS = ("mean_reward", "n", "failed", "without_reward", "unfinished")
 """The numbers of an evaluation a tracker records (its items stay in summary.json)."""
@@ -45,3 +48,14 @@ def track_event(tracker: Optional[Tracker], kind: str, payload: Mapping[str, Any
         tracker.log_metrics(flatten_metrics({"eval": {label: numbers}}), int(payload.get("step", step)))
     elif kind == "verdict":
         tracker.log_text("verdict", str(payload.get("message", payload)), step)
+
+
+def track_or_stop(tracker: Optional[Tracker], kind: str, payload: Mapping[str, Any], step: int) -> Optional[Tracker]:
+    """`track_event`, and the tracker to use from now on: None once it failed (logged; tracking never stops
+    training)."""
+    try:
+        track_event(tracker, kind, payload, step)
+    except Exception as exc:
+        logger.warning("Experiment tracking failed on %s (%r); it is turned off for this run", kind, exc)
+        return None
+    return tracker

@@ -90,12 +90,13 @@ async def sample_groups(
     """Sample the step's groups from `dataset` (the next tasks of `tasks`), build their samples, and add to `counts`;
     `extra=False` (the reward saturated, see `saturation`) trains on what the first tasks give. With several
     `agents`, each agent's samples are built from its own view (`served`: what may serve its calls)."""
-    target = config.target_informative_groups if extra else 0
-    budget = max(config.task_budget_per_step, config.tasks_per_step)
+    schedule = config.schedule
+    target = schedule.target_informative_groups if extra else 0
+    budget = max(schedule.task_budget_per_step, schedule.tasks_per_step)
     sampled = SampledGroups()
     if agents is not None:
         sampled.per_agent = {agent: StepSamples() for agent in agents}
-    count = config.tasks_per_step
+    count = schedule.tasks_per_step
     missing = 0
     while True:
         new = tasks.take(count)
@@ -120,7 +121,7 @@ async def sample_groups(
         count = min(missing, budget - len(sampled.indices))
     counts.steps += 1
     counts.tasks += len(sampled.indices)
-    counts.extra_tasks += len(sampled.indices) - config.tasks_per_step
+    counts.extra_tasks += len(sampled.indices) - schedule.tasks_per_step
     if target and missing > 0:
         counts.steps_short += 1
     return sampled

@@ -43,13 +43,15 @@ def tasks_at(seed: int, n: int, cursor: int, count: int) -> list[int]:
 
 def max_steps(config: GRPOConfig, n: int) -> Optional[int]:
     """The step count a run over `n` tasks stops at (None: only the time budget stops it)."""
-    if config.max_steps is not None:
-        return config.max_steps
-    if config.max_minutes is not None:
+    schedule = config.schedule
+    if schedule.max_steps is not None:
+        return schedule.max_steps
+    if schedule.max_minutes is not None:
         return None
-    return math.ceil(n * config.epochs / config.tasks_per_step)
+    return math.ceil(n * schedule.epochs / schedule.tasks_per_step)
 
 
 def deadline(config: GRPOConfig, started: float) -> Optional[float]:
     """The `time.monotonic()` value at which a run started at `started` stops (None: no time budget)."""
-    return started + config.max_minutes * 60.0 if config.max_minutes is not None else None
+    minutes = config.schedule.max_minutes
+    return started + minutes * 60.0 if minutes is not None else None
