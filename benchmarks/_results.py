@@ -201,17 +201,33 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
+_STARTED: Optional[tuple[str, Optional[str]]] = None
+
+
+def _provenance_at_start() -> tuple[str, Optional[str]]:
+    """The commit and package tree when the run started (`mark_start`, called when this module is imported): a
+    result names the code it ran, not what the checkout holds once it is written."""
+    return _STARTED if _STARTED is not None else (current_commit(), package_tree())
+
+
+def mark_start() -> None:
+    """Record the commit and package tree now, as the run's own (done once when a benchmark imports this module)."""
+    global _STARTED
+    _STARTED = (current_commit(), package_tree())
+
+
 def write_results(
     path: Optional[Path], figures: list[Figure], *, script: Optional[str] = None, extra: Optional[dict[str, Any]] = None
 ) -> Optional[dict[str, Any]]:
     """Write this run's figures with their provenance to `path` (nothing when `path` is None); returns the record."""
     if path is None:
         return None
+    started = _provenance_at_start()
     record: dict[str, Any] = {
         "script": script or Path(sys.argv[0]).name,
         "command": " ".join(["python", *(_relative(arg) for arg in sys.argv)]),
-        "commit": current_commit(),
-        "package_tree": package_tree(),
+        "commit": started[0],
+        "package_tree": started[1],
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "load_before": round(_LOAD_AT_START, 2) if _LOAD_AT_START is not None else None,
         "load_after": load_average(),
@@ -220,6 +236,14 @@ def write_results(
     }
     if extra:
         record["extra"] = extra
+    at_end = (current_commit(), package_tree())
+    if at_end != started:  # the checkout changed under the run: name both, the package it imported is ambiguous
+        record["commit_at_end"], record["package_tree_at_end"] = at_end
+        print(
+            f"warning: the checkout changed during the run (commit {started[0]} -> {at_end[0]}, package tree "
+            f"{started[1]} -> {at_end[1]}): both are recorded",
+            file=sys.stderr,
+        )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = path.with_name(path.name + ".partial")
@@ -239,3 +263,6 @@ def _relative(arg: str) -> str:
         return str(Path(arg).resolve().relative_to(REPO)) if Path(arg).exists() else arg
     except ValueError:
         return arg
+
+
+mark_start()

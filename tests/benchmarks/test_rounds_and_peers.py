@@ -196,3 +196,19 @@ def test_the_calc_readme_is_regenerated_only_where_a_calc_result_exists(tmp_path
     page, current, regenerated = pages[-1]
     assert page == readme and "hand-copied" in current and "hand-copied" not in regenerated
     assert "| plain OpenAI SDK | 19 | +0.36 |" in regenerated and regenerated.endswith(f"{calc_table.END}\n\nmore\n")
+
+
+def test_a_result_names_the_code_at_the_start_of_its_run_and_a_checkout_changed_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_results, "_STARTED", ("aaaaaaa", "tree-start"))
+    monkeypatch.setattr(_results, "current_commit", lambda: "aaaaaaa")
+    monkeypatch.setattr(_results, "package_tree", lambda: "tree-start")
+    record = _results.write_results(tmp_path / "same.json", [_results.Figure("x", "x", 1.0, "ms")])
+    assert record is not None and record["package_tree"] == "tree-start" and "package_tree_at_end" not in record
+    monkeypatch.setattr(_results, "current_commit", lambda: "bbbbbbb")  # a merge landed while the run went on
+    monkeypatch.setattr(_results, "package_tree", lambda: "tree-end")
+    record = _results.write_results(tmp_path / "moved.json", [_results.Figure("x", "x", 1.0, "ms")])
+    assert record is not None
+    assert (record["commit"], record["package_tree"]) == ("aaaaaaa", "tree-start")
+    assert (record["commit_at_end"], record["package_tree_at_end"]) == ("bbbbbbb", "tree-end")
