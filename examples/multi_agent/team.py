@@ -9,8 +9,8 @@ wrong number when it gave one (`"solver_mistakes": true`), else the sum moved by
 tasks are of each kind, so neither "yes" nor "no" is a base rate the reviewer can learn instead of checking, however
 good the solver gets. The reviewer writes the sum and sets it beside the answer before its verdict
 ("3 + 5 = 8; 8 vs 8, so yes"), after four worked examples, two of each verdict. Each agent's work runs inside an
-`agl.operation` span with `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that agent. The rollout returns the solver's reward (what a
-single-policy run, `agent_match="solver"`, trains on).
+`agl.operation` span with `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that
+agent. The rollout returns the solver's reward (what a single-policy run, `agent_match="solver"`, trains on).
 
 Each agent calls the LLM resource it was handed: `solver_llm` / `reviewer_llm` when GRPO trains that agent's own
 LoRA adapter (`agent_match=["solver", "reviewer"]`), else the shared `main_llm` (the base model).
