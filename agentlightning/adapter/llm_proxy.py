@@ -36,6 +36,9 @@ from .triplet import TraceToTripletBase
 __all__ = ["LlmProxyTraceToTriplet"]
 
 RAW_REQUEST_SPAN = "raw_gen_ai_request"
+NOT_MODEL_CALLS = frozenset({"invoke_agent", "create_agent", "execute_tool"})
+"""`gen_ai.operation.name`s of the OpenTelemetry GenAI conventions that are not model calls (agent runs, tool runs:
+Pydantic AI's and AutoGen's own spans), so their `gen_ai.*` attributes do not count them as calls."""
 
 
 def _raw_request_ids(attributes: dict[str, Any]) -> tuple[Optional[list[int]], Optional[list[int]]]:
@@ -63,6 +66,8 @@ def _call_ids(span: Span) -> tuple[Optional[list[int]], Optional[list[int]]]:
 def _looks_like_llm_call(span: Span) -> bool:
     if span.name in (RAW_REQUEST_SPAN, "litellm_request") or "prompt_token_ids" in span.attributes:
         return True
+    if span.attributes.get("gen_ai.operation.name") in NOT_MODEL_CALLS:
+        return False
     return any(key.startswith("gen_ai.") for key in span.attributes)
 
 

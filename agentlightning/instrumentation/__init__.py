@@ -9,6 +9,7 @@
 | `openai_agents` | `agents` | openinference-instrumentation-openai-agents (`openai-agents`) |
 | `autogen` | `autogen_agentchat` | openinference-instrumentation-autogen-agentchat (`autogen`) |
 | `crewai` | `crewai` | openinference-instrumentation-crewai (`crewai`) |
+| `pydantic_ai` | `pydantic_ai` | Pydantic AI's own GenAI-conventions tracing, switched on (`pydantic-ai`) |
 
 Without arguments, frameworks that are not installed are skipped quietly, and an installed framework that cannot be
 instrumented (its instrumentor package is missing, or does not support the installed framework version and would
@@ -58,6 +59,7 @@ INTEGRATIONS: dict[str, tuple[str, str]] = {
     "openai_agents": ("agents", "agentlightning.instrumentation.openai_agents"),
     "autogen": ("autogen_agentchat", "agentlightning.instrumentation.autogen"),
     "crewai": ("crewai", "agentlightning.instrumentation.crewai"),
+    "pydantic_ai": ("pydantic_ai", "agentlightning.instrumentation.pydantic_ai"),
 }
 """integration name -> (framework module, Agent Lightning module with instrument_<name>/uninstrument_<name>)."""
 

@@ -92,6 +92,22 @@ def test_spans_without_token_ids_are_not_calls(caplog: pytest.LogCaptureFixture)
     assert "no token ids" in str(adapter.last_diagnosis.reason)  # type: ignore[union-attr]
 
 
+def test_agent_and_tool_spans_of_the_genai_conventions_are_not_counted_as_calls() -> None:
+    """Pydantic AI's own spans beside the proxy's record: its `chat` span of the call shares the response id (one
+    call), its `invoke_agent` and `execute_tool` spans are no calls."""
+    spans = [
+        proxy_span("invoke_agent calculator", 1, gen_ai__operation__name="invoke_agent", gen_ai__agent__name="c"),
+        proxy_span("chat scripted", 2, gen_ai__operation__name="chat", gen_ai__response__id="r1"),
+        proxy_span("execute_tool add", 3, gen_ai__operation__name="execute_tool", gen_ai__tool__name="add"),
+        proxy_span(
+            "openai.chat.completion", 4, gen_ai__response__id="r1", prompt_token_ids=[1], response_token_ids=[2]
+        ),
+    ]
+    adapter = LlmProxyTraceToTriplet()
+    assert len(adapter.adapt(spans)) == 1
+    assert adapter.last_diagnosis is not None and adapter.last_diagnosis.llm_call_spans == 1
+
+
 def test_a_single_call_without_reward_keeps_its_response_id() -> None:
     [triplet] = LlmProxyTraceToTriplet().adapt([raw_request(1, [1], [2], "only")])
     assert triplet.reward is None and triplet.metadata == {"response_id": "only"}

@@ -4,8 +4,10 @@
 does for `GRPO(agent_match=...)`.
 
 How each framework names an agent: LangGraph, the graph's name (`create_react_agent(..., name="calculator")`); the
-OpenAI Agents SDK, `Agent(name=...)`; AutoGen, the `AssistantAgent`'s name. The plain OpenAI SDK has no agents: the
-user names one by running its calls inside `agl.operation(..., **{"agent.name": "calculator"})`.
+OpenAI Agents SDK, `Agent(name=...)`; AutoGen, the `AssistantAgent`'s name; Pydantic AI, `Agent(model,
+name="calculator")`, through its own OpenTelemetry GenAI spans (`invoke_agent calculator`, `gen_ai.agent.name`), which
+the tracer's instrumentation switches on: no `agl.operation`. The plain OpenAI SDK has no agents: the user names one
+by running its calls inside `agl.operation(..., **{"agent.name": "calculator"})`.
 
 The LLM proxy's spans name no agent (it sees only HTTP requests), so `agent_match` needs client-side capture.
 """
@@ -75,12 +77,24 @@ async def _check_autogen(llm: agl.LLM, answer: str) -> None:
         await client.close()
 
 
+async def _check_pydantic_ai(llm: agl.LLM, answer: str) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel(llm.model, provider=OpenAIProvider(base_url=llm.endpoint, api_key="unused"))
+    await Agent(model, name="checker", model_settings={"max_tokens": 8}).run(CHECK + answer)
+
+
 CHECKERS = {
     "openai": _check_openai,
     "langgraph": _check_langgraph,
     "agents-sdk": _check_agents_sdk,
     "autogen": _check_autogen,
+    "pydantic-ai": _check_pydantic_ai,
 }
+NAMING_FRAMEWORKS = (*FIRST_FRAMEWORKS, "pydantic-ai")
+"""The frameworks tested here: the first ones, and Pydantic AI (its agents named by the GenAI conventions)."""
 
 
 def two_agents(framework: str) -> Any:
@@ -103,7 +117,7 @@ def two_agents(framework: str) -> Any:
     return rollout
 
 
-@pytest.mark.parametrize("framework", FIRST_FRAMEWORKS)
+@pytest.mark.parametrize("framework", NAMING_FRAMEWORKS)
 async def test_agent_match_selects_only_the_named_agents_calls(
     framework: str, rollouts: Rollouts, scripts: Scripts
 ) -> None:
@@ -132,3 +146,20 @@ async def test_agent_match_selects_only_the_named_agents_calls(
     assert source == "adapter" and [t.metadata["response_id"] for t in selected] == [
         t.metadata["response_id"] for t in calculator
     ]
+
+
+async def test_pydantic_ai_agents_are_named_by_their_own_genai_spans(rollouts: Rollouts, scripts: Scripts) -> None:
+    """The names come from Pydantic AI's own `invoke_agent <name>` spans (no `agl.operation` in the rollout), its
+    `chat` spans around the SDK's calls add no call, and a regex that names no agent selects nothing."""
+    pytest.importorskip(PACKAGES["pydantic-ai"])
+    outcome = await rollouts.run(two_agents("pydantic-ai"), scripts.new_task(), "client")
+    assert outcome.rollout.status == "succeeded", outcome.error
+    invoked = [s for s in outcome.spans if s.attributes.get("gen_ai.operation.name") == "invoke_agent"]
+    assert sorted(s.name for s in invoked) == ["invoke_agent calculator", "invoke_agent checker"]
+    assert sorted(str(s.attributes["gen_ai.agent.name"]) for s in invoked) == ["calculator", "checker"]
+    assert not any(s.name == "agentlightning.operation" for s in outcome.spans)
+
+    triplets = outcome.triplets()
+    assert len(triplets) == len(outcome.llm_spans) == len(plan(outcome.task)) + 2
+    assert all(t.prompt["token_ids"] and t.response["token_ids"] for t in triplets)
+    assert outcome.triplets(agent_match="^solver$") == []

@@ -8,8 +8,8 @@ calls with the tool's result between them) must give:
 
 - spans stored under the rollout's id and attempt, with prompt and response token ids on every LLM span;
 - the tool calls in the LLM spans' completions and, where the framework makes them, its own spans of the tool runs
-  (client-side: LangGraph, the Agents SDK and AutoGen; through the proxy only AutoGen, which traces itself; the
-  plain OpenAI SDK agent runs its tools as plain functions);
+  (client-side: LangGraph, the Agents SDK, AutoGen and Pydantic AI; through the proxy only AutoGen, which traces
+  itself; the plain OpenAI SDK agent runs its tools as plain functions);
 - a triplet per call with the reward on the last;
 - one multi-turn sequence (`stitch_calls`, as GRPO joins them): each call's prompt extends the previous prompt and
   response exactly (drift 0), and the loss mask covers exactly the tokens the model generated.
@@ -40,7 +40,13 @@ from .harness import (
 REPLAYS_AS_TEXT = {"smolagents", "dspy"}
 """Frameworks that re-render earlier steps as text instead of resending the model's messages: no call's prompt
 extends the previous call's tokens, so each call is a sequence of its own."""
-MAKES_TOOL_SPANS = {("langgraph", "client"), ("agents-sdk", "client"), ("autogen", "client"), ("autogen", "proxy")}
+MAKES_TOOL_SPANS = {
+    ("langgraph", "client"),
+    ("agents-sdk", "client"),
+    ("autogen", "client"),
+    ("autogen", "proxy"),
+    ("pydantic-ai", "client"),
+}
 
 
 @pytest.fixture(params=list(FRAMEWORKS))
