@@ -122,3 +122,46 @@ class DigitTeam(agl.LitAgent[dict[str, Any]]):
 
 
 digit_team = DigitTeam()
+
+
+ADD_TOOL = {
+    "name": "add",
+    "description": "Add two integers",
+    "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+}
+
+
+def add_question(task: dict[str, Any]) -> str:
+    return f"What is {task['a']} plus {task['b']}?"
+
+
+@agl.rollout
+async def anthropic_tool_agent(task: dict[str, Any], llm: agl.LLM) -> float:
+    """An agent written with the Anthropic SDK: asks with the `add` tool, runs the tool calls it gets back, sends
+    their results (a follow-up question if none came) and reads the final answer from a streamed Message. Its
+    reward is drawn at random, so a group's rewards differ whatever the model answers."""
+    import anthropic
+
+    # The SDK appends /v1/messages to its base URL: the rollout's URL without its /v1.
+    client = anthropic.AsyncAnthropic(
+        base_url=llm.endpoint.removesuffix("/v1"), api_key=llm.api_key or "unused", max_retries=0
+    )
+    settings: dict[str, Any] = {
+        "model": llm.model,
+        "max_tokens": 80,
+        "tools": [ADD_TOOL],
+        # GRPO's temperature; the Anthropic SDK 2.x has no `temperature` argument, the request body still does
+        "extra_body": {"temperature": llm.sampling_parameters.get("temperature", 1.0)},
+    }
+    messages: list[Any] = [{"role": "user", "content": add_question(task)}]
+    first = await client.messages.create(messages=messages, **settings)
+    messages.append({"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in first.content]})
+    results = [
+        {"type": "tool_result", "tool_use_id": block.id, "content": str(int(block.input["a"]) + int(block.input["b"]))}
+        for block in first.content
+        if block.type == "tool_use"
+    ]
+    messages.append({"role": "user", "content": results or "Use the add tool."})
+    async with client.messages.stream(messages=messages, **settings) as stream:
+        await stream.get_final_message()
+    return random.random()
