@@ -153,6 +153,8 @@ REGISTRY: list[Benchmark] = [
           quick="--synthetic --tiny --rollouts 16 --repeats 1",
           full="--store sqlite:///runs/bench-calc-langgraph-seed0/store.db --rollouts 32",
           notes="full mode reads the store of calc_langgraph's run of seed 0"),
+    bench("update_order", "update_order.py", "grpo.update_order.*", 1800, quick="--tiny --repeats 1",
+          full="--repeats 3", notes="the compacting run's shape: 3 conversation kinds per rollout, full fine-tune"),
     bench("inference_throughput", "inference_throughput.py", "inference.float32.*", 1800,
           quick="--rounds 1 --concurrency 8", full="--rounds 2"),
     bench("inference_throughput_bf16", "inference_throughput.py", "inference.bfloat16.*", 1800,

@@ -183,3 +183,49 @@ def test_micro_batches_bound_rows_and_padded_tokens() -> None:
     chunks = micro_batches(samples, max_rows=2, max_tokens=60)
     assert [[s.length for s in chunk] for chunk in chunks] == [[10, 10], [10, 30], [10], [100], [10]]
     assert [len(c) for c in micro_batches(samples, max_rows=8, max_tokens=10_000)] == [7]
+
+
+def test_prefix_order_puts_interleaved_conversations_of_one_kind_together() -> None:
+    from agentlightning.algorithm.grpo.learning.update import micro_batches, prefix_order
+
+    main, summary = list(range(100, 140)), list(range(200, 240))  # two conversation kinds, 40 shared ids each
+    arrival = [Sample((main if i % 2 == 0 else summary) + [i], [7, 8], 1.0) for i in range(8)]  # rollout by rollout
+    assert all(make_batch(chunk, 0).shared_prefix == 0 for chunk in micro_batches(arrival, 4, 10_000))
+    ordered = prefix_order(arrival)
+    assert sorted(map(id, ordered)) == sorted(map(id, arrival))  # the same samples, none lost or repeated
+    chunks = micro_batches(ordered, 4, 10_000)
+    assert [make_batch(chunk, 0).shared_prefix for chunk in chunks] == [40, 40]
+
+
+def test_update_in_prefix_order_computes_the_same_gradient_as_in_arrival_order() -> None:
+    from agentlightning.algorithm.grpo.learning.update import prefix_order
+
+    policy = _tiny_policy()
+    main, summary = list(range(5, 45)), list(range(50, 90))
+    arrival = [
+        Sample((main if i % 2 == 0 else summary) + [i + 3], [60 + i, 61], 1.0 if i % 3 else -1.0) for i in range(6)
+    ]
+
+    def gradients(samples: list[Sample]) -> dict[str, torch.Tensor]:
+        policy.model.zero_grad(set_to_none=True)
+        for start in range(0, len(samples), 3):
+            batch = make_batch(samples[start : start + 3], pad_token_id=0)
+            log_probs = sequence_log_probs(policy.model, batch)
+            (log_probs * batch.response_mask * batch.advantages).sum().backward()
+        return {n: p.grad.clone() for n, p in policy.model.named_parameters() if p.grad is not None}
+
+    before, after = gradients(arrival), gradients(prefix_order(arrival))
+    assert before.keys() == after.keys() and before
+    for name, grad in before.items():
+        assert torch.allclose(grad, after[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_update_chunks_never_mix_conversation_kinds_in_one_micro_batch() -> None:
+    from agentlightning.algorithm.grpo.learning.update import update_chunks
+
+    main, summary = list(range(100, 140)), list(range(200, 240))
+    arrival = [Sample((main if i % 3 else summary) + [i], [7, 8], 1.0) for i in range(9)]  # 6 main, 3 summaries
+    chunks = update_chunks(arrival, max_rows=4, max_tokens=10_000)
+    assert [len(chunk) for chunk in chunks] == [4, 2, 3]  # the main conversations, then the summaries: never mixed
+    assert [make_batch(chunk, 0).shared_prefix for chunk in chunks] == [40, 40, 40]
+    assert sorted(id(s) for chunk in chunks for s in chunk) == sorted(map(id, arrival))

@@ -8,12 +8,37 @@ from typing import Any
 
 from ..config import GRPOConfig
 from .entropy import EntropySum
-from .loss import Sample, clipped_policy_loss, make_batch, sequence_log_probs
+from .loss import MIN_SHARED_PREFIX, Sample, clipped_policy_loss, make_batch, sequence_log_probs
 from .normaliser import loss_normalisers
 from .policy import Policy
 from .sampler_gap import GapTotals, gap_totals, tis_weights
 
-__all__ = ["apply_update", "micro_batches"]
+__all__ = ["apply_update", "micro_batches", "prefix_order", "update_chunks"]
+
+
+def prefix_order(samples: Sequence[Sample]) -> list[Sample]:
+    """`samples` sorted by their prompt ids, so that conversations of one kind sit together.
+
+    A step's samples arrive rollout by rollout; an agent with several conversations per rollout (a main one and a
+    summariser, say) interleaves them, and a micro-batch cut from that order mixes prompts that share no prefix and
+    differ in length. Sorted, each micro-batch holds prompts of one kind: their shared leading ids (the system prompt
+    and worked examples) run once (`PolicyBatch.shared_prefix`) and the logits start later. The loss and gradient are
+    sums over samples, so the order changes them only by float rounding. The sort is stable."""
+    return sorted(samples, key=lambda sample: sample.prompt_ids)
+
+
+def update_chunks(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> list[Sequence[Sample]]:
+    """The micro-batches an update runs: `samples` in `prefix_order`, split where the prompts stop sharing at least
+    `MIN_SHARED_PREFIX` leading ids with the first of their run, each run cut by `micro_batches`. A micro-batch then
+    never straddles two kinds of conversation, so each one's shared opening runs once."""
+    chunks: list[Sequence[Sample]] = []
+    run: list[Sample] = []
+    for sample in prefix_order(samples):
+        if run and run[0].prompt_ids[:MIN_SHARED_PREFIX] != sample.prompt_ids[:MIN_SHARED_PREFIX]:
+            chunks += micro_batches(run, max_rows, max_tokens)
+            run = []
+        run.append(sample)
+    return chunks + (micro_batches(run, max_rows, max_tokens) if run else [])
 
 
 def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> list[Sequence[Sample]]:
@@ -53,7 +78,7 @@ def apply_update(
 
     policy.claim_weights()
     loss_settings, temperature, tis_cap = config.loss, config.sampler.temperature, config.sampler.tis_cap
-    chunks = micro_batches(samples, config.samples.micro_batch_size, config.samples.micro_batch_tokens)
+    chunks = update_chunks(samples, config.samples.micro_batch_size, config.samples.micro_batch_tokens)
     batches = [make_batch(chunk, policy.pad_token_id, device=policy.device) for chunk in chunks]
     total_tokens = float(sum(float(batch.response_mask.sum()) for batch in batches))
     token_normaliser, sequence_normaliser = loss_normalisers(config, len(samples), total_tokens)
