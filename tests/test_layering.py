@@ -356,3 +356,20 @@ def test_no_circles_even_through_type_checking_imports() -> None:
     assert not found, "import circles through TYPE_CHECKING imports:\n" + "\n".join(
         " <-> ".join(component) for component in found
     )
+
+
+# ------------------------------------------------------------------------------------------- third-party clients
+HTTP_CLIENT_LIBRARIES = {"httpx", "requests", "urllib3", "pycurl"}
+"""HTTP client libraries the package must not send with: it sends with aiohttp (and, for the store over http://, its
+own `store/http/client/lite.py`, kept on the figures of `benchmarks/store_http_libraries.py`)."""
+
+
+def test_the_package_sends_http_with_one_client_library() -> None:
+    found = []
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        for node in _import_nodes(ast.parse(path.read_text(encoding="utf-8")), type_checking=True):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in HTTP_CLIENT_LIBRARIES]
+    assert found == []

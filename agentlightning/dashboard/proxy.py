@@ -8,6 +8,7 @@ untouched, so the store server still decides who may read.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ from .readonly import ReadOnlyGate
 from .routes import mount_dashboard
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 __all__ = ["API_PREFIX", "create_proxy_app", "store_root"]
 
@@ -39,6 +40,13 @@ def store_root(url: str) -> str:
     return root
 
 
+def _exact_url(target: str) -> Any:
+    """`target` as a URL aiohttp sends exactly as written (the path's percent-escapes are the browser's: kept)."""
+    from yarl import URL
+
+    return URL(target, encoded=True)
+
+
 def _error(status: int, error_type: str, detail: str) -> Response:
     body = json.dumps({"detail": detail, "error_type": error_type}).encode()
     return Response(content=body, status_code=status, media_type="application/json")
@@ -48,22 +56,23 @@ class _Relay:
     def __init__(self, root: str, timeout_seconds: float) -> None:
         self.root = root
         self.timeout_seconds = timeout_seconds
-        self._client: Optional[httpx.AsyncClient] = None
+        self._session: Optional[aiohttp.ClientSession] = None
 
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            import httpx
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            import aiohttp
 
-            self._client = httpx.AsyncClient(timeout=self.timeout_seconds, follow_redirects=False)
-        return self._client
+            timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
+            self._session = aiohttp.ClientSession(timeout=timeout)
+        return self._session
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def forward(self, request: Request) -> Response:
-        import httpx
+        import aiohttp
 
         raw_path = request.scope.get("raw_path") or request.url.path.encode()
         target = self.root + raw_path.decode("latin-1")
@@ -71,14 +80,17 @@ class _Relay:
             target += "?" + request.url.query
         headers = {name: request.headers[name] for name in _FORWARDED_REQUEST_HEADERS if name in request.headers}
         try:
-            answer = await self.client().request(request.method, target, headers=headers)
-        except httpx.TimeoutException:
+            async with self.session().request(
+                request.method, _exact_url(target), headers=headers, allow_redirects=False
+            ) as answer:
+                body = await answer.read()
+        except asyncio.TimeoutError:
             return _error(504, "StoreTimeoutError", f"The store server at {self.root} did not answer in time")
-        except httpx.HTTPError as exc:
+        except aiohttp.ClientError as exc:
             detail = f"Cannot reach the store server at {self.root}: {exc or type(exc).__name__}"
             return _error(502, "StoreUnreachableError", detail)
         kept = {name: answer.headers[name] for name in _FORWARDED_RESPONSE_HEADERS if name in answer.headers}
-        return Response(content=answer.content, status_code=answer.status_code, headers=kept)
+        return Response(content=body, status_code=answer.status, headers=kept)
 
 
 def create_proxy_app(store_url: str, *, timeout_seconds: float = 30.0) -> Any:

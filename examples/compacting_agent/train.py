@@ -104,31 +104,28 @@ def _configure_logging(run_dir: Path) -> None:
     logging.getLogger("agentlightning").addHandler(file_handler)
 
 
-def _accuracy(algorithm: GRPO, label: str) -> Optional[float]:
-    for evaluation in algorithm.evaluations:
-        if evaluation.label == label and evaluation.items:
-            return sum(1 for item in evaluation.items if item.get("reward") == 1.0) / len(evaluation.items)
-    return None
-
-
-def _unfinished(algorithm: GRPO, label: str) -> Optional[int]:
-    """Held-out tasks whose rollout did not finish in time (counted as wrong in the accuracy)."""
+def _held_out(algorithm: GRPO, label: str) -> dict[str, Any]:
+    """The `label` evaluation's accuracy (replies exactly right) and its tasks whose rollout did not finish in time
+    (counted as wrong in the accuracy); None for both when that evaluation did not run."""
     for evaluation in algorithm.evaluations:
         if evaluation.label == label:
-            return evaluation.unfinished
-    return None
+            items = evaluation.items
+            right = sum(1 for item in items if item.get("reward") == 1.0)
+            return {"accuracy": right / len(items) if items else None, "unfinished": evaluation.unfinished}
+    return {"accuracy": None, "unfinished": None}
 
 
 def report(args: argparse.Namespace, run_dir: Path, algorithm: GRPO, wall: float) -> dict[str, Any]:
     """Write summary.json and reward_curve.png; print the lineage figures."""
+    held_out = {label: _held_out(algorithm, label) for label in ("before", "after")}
     summary = {
         "model": "tiny random model" if args.tiny else "SmolLM2-135M-Instruct (Q4_1 GGUF, de-quantized to float32)",
         "task": "a times b plus c: the product by a sub-agent, a summary after every "
         f"{compacting.COMPACT_EVERY} turn(s) of the main conversation; reward: the reply is exactly the number",
         "wall_seconds": round(wall, 1),
         "load_average": os.getloadavg(),
-        "held_out_accuracy": {"before": _accuracy(algorithm, "before"), "after": _accuracy(algorithm, "after")},
-        "held_out_unfinished": {label: _unfinished(algorithm, label) for label in ("before", "after")},
+        "held_out_accuracy": {label: figures["accuracy"] for label, figures in held_out.items()},
+        "held_out_unfinished": {label: figures["unfinished"] for label, figures in held_out.items()},
         **training_summary(algorithm),
         "store": str(run_dir / "store.db"),
     }
