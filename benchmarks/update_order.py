@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _results import Figure, Peer, add_json_argument, current_commit, write_results
+from multi_turn_samples import build_policy
 
 from agentlightning.algorithm.grpo.config import GRPOConfig
 from agentlightning.algorithm.grpo.learning.loss import Sample, make_batch
@@ -105,24 +106,12 @@ def computed_positions(chunks: list[Any]) -> dict[str, int]:
     }
 
 
-def build_policy(args: argparse.Namespace, config: GRPOConfig) -> Any:
-    from agentlightning.algorithm.grpo.learning.policy import Policy
-
-    if args.tiny:
-        from agentlightning.inference.tiny import build_tiny_engine
-
-        return Policy.from_engine(build_tiny_engine(seed=0), config)
-    from agentlightning.inference.engine import InferenceEngine
-
-    return Policy.from_engine(InferenceEngine.from_default(), config)
-
-
 def main() -> dict[str, Any]:
     args = parse_args()
     config = GRPOConfig(
         group_size=args.group_size, tasks_per_step=args.tasks, lora_rank=args.lora_rank, learning_rate=1e-9
     )
-    policy = build_policy(args, config)
+    policy = build_policy(args.tiny, config)
     arrival = step_samples(args, vocabulary=len(policy.tokenizer))
     # `apply_update` cuts its micro-batches with `update_chunks`; the arrival side swaps in the plain cut of the
     # samples as they came (what the update did before), so both sides run the same update code otherwise.

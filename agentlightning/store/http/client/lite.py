@@ -16,10 +16,10 @@ A request that fails on a reused connection before any byte of the answer arrive
 connection meanwhile) is sent once more on a new connection; every write carries an Idempotency-Key, so the server
 never applies one twice.
 
-Measured against aiohttp on the same run (`benchmarks/store_http_libraries.py`, 2 rounds, medians, commit 62a5a8b,
-2026-11-26, 2 cores, nothing else running): 16 client processes 384 rollouts/s against 242 with aiohttp (client p99
-10.8 ms against 16.6, CPU 4.4 ms per rollout against 7.1); a fresh client and `asyncio.run` per task 336 tasks/s
-against 236; a fresh process's first request 28 ms against 128. Kept on those figures.
+Measured against aiohttp and httpx in one run (`benchmarks/store_http_libraries.py`, 2 rounds, medians, commit
+1db7e2f, 2026-11-28, 2 cores): 16 client processes 453 rollouts/s against 277 (aiohttp) and 163 (httpx), CPU 3.7 ms
+per rollout against 6.4 and 11.6; a fresh client and `asyncio.run` per task 383 tasks/s against 279 and 54; a fresh
+process's first request 115 ms against 198 and 224. Kept on those figures (docs/http.md, "Which HTTP client").
 """
 
 from __future__ import annotations
