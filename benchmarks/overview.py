@@ -39,8 +39,8 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "store_http_per_task": ("... with a short-lived client per task?", ("*.tasks_per_s",)),
     "store_http_first_request": ("How soon does a fresh process get its first store answer?", ()),
     "store_http_libraries": (
-        "Does our HTTP client beat the library it replaces?",
-        ("*.client.rollouts_per_s",),
+        "Does our HTTP client beat the libraries a user would pick (aiohttp, httpx)?",
+        ("*.client.rollouts_per_s", "*.httpx.rollouts_per_s"),
     ),
     "store_reference": (
         "How does the store compare with agentlightning 0.3.0?",
