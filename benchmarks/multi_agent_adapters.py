@@ -14,6 +14,7 @@ date and load stay those of the run; the file records which rule re-judged it).
 
 Usage:
     python benchmarks/multi_agent_adapters.py [--minutes 15] [--run-dir runs/bench-multi-agent] [--json PATH]
+    python benchmarks/multi_agent_adapters.py --group-size 4 --tasks-per-step 4   # more, smaller groups
     python benchmarks/multi_agent_adapters.py --rejudge runs/benchmarks/<UTC time>/multi_agent_adapters.json
 """
 
@@ -71,6 +72,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench-multi-agent"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rejudge", type=Path, default=None, help="re-judge an earlier result file and stop")
+    parser.add_argument("--group-size", type=int, default=None, help="rollouts per task (default: the example's)")
+    parser.add_argument("--tasks-per-step", type=int, default=None, help="tasks per step (default: the example's)")
     add_json_argument(parser)
     args = parser.parse_args(argv)
     if args.rejudge is not None:
@@ -81,7 +84,11 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     assert spec is not None and spec.loader is not None
     train = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(train)
-    train.main(["--minutes", str(args.minutes), "--run-dir", str(args.run_dir), "--seed", str(args.seed)])
+    shape = [
+        *(["--group-size", str(args.group_size)] if args.group_size is not None else []),
+        *(["--tasks-per-step", str(args.tasks_per_step)] if args.tasks_per_step is not None else []),
+    ]
+    train.main(["--minutes", str(args.minutes), "--run-dir", str(args.run_dir), "--seed", str(args.seed), *shape])
     summary = json.loads((args.run_dir / "summary.json").read_text())
     figures = []
     for agent, result in summary["agents"].items():
@@ -101,6 +108,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                     "solver_strict_accuracy": summary["solver_strict_accuracy"],
                     "reviewer_accuracy": summary.get("reviewer_accuracy"),
                     "seed": args.seed,
+                    "group_size": summary.get("settings", {}).get("group_size", args.group_size),
+                    "tasks_per_step": summary.get("settings", {}).get("tasks_per_step", args.tasks_per_step),
                 },
             )
         )
