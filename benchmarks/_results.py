@@ -201,28 +201,13 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
-_STARTED: Optional[tuple[str, Optional[str]]] = None
-
-
-def _provenance_at_start() -> tuple[str, Optional[str]]:
-    """The commit and package tree when the run started (`mark_start`, called when this module is imported): a
-    result names the code it ran, not what the checkout holds once it is written."""
-    return _STARTED if _STARTED is not None else (current_commit(), package_tree())
-
-
-def mark_start() -> None:
-    """Record the commit and package tree now, as the run's own (done once when a benchmark imports this module)."""
-    global _STARTED
-    _STARTED = (current_commit(), package_tree())
-
-
 def write_results(
     path: Optional[Path], figures: list[Figure], *, script: Optional[str] = None, extra: Optional[dict[str, Any]] = None
 ) -> Optional[dict[str, Any]]:
     """Write this run's figures with their provenance to `path` (nothing when `path` is None); returns the record."""
     if path is None:
         return None
-    started = _provenance_at_start()
+    started = _STARTED
     record: dict[str, Any] = {
         "script": script or Path(sys.argv[0]).name,
         "command": " ".join(["python", *(_relative(arg) for arg in sys.argv)]),
@@ -265,4 +250,6 @@ def _relative(arg: str) -> str:
         return arg
 
 
-mark_start()
+_STARTED: tuple[str, Optional[str]] = (current_commit(), package_tree())
+"""The commit and package tree when the benchmark imported this module (its start): a result names the code it ran,
+not what the checkout holds once the result is written."""
