@@ -108,8 +108,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                     "solver_strict_accuracy": summary["solver_strict_accuracy"],
                     "reviewer_accuracy": summary.get("reviewer_accuracy"),
                     "seed": args.seed,
-                    "group_size": summary.get("settings", {}).get("group_size", args.group_size),
-                    "tasks_per_step": summary.get("settings", {}).get("tasks_per_step", args.tasks_per_step),
+                    "group_size": summary["settings"]["group_size"],
+                    "tasks_per_step": summary["settings"]["tasks_per_step"],
                 },
             )
         )
