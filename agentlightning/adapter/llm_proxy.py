@@ -27,7 +27,7 @@ from typing import Any, Optional
 from agentlightning.emitter.reward import get_reward_value
 from agentlightning.types import Span, Triplet
 
-from .attributes import parse_literal, token_id_list
+from .attributes import INVOKE_AGENT, parse_literal, token_id_list
 from .call_identity import count_llm_calls
 from .diagnostics import diagnose_trajectory
 from .trace_tree import add_raw_content
@@ -36,7 +36,7 @@ from .triplet import TraceToTripletBase
 __all__ = ["LlmProxyTraceToTriplet"]
 
 RAW_REQUEST_SPAN = "raw_gen_ai_request"
-NOT_MODEL_CALLS = frozenset({"invoke_agent", "create_agent", "execute_tool"})
+NOT_MODEL_CALLS = frozenset({INVOKE_AGENT, "create_agent", "execute_tool"})
 """`gen_ai.operation.name`s of the OpenTelemetry GenAI conventions that are not model calls (agent runs, tool runs:
 Pydantic AI's and AutoGen's own spans), so their `gen_ai.*` attributes do not count them as calls."""
 
