@@ -3,9 +3,9 @@ The reward line is its only training-specific line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, question, reward
+from task import MAX_TURNS, SYSTEM_PROMPT, examples_for, max_tokens, question, reward
 from task import add as add_numbers
 from task import multiply as multiply_numbers
 
@@ -44,10 +44,10 @@ def build_agent(llm: agl.LLM) -> Any:
     )
 
 
-def worked_examples() -> list[dict[str, Any]]:
+def worked_examples(task: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
     """The worked examples as Responses API input items: question, function call, its output, answer."""
     items: list[dict[str, Any]] = []
-    for index, example in enumerate(EXAMPLES):
+    for index, example in enumerate(examples_for(task)):
         call_id = f"example_{index}"
         items += [
             {"role": "user", "content": example.question},
@@ -78,7 +78,7 @@ def run_config() -> Any:
 async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     from agents import MaxTurnsExceeded, ModelBehaviorError, Runner
 
-    items = [*worked_examples(), {"role": "user", "content": question(task)}]
+    items = [*worked_examples(task), {"role": "user", "content": question(task)}]
     try:
         agent = build_agent(llm)
         result = await Runner.run(agent, items, max_turns=MAX_TURNS, run_config=run_config())  # type: ignore[arg-type]

@@ -3,9 +3,9 @@ training-specific line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, question, reward
+from task import MAX_TURNS, SYSTEM_PROMPT, examples_for, max_tokens, question, reward
 from task import add as add_numbers
 from task import multiply as multiply_numbers
 
@@ -22,7 +22,7 @@ def add(a: int, b: int) -> int:
     return add_numbers(a, b)
 
 
-def worked_examples() -> list[Any]:
+def worked_examples(task: Optional[dict[str, Any]] = None) -> list[Any]:
     """The worked examples as AutoGen model messages: question, function call, its result, answer."""
     from autogen_core import FunctionCall
     from autogen_core.models import (
@@ -33,7 +33,7 @@ def worked_examples() -> list[Any]:
     )
 
     messages: list[Any] = []
-    for index, example in enumerate(EXAMPLES):
+    for index, example in enumerate(examples_for(task)):
         call_id = f"example_{index}"
         messages += [
             UserMessage(content=example.question, source="user"),
@@ -75,7 +75,7 @@ async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
         model_client=client,
         tools=[multiply, add],
         system_message=SYSTEM_PROMPT,
-        model_context=UnboundedChatCompletionContext(initial_messages=worked_examples()),
+        model_context=UnboundedChatCompletionContext(initial_messages=worked_examples(task)),
         reflect_on_tool_use=True,  # answer in words after the tools (else the tool's result is the reply)
         max_tool_iterations=MAX_TURNS - 1,
     )

@@ -3,9 +3,9 @@ its only training-specific line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, question, reward
+from task import MAX_TURNS, SYSTEM_PROMPT, examples_for, max_tokens, question, reward
 from task import add as add_numbers
 from task import multiply as multiply_numbers
 
@@ -28,12 +28,12 @@ def build_tools() -> list[Any]:
     return [multiply, add]
 
 
-def worked_examples() -> list[Any]:
+def worked_examples(task: Optional[dict[str, Any]] = None) -> list[Any]:
     """The worked examples as LangChain messages: question, tool call, tool result, answer."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
     messages: list[Any] = []
-    for index, example in enumerate(EXAMPLES):
+    for index, example in enumerate(examples_for(task)):
         call_id = f"example_{index}"
         messages += [
             HumanMessage(example.question),
@@ -65,7 +65,7 @@ async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
             http_async_client=http_client,
         )
         graph = create_react_agent(model, build_tools(), prompt=SYSTEM_PROMPT, name="calculator")
-        messages = [*worked_examples(), HumanMessage(question(task))]
+        messages = [*worked_examples(task), HumanMessage(question(task))]
         try:  # a model call and a tool step per turn, then the final call
             state = await graph.ainvoke({"messages": messages}, {"recursion_limit": 2 * MAX_TURNS})
             reply = str(state["messages"][-1].content)

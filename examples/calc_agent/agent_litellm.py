@@ -16,7 +16,7 @@ import agentlightning as agl
 async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     import litellm
 
-    messages: list[Any] = [{"role": "system", "content": SYSTEM_PROMPT}, *worked_examples()]
+    messages: list[Any] = [{"role": "system", "content": SYSTEM_PROMPT}, *worked_examples(task)]
     messages.append({"role": "user", "content": question(task)})
     reply = ""
     for _ in range(MAX_TURNS):

@@ -4,9 +4,9 @@ docs/capture.md). The reward line is its only training-specific line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, question, reward
+from task import MAX_TURNS, SYSTEM_PROMPT, examples_for, max_tokens, question, reward
 from task import add as add_numbers
 from task import multiply as multiply_numbers
 
@@ -23,12 +23,12 @@ def add(a: int, b: int) -> int:
     return add_numbers(a, b)
 
 
-def worked_examples() -> list[Any]:
+def worked_examples(task: Optional[dict[str, Any]] = None) -> list[Any]:
     """The worked examples as LlamaIndex chat messages: question, tool call, its result, answer."""
     from llama_index.core.llms import ChatMessage
 
     messages: list[Any] = []
-    for index, example in enumerate(EXAMPLES):
+    for index, example in enumerate(examples_for(task)):
         call_id = f"example_{index}"
         call = {"id": call_id, "type": "function", "function": {"name": example.tool, "arguments": example.arguments}}
         messages += [
@@ -66,7 +66,7 @@ async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
         streaming=False,
     )
     try:
-        result = await agent.run(user_msg=question(task), chat_history=worked_examples(), max_iterations=MAX_TURNS)
+        result = await agent.run(user_msg=question(task), chat_history=worked_examples(task), max_iterations=MAX_TURNS)
         reply = str(result.response.content or "")
     except WorkflowRuntimeError:
         reply = ""  # still calling tools after MAX_TURNS calls: no answer

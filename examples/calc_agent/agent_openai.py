@@ -3,17 +3,17 @@ training-specific line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, openai_tool_schemas, question, reward, run_tool
+from task import MAX_TURNS, SYSTEM_PROMPT, examples_for, max_tokens, openai_tool_schemas, question, reward, run_tool
 
 import agentlightning as agl
 
 
-def worked_examples() -> list[dict[str, Any]]:
+def worked_examples(task: Optional[dict[str, Any]] = None) -> list[dict[str, Any]]:
     """The worked examples as chat turns: question, tool call, tool result, answer."""
     messages: list[dict[str, Any]] = []
-    for index, example in enumerate(EXAMPLES):
+    for index, example in enumerate(examples_for(task)):
         call_id = f"example_{index}"
         call = {"id": call_id, "type": "function", "function": {"name": example.tool, "arguments": example.arguments}}
         messages += [
@@ -30,7 +30,7 @@ async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     from openai import AsyncOpenAI
 
     client = AsyncOpenAI(base_url=llm.endpoint, api_key=llm.api_key or "unused", max_retries=2)
-    messages: list[Any] = [{"role": "system", "content": SYSTEM_PROMPT}, *worked_examples()]
+    messages: list[Any] = [{"role": "system", "content": SYSTEM_PROMPT}, *worked_examples(task)]
     messages.append({"role": "user", "content": question(task)})
     reply = ""
     for _ in range(MAX_TURNS):

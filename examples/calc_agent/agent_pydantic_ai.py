@@ -3,9 +3,9 @@ its only training-specific line."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from task import EXAMPLES, MAX_TURNS, SYSTEM_PROMPT, max_tokens, question, reward
+from task import MAX_TURNS, SYSTEM_PROMPT, examples_for, max_tokens, question, reward
 from task import add as add_numbers
 from task import multiply as multiply_numbers
 
@@ -22,7 +22,7 @@ def add(a: int, b: int) -> int:
     return add_numbers(a, b)
 
 
-def worked_examples() -> list[Any]:
+def worked_examples(task: Optional[dict[str, Any]] = None) -> list[Any]:
     """The system prompt and the worked examples as Pydantic AI messages (a run given a message history adds no
     system prompt of its own, so it leads the history)."""
     from pydantic_ai.messages import (
@@ -36,7 +36,7 @@ def worked_examples() -> list[Any]:
     )
 
     messages: list[Any] = []
-    for index, example in enumerate(EXAMPLES):
+    for index, example in enumerate(examples_for(task)):
         call_id = f"example_{index}"
         first: list[Any] = [SystemPromptPart(content=SYSTEM_PROMPT)] if index == 0 else []
         messages += [
@@ -67,7 +67,7 @@ async def calc_agent(task: dict[str, Any], llm: agl.LLM) -> float:
     )
     try:
         result = await agent.run(
-            question(task), message_history=worked_examples(), usage_limits=UsageLimits(request_limit=MAX_TURNS)
+            question(task), message_history=worked_examples(task), usage_limits=UsageLimits(request_limit=MAX_TURNS)
         )
         reply = str(result.output)
     except UsageLimitExceeded:

@@ -21,7 +21,7 @@ import json
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 SYSTEM_PROMPT = "Use the tools to compute the answer, then reply with just the number."
 MAX_TURNS = 4  # LLM calls per rollout at most: two tool calls and the answer, plus one to spare
@@ -99,6 +99,37 @@ EXAMPLES = [
     WorkedExample("A farm has 23 pens with 41 sheep in each pen. How many sheep are there?", "multiply", 23, 41),
     WorkedExample("A school has 357 girls and 218 boys. How many pupils does it have?", "add", 357, 218),
 ]
+
+EXAMPLE_ORDERS = {"multiply-first": ("multiply", "add"), "add-first": ("add", "multiply")}
+"""Orders of the worked examples a task may ask for (`task["example_order"]`; absent: `EXAMPLES` as listed, the
+adding example last). The untrained model mostly calls the last example's tool whatever the question says."""
+
+
+def examples_for(task: Optional[dict[str, Any]] = None) -> list[WorkedExample]:
+    """The worked examples in the order `task` asks for (see `EXAMPLE_ORDERS`; no task or no order: `EXAMPLES`)."""
+    order = (task or {}).get("example_order")
+    if order is None:
+        return list(EXAMPLES)
+    if order not in EXAMPLE_ORDERS:
+        raise ValueError(f"example_order must be one of {sorted(EXAMPLE_ORDERS)}, got {order!r}")
+    by_tool = {example.tool: example for example in EXAMPLES}
+    return [by_tool[tool] for tool in EXAMPLE_ORDERS[order]]
+
+
+def mix_example_orders(tasks: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+    """`tasks` with an `example_order` each: within each operation, half the tasks see the multiplying example last
+    and half the adding one (a seeded shuffle decides which), so the last example's tool does not decide every
+    question's. Returns new dicts; `tasks` is left as it is."""
+    rng = random.Random(seed)
+    mixed = [dict(task) for task in tasks]
+    for op in OPERAND_RANGES:
+        positions = [i for i, task in enumerate(mixed) if task["op"] == op]
+        orders = [sorted(EXAMPLE_ORDERS)[i % 2] for i in range(len(positions))]
+        rng.shuffle(orders)
+        for position, order in zip(positions, orders, strict=True):
+            mixed[position]["example_order"] = order
+    return mixed
+
 
 WORDINGS = {
     "multiply": [

@@ -92,6 +92,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help="draw each step's questions evenly across products and sums (GRPO's balance_by; off by default until measured side by side without it)",
     )
     parser.add_argument(
+        "--mix-example-order",
+        action="store_true",
+        help="give half the questions of each operation the worked examples in the other order (the multiplying "
+        "example last), training and held-out alike: the untrained model mostly calls the last example's tool, so "
+        "in the fixed order it rarely tries `multiply` and the groups of products rarely differ",
+    )
+    parser.add_argument(
         "--learning-rate", type=float, default=None, help="default: GRPO's, 3e-4 with LoRA, 1e-5 for a full fine-tune"
     )
     parser.add_argument("--lora-rank", type=int, default=16, help="LoRA rank; 0 for a full fine-tune (default 16)")
@@ -143,6 +150,8 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
 
         engine = InferenceEngine.from_default()
     train, held_out = calc_task.split_tasks(n_held_out=args.held_out, seed=0)
+    if args.mix_example_order:
+        train, held_out = calc_task.mix_example_orders(train, seed=1), calc_task.mix_example_orders(held_out, seed=2)
     without_tools = None if args.tiny else answer_without_tools(engine, held_out)
     lora_rank = args.lora_rank or None
     algorithm = GRPO(
@@ -334,6 +343,7 @@ def report(
         "each; tools multiply and add; 240 training tasks, the held-out tasks share no pair {a, b} with them; reward: "
         "the reply is exactly the number",
         "runners": args.runners,
+        "worked_examples": "mixed order" if args.mix_example_order else "fixed order (the adding example last)",
         "wall_seconds": round(wall, 1),
         "held_out": {"before": before, "after": after, "without_tools_before": without_tools},
         "gain": {

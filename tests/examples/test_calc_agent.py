@@ -35,6 +35,35 @@ def test_the_split_holds_as_many_products_as_sums_and_every_wording() -> None:
             assert {t["wording"] for t in tasks if t["op"] == op} == set(range(len(task.WORDINGS[op])))
 
 
+def test_mixed_example_order_gives_half_of_each_operation_the_other_order() -> None:
+    train, held_out = task.split_tasks()
+    for tasks in (train, held_out):
+        mixed = task.mix_example_orders(tasks, seed=1)
+        assert [{k: v for k, v in t.items() if k != "example_order"} for t in mixed] == tasks  # nothing else changed
+        assert all("example_order" not in t for t in tasks)  # the input is left as it was
+        for op in ("multiply", "add"):
+            orders = [t["example_order"] for t in mixed if t["op"] == op]
+            assert abs(orders.count("add-first") - orders.count("multiply-first")) <= 1
+
+
+def test_the_examples_come_in_the_order_the_task_asks_for() -> None:
+    item = {"op": "multiply", "a": 12, "b": 34, "wording": 0}
+    assert [e.tool for e in task.examples_for(item)] == [e.tool for e in task.EXAMPLES] == ["multiply", "add"]
+    assert [e.tool for e in task.examples_for({**item, "example_order": "add-first"})] == ["add", "multiply"]
+    with pytest.raises(ValueError, match="example_order"):
+        task.examples_for({**item, "example_order": "sideways"})
+
+
+def test_each_framework_puts_the_tasks_example_order_in_front_of_the_question() -> None:
+    pytest.importorskip("langchain_core")
+    openai_agent, langgraph_agent = load("calc_agent", "agent_openai"), load("calc_agent", "agent_langgraph")
+    item = {"op": "multiply", "a": 12, "b": 34, "wording": 0, "example_order": "add-first"}
+    calls = [m["tool_calls"][0]["function"]["name"] for m in openai_agent.worked_examples(item) if m.get("tool_calls")]
+    assert calls == ["add", "multiply"]
+    graph_calls = [m.tool_calls[0]["name"] for m in langgraph_agent.worked_examples(item) if getattr(m, "tool_calls", None)]
+    assert graph_calls == ["add", "multiply"]
+
+
 def test_training_script_trains_the_plain_openai_agent_on_a_tiny_model(tmp_path: Path) -> None:
     train = load("calc_agent", "train")
     run_dir = tmp_path / "run"

@@ -229,3 +229,25 @@ def test_update_chunks_never_mix_conversation_kinds_in_one_micro_batch() -> None
     assert [len(chunk) for chunk in chunks] == [4, 2, 3]  # the main conversations, then the summaries: never mixed
     assert [make_batch(chunk, 0).shared_prefix for chunk in chunks] == [40, 40, 40]
     assert sorted(id(s) for chunk in chunks for s in chunk) == sorted(map(id, arrival))
+
+
+def test_an_opening_every_sample_shares_counts_once_against_the_token_budget() -> None:
+    from agentlightning.algorithm.grpo.learning.update import micro_batches, shared_opening, update_chunks
+
+    opening = list(range(100, 500))  # 400 ids of system prompt, tools and worked examples: every call starts so
+    samples = [Sample([*opening, i, i + 1], [7] * 20, 1.0) for i in range(16)]  # 422 positions each
+    assert shared_opening(samples) == 400
+    assert len(micro_batches(samples, max_rows=16, max_tokens=4096)) == 2  # padded rows x longest: 9 rows fit
+    assert [len(c) for c in update_chunks(samples, max_rows=16, max_tokens=4096)] == [16]  # 400 + 16 x 22 positions
+    assert [len(c) for c in update_chunks(samples, max_rows=16, max_tokens=600)] == [9, 7]  # 400 + 9 x 22 <= 600
+    assert [make_batch(c, 0).shared_prefix for c in update_chunks(samples, 16, 600)] == [400, 400]
+
+
+def test_a_lone_sample_or_a_short_common_opening_shares_nothing() -> None:
+    from agentlightning.algorithm.grpo.learning.update import shared_opening
+
+    assert shared_opening([Sample(list(range(100)), [1], 1.0)]) == 0
+    assert (
+        shared_opening([Sample(list(range(10)) + [1] * 50, [1], 1.0), Sample(list(range(10)) + [2] * 50, [1], 1.0)])
+        == 0
+    )

@@ -214,14 +214,16 @@ class SampleSettings:
             sample, the loss masked to the model's own tokens) or "transition" (one sample per LLM call). Calls that
             do not extend their conversation are trained one by one either way and counted as drift.
         max_response_tokens: response ids longer than this are truncated for training (counted).
-        micro_batch_size: sequences per forward/backward pass (gradients are accumulated over the batch).
-        micro_batch_tokens: at most this many padded positions (rows x longest) per forward/backward pass; bounds
-            memory when multi-turn sequences are long.
+        micro_batch_size: at most this many sequences per forward/backward pass (gradients are accumulated over
+            the batch, so the update is the same whatever the split, up to float rounding).
+        micro_batch_tokens: at most this many positions computed per forward/backward pass: rows x longest, where
+            an opening all the rows share (the system prompt and worked examples every call starts with) counts
+            once, since it runs once; bounds memory when multi-turn sequences are long.
     """
 
     aggregation: SampleAggregation = "trajectory"
     max_response_tokens: int = 512
-    micro_batch_size: int = 8
+    micro_batch_size: int = 16
     micro_batch_tokens: int = 4096
 
     def __post_init__(self) -> None:

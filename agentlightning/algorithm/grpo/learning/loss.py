@@ -119,7 +119,7 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[An
         if sampler_log_probs is not None and sampler_mask is not None:
             sampler_log_probs, sampler_mask = sampler_log_probs.to(device), sampler_mask.to(device)
     first_prediction = min(len(s.prompt_ids) for s in samples) - 1
-    shared = _common_prefix([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
+    shared = common_prefix([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
     return PolicyBatch(
         input_ids,
         attention,
@@ -151,7 +151,7 @@ def _sampler_tensors(samples: Sequence[Sample], width: int) -> tuple[Optional[to
     return values, present
 
 
-def _common_prefix(rows: Sequence[list[int]], limit: int) -> int:
+def common_prefix(rows: Sequence[list[int]], limit: int) -> int:
     """How many leading ids all `rows` share, at most `limit`."""
     first = rows[0]
     length = min(limit, *(len(row) for row in rows))

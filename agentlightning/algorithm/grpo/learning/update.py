@@ -8,12 +8,12 @@ from typing import Any
 
 from ..config import GRPOConfig
 from .entropy import EntropySum
-from .loss import MIN_SHARED_PREFIX, Sample, clipped_policy_loss, make_batch, sequence_log_probs
+from .loss import MIN_SHARED_PREFIX, Sample, clipped_policy_loss, common_prefix, make_batch, sequence_log_probs
 from .normaliser import loss_normalisers
 from .policy import Policy
 from .sampler_gap import GapTotals, gap_totals, tis_weights
 
-__all__ = ["apply_update", "micro_batches", "prefix_order", "update_chunks"]
+__all__ = ["apply_update", "micro_batches", "prefix_order", "shared_opening", "update_chunks"]
 
 
 def prefix_order(samples: Sequence[Sample]) -> list[Sample]:
@@ -29,28 +29,43 @@ def prefix_order(samples: Sequence[Sample]) -> list[Sample]:
 
 def update_chunks(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> list[Sequence[Sample]]:
     """The micro-batches an update runs: `samples` in `prefix_order`, split where the prompts stop sharing at least
-    `MIN_SHARED_PREFIX` leading ids with the first of their run, each run cut by `micro_batches`. A micro-batch then
-    never straddles two kinds of conversation, so each one's shared opening runs once."""
+    `MIN_SHARED_PREFIX` leading ids with the first of their run, each run cut by `micro_batches` with the opening the
+    whole run shares counted once. A micro-batch then never straddles two kinds of conversation, each one's shared
+    opening runs once, and a step whose samples all open with the same system prompt and worked examples fits in
+    fewer micro-batches (each of which would compute that opening again)."""
     chunks: list[Sequence[Sample]] = []
     run: list[Sample] = []
     for sample in prefix_order(samples):
         if run and run[0].prompt_ids[:MIN_SHARED_PREFIX] != sample.prompt_ids[:MIN_SHARED_PREFIX]:
-            chunks += micro_batches(run, max_rows, max_tokens)
+            chunks += micro_batches(run, max_rows, max_tokens, shared=shared_opening(run))
             run = []
         run.append(sample)
-    return chunks + (micro_batches(run, max_rows, max_tokens) if run else [])
+    return chunks + (micro_batches(run, max_rows, max_tokens, shared=shared_opening(run)) if run else [])
 
 
-def micro_batches(samples: Sequence[Sample], max_rows: int, max_tokens: int) -> list[Sequence[Sample]]:
-    """Consecutive chunks of at most `max_rows` samples whose padded size (rows x longest sample) stays within
-    `max_tokens` (a single longer sample is a chunk of its own): memory per forward stays bounded however long the
-    multi-turn sequences are."""
+def shared_opening(samples: Sequence[Sample]) -> int:
+    """How many leading ids every one of `samples` has in common before its first trained prediction: what a
+    micro-batch of any of them runs once (`PolicyBatch.shared_prefix`); 0 below `MIN_SHARED_PREFIX` or for one
+    sample. Any micro-batch cut from `samples` shares at least this much."""
+    if len(samples) < 2:
+        return 0
+    shared = common_prefix([s.prompt_ids for s in samples], limit=min(len(s.prompt_ids) for s in samples) - 1)
+    return shared if shared >= MIN_SHARED_PREFIX else 0
+
+
+def micro_batches(
+    samples: Sequence[Sample], max_rows: int, max_tokens: int, *, shared: int = 0
+) -> list[Sequence[Sample]]:
+    """Consecutive chunks of at most `max_rows` samples whose computed positions stay within `max_tokens` (a single
+    longer sample is a chunk of its own): memory per forward stays bounded however long the multi-turn sequences
+    are. A chunk of `rows` samples padded to `width` computes `shared + rows x (width - shared)` positions, where
+    `shared` is an opening every sample has in common (see `shared_opening`; 0: padded rows x longest)."""
     chunks: list[Sequence[Sample]] = []
     start, longest = 0, 0
     for index, sample in enumerate(samples):
         rows = index - start
         width = max(longest, sample.length)
-        if rows and (rows >= max_rows or (rows + 1) * width > max_tokens):
+        if rows and (rows >= max_rows or shared + (rows + 1) * (width - shared) > max_tokens):
             chunks.append(samples[start:index])
             start, width = index, sample.length
         longest = width
