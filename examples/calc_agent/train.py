@@ -76,7 +76,12 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     parser.add_argument("--run-dir", default=None, help="run directory (default runs/calc-<framework>)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--runners", type=int, default=8, help="runner processes (default 8)")
+    parser.add_argument(
+        "--runners",
+        type=int,
+        default=16,
+        help="runner processes (default 16: a step's first 4 groups of 4 rollouts run at once, so the server decodes them as one batch)",
+    )
     parser.add_argument("--group-size", type=int, default=4, help="rollouts per task (default 4)")
     parser.add_argument(
         "--tasks-per-step",
