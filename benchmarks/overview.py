@@ -76,7 +76,11 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         for framework, name in calc_table.FRAMEWORK_NAMES.items()
     },
     "multi_turn_samples": ("What does training a rollout as one multi-turn sample save?", ("*.tokens_ratio",)),
-    "calc_step_time": ("How long does a calculator step take, against f474d5a on the same machine?", ("calc.step_time.*",)),
+    "calc_step_time": (
+        "How long does a calculator step take, against f474d5a on the same machine?",
+        ("calc.step_time.*",),
+    ),
+    "update_chunking": ("Does counting a shared opening once cut a calculator update?", ("*.seconds",)),
     "update_order": ("Does grouping a step's conversations by prompt speed up the update?", ("*.seconds",)),
     "inference_throughput": ("How fast is local inference (float32)?", ("*.concurrency_8.*",)),
     "inference_throughput_bf16": ("How fast is local inference (bfloat16)?", ("*.concurrency_8.*",)),

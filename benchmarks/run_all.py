@@ -156,6 +156,8 @@ REGISTRY: list[Benchmark] = [
     bench("calc_step_time", "calc_step_time.py", "calc.step_time.*", 5400, quick="--tiny --seeds 0 --steps 2",
           full="--seeds 0 1 --steps 6",
           notes="f474d5a and this checkout side by side, the sides alternating; per-part seconds of steps 2-6"),
+    bench("update_chunking", "update_chunking.py", "grpo.update_chunking.*", 1200, quick="--tiny --repeats 1",
+          full="--repeats 3", notes="16 calculator-shaped samples: the opening shared by all counted once or per row"),
     bench("update_order", "update_order.py", "grpo.update_order.*", 1800, quick="--tiny --repeats 1",
           full="--repeats 3", notes="the compacting run's shape: 3 conversation kinds per rollout, full fine-tune"),
     bench("inference_throughput", "inference_throughput.py", "inference.float32.*", 1800,

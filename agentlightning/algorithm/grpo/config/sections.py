@@ -223,7 +223,7 @@ class SampleSettings:
 
     aggregation: SampleAggregation = "trajectory"
     max_response_tokens: int = 512
-    micro_batch_size: int = 16
+    micro_batch_size: int = 8
     micro_batch_tokens: int = 4096
 
     def __post_init__(self) -> None:
