@@ -30,7 +30,7 @@ from agentlightning.types import Span, Triplet
 from .attributes import INVOKE_AGENT, parse_literal, token_id_list
 from .call_identity import count_llm_calls
 from .diagnostics import diagnose_trajectory
-from .trace_tree import add_raw_content
+from .messages import add_raw_content
 from .triplet import TraceToTripletBase
 
 __all__ = ["LlmProxyTraceToTriplet"]

@@ -18,7 +18,7 @@ from typing_extensions import TypedDict
 from agentlightning.types import Span
 from agentlightning.utils.otel import unflatten_attributes
 
-from .attributes import parse_literal
+from .attributes import image_urls, parse_literal
 from .base import TraceAdapter
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OpenAIMessages",
     "TraceToMessages",
+    "add_raw_content",
     "convert_to_openai_messages",
     "group_genai_dict",
     "openai_tool_calls",
@@ -198,3 +199,27 @@ class TraceToMessages(TraceAdapter[list[OpenAIMessages]]):
                 )
             )
         return conversations
+
+
+def add_raw_content(attributes: dict[str, Any], prompt: dict[str, Any], response: dict[str, Any]) -> None:
+    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`, the
+    prompt's image URLs (multimodal calls) into `image_urls` (always present, as in v0.3), and the offered functions
+    (`gen_ai.request.functions.*`), when there were any, into the prompt's `tools` as OpenAI tools."""
+    prompt_messages = _messages(attributes, "gen_ai.prompt")
+    prompt["image_urls"] = image_urls(prompt_messages)
+    if prompt_messages:
+        prompt["raw_content"] = prompt_messages
+    tools = openai_tools(_messages(attributes, "gen_ai.request.functions"))
+    if tools:
+        prompt["tools"] = tools
+    completion_messages = _messages(attributes, "gen_ai.completion")
+    if completion_messages:
+        response["raw_content"] = completion_messages
+
+
+def _messages(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """The `<prefix>.<i>.*` attributes as a list of message dicts (a bare value becomes `{"content": value}`)."""
+    tree = group_genai_dict(attributes, prefix)
+    if isinstance(tree, list):
+        return [item if isinstance(item, dict) else {"content": item} for item in tree]
+    return [tree] if tree else []

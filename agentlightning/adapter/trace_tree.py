@@ -19,7 +19,7 @@ from agentlightning.emitter.reward import get_reward_value
 from agentlightning.semconv import AGL_VIRTUAL
 from agentlightning.types import Span, Triplet
 
-from .attributes import image_urls, invoked_agent_name, parse_literal, token_id_list
+from .attributes import invoked_agent_name, parse_literal, token_id_list
 
 __all__ = ["LLM_CALL_MATCH", "RewardMatchPolicy", "TraceTree"]
 
@@ -367,6 +367,8 @@ class TraceTree:
         logprobs = parse_literal(attributes.get("logprobs.content"))
         if isinstance(logprobs, list):
             response["logprobs"] = logprobs
+        from .messages import add_raw_content
+
         add_raw_content(attributes, prompt, response)
         return Triplet(
             prompt=prompt,
@@ -478,34 +480,3 @@ def _covering_span(spans: list[Span], *, name: str, span_id: Optional[str] = Non
         start_time=min(starts) if starts else None,
         end_time=max(ends) if ends else None,
     )
-
-
-def add_raw_content(attributes: dict[str, Any], prompt: dict[str, Any], response: dict[str, Any]) -> None:
-    """Copy the `gen_ai.prompt.*` / `gen_ai.completion.*` messages of a call into a triplet's `raw_content`, the
-    prompt's image URLs (multimodal calls) into `image_urls` (always present, as in v0.3), and the offered functions
-    (`gen_ai.request.functions.*`), when there were any, into the prompt's `tools` as OpenAI tools."""
-    from .messages import openai_tools
-
-    prompt_messages = _messages(attributes, "gen_ai.prompt.")
-    prompt["image_urls"] = image_urls(prompt_messages)
-    if prompt_messages:
-        prompt["raw_content"] = prompt_messages
-    tools = openai_tools(_messages(attributes, "gen_ai.request.functions."))
-    if tools:
-        prompt["tools"] = tools
-    completion_messages = _messages(attributes, "gen_ai.completion.")
-    if completion_messages:
-        response["raw_content"] = completion_messages
-
-
-def _messages(attributes: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """Rebuild `gen_ai.prompt.<i>.*` / `gen_ai.completion.<i>.*` attributes into a list of message dicts."""
-    from agentlightning.utils.otel import unflatten_attributes
-
-    selected = {key[len(prefix) :]: value for key, value in attributes.items() if key.startswith(prefix)}
-    if not selected:
-        return []
-    tree = unflatten_attributes(selected)
-    if isinstance(tree, list):
-        return [item if isinstance(item, dict) else {"content": item} for item in tree]
-    return [tree] if tree else []
