@@ -60,7 +60,9 @@ def test_each_framework_puts_the_tasks_example_order_in_front_of_the_question() 
     item = {"op": "multiply", "a": 12, "b": 34, "wording": 0, "example_order": "add-first"}
     calls = [m["tool_calls"][0]["function"]["name"] for m in openai_agent.worked_examples(item) if m.get("tool_calls")]
     assert calls == ["add", "multiply"]
-    graph_calls = [m.tool_calls[0]["name"] for m in langgraph_agent.worked_examples(item) if getattr(m, "tool_calls", None)]
+    graph_calls = [
+        m.tool_calls[0]["name"] for m in langgraph_agent.worked_examples(item) if getattr(m, "tool_calls", None)
+    ]
     assert graph_calls == ["add", "multiply"]
 
 
