@@ -20,6 +20,7 @@ from agentlightning.semconv import AGL_VIRTUAL
 from agentlightning.types import Span, Triplet
 
 from .attributes import invoked_agent_name, parse_literal, token_id_list
+from .messages import add_raw_content
 
 __all__ = ["LLM_CALL_MATCH", "RewardMatchPolicy", "TraceTree"]
 
@@ -367,8 +368,6 @@ class TraceTree:
         logprobs = parse_literal(attributes.get("logprobs.content"))
         if isinstance(logprobs, list):
             response["logprobs"] = logprobs
-        from .messages import add_raw_content
-
         add_raw_content(attributes, prompt, response)
         return Triplet(
             prompt=prompt,
