@@ -120,7 +120,7 @@ def run_side(tree: Path, side: str, seed: int, args: argparse.Namespace, extra: 
 
 def step_figures(summary: dict[str, Any]) -> dict[str, Any]:
     """Per-part mean seconds of the timed steps (all but the first) and the normalised figures."""
-    history = summary.get("history") or summary.get("training_summary", {}).get("history") or []
+    history = summary.get("history") or []  # both commits' train.py write it at the top level
     timed = [entry for entry in history if "seconds" in entry and entry.get("step", 0) > 1]
     if not timed:
         raise SystemExit("calc_step_time: a run recorded no timed step after the first")
