@@ -99,11 +99,14 @@ def store_http(name: str, arguments: str, keys: str) -> Benchmark:
 
 
 def calc_framework(framework: str) -> Benchmark:
-    """calc_frameworks.py for one framework, three seeds of 15 minutes with balanced steps: one entry (and one result
-    file) per framework, so that a framework measured in a later session replaces only its own figures."""
+    """calc_frameworks.py for one framework, three seeds of 15 minutes with balanced steps and the worked examples in
+    mixed order: one entry (and one result file) per framework, so that a framework measured in a later session
+    replaces only its own figures."""
     return bench(calc_table.benchmark_name(framework), "calc_frameworks.py", f"calc.{framework}.*", 3 * 3600,
-                 quick=None, full=f"--frameworks {framework} --seeds 0 1 2 --minutes 15 -- --balance-by-op",
-                 notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps")  # fmt: skip
+                 quick=None,
+                 full=f"--frameworks {framework} --seeds 0 1 2 --minutes 15 -- --balance-by-op --mix-example-order",
+                 notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps, "
+                       "worked examples in mixed order")  # fmt: skip
 
 
 # The lead extends this list; names are the file names in benchmarks/results/ and the order of the summary table.
