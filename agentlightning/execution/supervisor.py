@@ -11,12 +11,13 @@ at most. Once `close()` is called nothing is replaced any more, so shutting down
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Optional, Protocol, TypeVar
+
+from agentlightning.utils.io_loop import io_loop
 
 from .reaper import release_attempts_of_process
 
@@ -217,7 +218,7 @@ class Supervisor(Generic[H]):
             return
         hostname, pid = location
         try:
-            released = asyncio.run(
+            released = io_loop().run(
                 release_attempts_of_process(self.reaper_store, pid=pid, hostname=hostname, reason=reason)
             )
         except Exception as exc:

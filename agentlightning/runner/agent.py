@@ -30,7 +30,7 @@ from agentlightning.types import AttemptedRollout, Hook, NamedResources, Rollout
 from .base import Runner
 from .errors import StoreUnreachableError, describe_store, is_retryable_store_error, is_server_error
 from .guard import one_at_a_time
-from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt
+from .heartbeat import Heartbeat, HeartbeatLaunchMode, RunningAttempt, launch_mode_for
 from .invoke import AgentInvoker
 from .output import output_budget, output_guard
 from .recording import UnwrittenStatus, finish_attempt, store_result, write_unwritten
@@ -42,6 +42,7 @@ from .results import (
     NormalizedResult,
     RunnerInterrupted,
     StoreDeclaredTimeout,
+    log_attempt_failure,
     normalize_result,
     outcome_of_exception,
 )
@@ -80,7 +81,8 @@ class LitAgentRunner(Runner[T_task]):
             doubles while the queue stays empty.
         heartbeat_interval: seconds between worker/attempt heartbeats.
         interval_jitter: heartbeats move by up to this many seconds either way (spreads the load of many runners).
-        heartbeat_launch_mode: "thread" (default; keeps beating while an agent blocks the loop) or "asyncio".
+        heartbeat_launch_mode: "thread" (default: on the process's I/O loop thread, so heartbeats go on while an
+            agent blocks the runner's loop) or "asyncio" (a task on the runner's loop).
         heartbeat_include_gpu: add GPU figures to the worker heartbeats.
         connect_timeout: how long `iter()` waits for an unreachable store at start before failing.
         max_output_chars: characters an agent may print per rollout before the rest is dropped (None: no limit).
@@ -230,18 +232,12 @@ class LitAgentRunner(Runner[T_task]):
                 self.get_worker_id(),
                 interval=self.heartbeat_interval,
                 jitter=self.interval_jitter,
-                mode=self._launch_mode(),
+                mode=launch_mode_for(self.get_store(), self.heartbeat_launch_mode),
                 include_gpu=self.heartbeat_include_gpu,
             )
         if self._invoker is None:
             self._invoker = AgentInvoker(f"agl-{self.get_worker_id()}", cancel_grace=self.cancel_grace)
         return self._heartbeat, self._invoker
-
-    def _launch_mode(self) -> HeartbeatLaunchMode:
-        if self.heartbeat_launch_mode == "thread" and not self.get_store().capabilities.get("thread_safe", False):
-            logger.warning("%s is not thread-safe; heartbeats run on the runner's event loop", type(self._store))
-            return "asyncio"
-        return self.heartbeat_launch_mode
 
     # ------------------------------------------------------------------------------------------------- hooks
     async def _trigger_hooks(self, name: str, **kwargs: Any) -> None:
@@ -413,7 +409,7 @@ class LitAgentRunner(Runner[T_task]):
             except Exception as exc:
                 outcome = outcome_of_exception(exc, raised_by_agent=exc is running.agent_error)
                 failure = exc
-                self._log_failure(claimed, outcome)
+                log_attempt_failure(claimed, outcome, self._seen_errors)
             except BaseException as exc:  # not the agent's (a hook's, the tracer's): fail the attempt, then stop
                 outcome = outcome_of_exception(exc)
                 raise
@@ -489,18 +485,3 @@ class LitAgentRunner(Runner[T_task]):
             return retry_store_call(operation, what, worker_id=worker_id, event=event, limit=limit)
 
         return call
-
-    def _log_failure(self, claimed: AttemptedRollout, outcome: AttemptOutcome) -> None:
-        logger.warning(
-            "Rollout %s attempt %s %s: %s",
-            claimed.rollout_id,
-            claimed.attempt.attempt_id,
-            "timed out" if outcome.status == "timeout" else "failed",
-            outcome.reason,
-        )
-        key = f"{outcome.error_type}:{(outcome.reason or '').splitlines()[0] if outcome.reason else ''}"
-        if outcome.traceback and key not in self._seen_errors:
-            self._seen_errors.add(key)
-            logger.warning(
-                "First occurrence of this error (later ones are logged without traceback):\n%s", outcome.traceback
-            )

@@ -9,13 +9,15 @@ runner is told to stop the agent.
 When the runner stops, a last worker heartbeat carries `stopped_at` (the time it stopped) in its stats, so progress
 displays and the dashboard show the worker as stopped instead of alive and idle until its heartbeat grows stale.
 
-Launch modes: "thread" (a daemon thread with its own event loop: heartbeats continue even when an async agent blocks
-the runner's loop) or "asyncio" (a task on the runner's loop: no extra thread).
+Launch modes: "thread" (a task on the process's I/O loop, `agentlightning.utils.io_loop`, which runs on a thread of
+its own: heartbeats continue even when an async agent blocks the runner's loop) or "asyncio" (a task on the runner's
+loop).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 import time
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
+from agentlightning.utils.io_loop import io_loop
 from agentlightning.utils.system_snapshot import system_snapshot
 
 from .timing import jittered
@@ -30,7 +33,7 @@ from .timing import jittered
 if TYPE_CHECKING:
     from agentlightning.store.base import LightningStore
 
-__all__ = ["STOPPED_AT", "Heartbeat", "HeartbeatLaunchMode", "RunningAttempt", "has_stopped"]
+__all__ = ["STOPPED_AT", "Heartbeat", "HeartbeatLaunchMode", "RunningAttempt", "has_stopped", "launch_mode_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,14 @@ STOPPED_AT = "stopped_at"
 def has_stopped(heartbeat_stats: Optional[Mapping[str, Any]]) -> bool:
     """Whether a worker's last heartbeat said that its runner stopped."""
     return bool(heartbeat_stats) and heartbeat_stats.get(STOPPED_AT) is not None  # type: ignore[union-attr]
+
+
+def launch_mode_for(store: LightningStore, requested: HeartbeatLaunchMode) -> HeartbeatLaunchMode:
+    """`requested`, except that a store that is not thread-safe gets its heartbeats on the runner's own loop."""
+    if requested == "thread" and not store.capabilities.get("thread_safe", False):
+        logger.warning("%s is not thread-safe; heartbeats run on the runner's event loop", type(store))
+        return "asyncio"
+    return requested
 
 
 @dataclass
@@ -90,7 +101,8 @@ class Heartbeat:
         self.clock_offset = 0.0
         """Estimated store clock minus local clock."""
         self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self._wake: Optional[asyncio.Event] = None  # set on the I/O loop when stopping: ends the wait between beats
+        self._on_io_loop: Optional[tuple[asyncio.AbstractEventLoop, concurrent.futures.Future[None]]] = None
         self._task: Optional[asyncio.Task[None]] = None
         self._failing = False
 
@@ -135,13 +147,12 @@ class Heartbeat:
 
     # --------------------------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Start beating (in a thread, or as a task of the running loop)."""
+        """Start beating (on the process's I/O loop, or as a task of the running loop)."""
         self._stop.clear()
         if self.mode == "thread":
-            self._thread = threading.Thread(
-                target=self._thread_main, name=f"agl-heartbeat-{self.worker_id}", daemon=True
-            )
-            self._thread.start()
+            self._wake = asyncio.Event()  # binds to the I/O loop on its first wait there
+            io = io_loop()
+            self._on_io_loop = (io.loop, io.submit(self._io_main(self._wake)))
         else:
             self._task = asyncio.get_running_loop().create_task(self._task_main())
 
@@ -152,22 +163,30 @@ class Heartbeat:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        if self._thread is not None:
-            thread, self._thread = self._thread, None
-            await asyncio.to_thread(thread.join, 5.0)
-
-    def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            while not self._stop.wait(jittered(self.interval, self.jitter)):
-                loop.run_until_complete(self._beat())
-        except Exception:  # never let the heartbeat thread die with a traceback on stderr
-            logger.exception("Heartbeat thread of %s stopped", self.worker_id)
-        finally:
+        if self._on_io_loop is not None:
+            (loop, running), self._on_io_loop = self._on_io_loop, None
+            wake, self._wake = self._wake, None
+            if wake is not None:
+                loop.call_soon_threadsafe(wake.set)
             try:
-                loop.run_until_complete(loop.shutdown_asyncgens())  # closes HTTP sessions opened on this loop
-            finally:
-                loop.close()
+                await asyncio.wait_for(asyncio.wrap_future(running), 5.0)
+            except asyncio.TimeoutError:  # a beat stuck on an unresponsive store: wait_for cancelled it
+                pass
+            except Exception:  # pragma: no cover - _io_main logs its own failures
+                pass
+
+    async def _io_main(self, wake: asyncio.Event) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    await asyncio.wait_for(wake.wait(), jittered(self.interval, self.jitter))
+                except asyncio.TimeoutError:
+                    pass
+                if self._stop.is_set():
+                    return
+                await self._beat()
+        except Exception:  # never let the heartbeats end with an unlogged error
+            logger.exception("Heartbeats of %s stopped", self.worker_id)
 
     async def _task_main(self) -> None:
         while not self._stop.is_set():

@@ -7,13 +7,14 @@ clock, cache freshness) are in `timing.py`.
 
 from __future__ import annotations
 
+import logging
 import math
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
-from agentlightning.types import AttemptStatus, Span, SpanCoreFields
+from agentlightning.types import AttemptedRollout, AttemptStatus, Span, SpanCoreFields
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -31,9 +32,12 @@ __all__ = [
     "attempt_metadata",
     "is_connection_failure",
     "is_readable_span",
+    "log_attempt_failure",
     "normalize_result",
     "outcome_of_exception",
 ]
+
+logger = logging.getLogger("agentlightning.runner.agent")  # the runner's log, where these lines always were
 
 ERROR_SOURCE = "error_source"
 """Attempt metadata key of a failure's source: "agent" (the agent's code raised on its own, e.g. on the model's
@@ -275,3 +279,21 @@ def attempt_metadata(
     if outcome.source is not None and not outcome.succeeded:
         metadata[ERROR_SOURCE] = outcome.source
     return metadata
+
+
+def log_attempt_failure(claimed: AttemptedRollout, outcome: AttemptOutcome, seen_errors: set[str]) -> None:
+    """Log a failed or timed-out attempt; the first occurrence of each error (type and first line of its reason)
+    with its traceback, later ones without (`seen_errors` keeps what was seen)."""
+    logger.warning(
+        "Rollout %s attempt %s %s: %s",
+        claimed.rollout_id,
+        claimed.attempt.attempt_id,
+        "timed out" if outcome.status == "timeout" else "failed",
+        outcome.reason,
+    )
+    key = f"{outcome.error_type}:{(outcome.reason or '').splitlines()[0] if outcome.reason else ''}"
+    if outcome.traceback and key not in seen_errors:
+        seen_errors.add(key)
+        logger.warning(
+            "First occurrence of this error (later ones are logged without traceback):\n%s", outcome.traceback
+        )

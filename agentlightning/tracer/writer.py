@@ -3,7 +3,8 @@
 One writer serves the tracer (OpenTelemetry spans of a trace context) and the LLM proxy (one `Span` per proxied call,
 with ids fixed when the call arrived). Policy (documented in docs/capture.md):
 - `submit` never waits for the store. Spans go to a bounded in-memory queue; a background thread (`agl-span-writer`,
-  with its own event loop) takes up to `max_batch_size` spans at a time, allocates their sequence ids with one
+  whose store requests run on the process's I/O loop, `agentlightning.utils.io_loop`) takes up to `max_batch_size`
+  spans at a time, allocates their sequence ids with one
   `get_many_span_sequence_ids` call and stores them with one `add_many_spans` call per store.
 - Sequence ids come from the store, so several processes or tracers writing one rollout never collide; within one
   writer they follow the order in which spans ended. Spans that arrive with a sequence id (> 0) keep it.
@@ -44,6 +45,7 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Optional, Union
 
 from agentlightning.types import Span
+from agentlightning.utils.io_loop import IOLoop, io_loop
 from agentlightning.utils.retry import RetryPolicy
 
 from .batch import BatchStorer, PendingSpan, SpanConverter, SpanWriterStats, span_name
@@ -124,6 +126,7 @@ class SpanWriter:
         self._flush_requests = 0
         self._closing = False
         self._storer = BatchStorer(converter, finish=self._finish)
+        self._io: IOLoop = io_loop()  # started now: a first write at interpreter exit could not start its thread
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
         _LIVE_WRITERS.add(self)
@@ -292,24 +295,17 @@ class SpanWriter:
 
     # ---------------------------------------------------------------------------------------------- consumer
     def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        try:
-            while True:
-                jobs = self._next_jobs()
-                if jobs is None:
-                    break
-                self._run_jobs(loop, jobs)
-                del jobs  # holds the stores: nothing may keep one alive while the writer waits
-        finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
+        while True:
+            jobs = self._next_jobs()
+            if jobs is None:
+                break
+            self._run_jobs(jobs)
+            del jobs  # holds the stores: nothing may keep one alive while the writer waits
 
-    def _run_jobs(self, loop: asyncio.AbstractEventLoop, jobs: list[Job]) -> None:
+    def _run_jobs(self, jobs: list[Job]) -> None:
         for state, items in jobs:
             try:
-                self._write(loop, state, items)
+                self._write(state, items)
             except Exception:  # pragma: no cover - a bug here must not kill the writer
                 logger.exception("Unexpected error in the span writer; %d spans not stored", len(items))
                 for item in items:
@@ -362,7 +358,7 @@ class SpanWriter:
                 self._finish(item, None, dropped=True)
 
     # ------------------------------------------------------------------------------------------------ writing
-    def _write(self, loop: asyncio.AbstractEventLoop, state: StoreState, items: list[PendingSpan]) -> None:
+    def _write(self, state: StoreState, items: list[PendingSpan]) -> None:
         if state.auth_error is not None:
             with self._cond:
                 self._finish_locked(drop_for_auth(state, items), dropped=True)
@@ -378,7 +374,7 @@ class SpanWriter:
             state.failures = 0
 
         try:
-            loop.run_until_complete(self._storer.write(state.store, items, on_answer=store_answered))
+            self._io.run(self._storer.write(state.store, items, on_answer=store_answered))
         except Exception as exc:
             self._failed(state, [item for item in items if not item.done], exc)
         with self._cond:

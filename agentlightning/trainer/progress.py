@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Protocol
 from agentlightning.algorithm.events import AlgorithmProgress
 from agentlightning.runner.heartbeat import has_stopped
 from agentlightning.types import Rollout, RolloutStatus
+from agentlightning.utils.io_loop import io_loop
 
 from .snapshot import FINISHED, ProgressSnapshot, ProgressTracker, RunSummary
 
@@ -351,29 +352,22 @@ class ProgressMonitor:
                 logger.debug("progress sink failed on an algorithm event", exc_info=True)
 
     def _thread_main(self) -> None:
-        loop = asyncio.new_event_loop()
         wait = self.read_interval
-        try:
-            while not self._stop.wait(wait):
-                started = time.perf_counter()
-                read = self._tick(loop)
-                # The read budget spaces out reads that cost time; a read that failed (the store unreachable,
-                # retrying) cost waiting, not work: the next one comes at the usual interval.
-                spent = time.perf_counter() - started if read else 0.0
-                wait = max(self.read_interval, spent / READ_BUDGET)
-        finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
+        while not self._stop.wait(wait):
+            started = time.perf_counter()
+            read = self._tick()
+            # The read budget spaces out reads that cost time; a read that failed (the store unreachable,
+            # retrying) cost waiting, not work: the next one comes at the usual interval.
+            spent = time.perf_counter() - started if read else 0.0
+            wait = max(self.read_interval, spent / READ_BUDGET)
 
-    def _tick(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Read the store and show the snapshot; False when the read failed."""
+    def _tick(self) -> bool:
+        """Read the store (on the process's I/O loop) and show the snapshot; False when the read failed."""
         from agentlightning.runner.errors import is_transient_store_error
 
         read = True
         try:
-            self._last = loop.run_until_complete(self._read())
+            self._last = io_loop().run(self._read())
             self._unreachable_since = None
             shown = self._last
         except Exception as exc:

@@ -16,6 +16,7 @@ from agentlightning.algorithm.verl.daemon import AgentModeDaemon, native, sample
 from agentlightning.llm_proxy import LLMProxy
 from agentlightning.store.memory.store import InMemoryLightningStore
 from agentlightning.types import ProxyLLM, Span
+from agentlightning.utils.io_loop import io_loop
 
 np = pytest.importorskip("numpy")
 
@@ -92,7 +93,7 @@ def daemon(store: InMemoryLightningStore) -> Iterator[AgentModeDaemon]:
 def run_runner(
     daemon: AgentModeDaemon, store: InMemoryLightningStore, expected: int, **kwargs: bool
 ) -> list[dict[str, object]]:
-    future = asyncio.run_coroutine_threadsafe(scripted_runner(store, expected, **kwargs), daemon._loop)  # pyright: ignore[reportPrivateUsage]
+    future = io_loop().submit(scripted_runner(store, expected, **kwargs))
     daemon.run_until_all_finished(timeout_seconds=60)
     return future.result(timeout=60)
 
@@ -110,7 +111,7 @@ def test_training_samples_are_enqueued_n_times_with_a_shared_data_id(
         assert type(task["x"]) is int  # numpy values arrive as plain Python values
     assert {x: len(data_ids) for x, data_ids in by_x.items()} == {1: 1, 2: 1}
     assert by_x[1] != by_x[2]
-    rollouts = asyncio.run_coroutine_threadsafe(store.query_rollouts(), daemon._loop).result()  # pyright: ignore[reportPrivateUsage]
+    rollouts = io_loop().run(store.query_rollouts())
     assert {r.mode for r in rollouts} == {"train"}
     assert all(r.metadata["is_train"] is True and r.metadata["data_id"] == r.input["data_id"] for r in rollouts)  # type: ignore[index]
     assert all(r.config.timeout_seconds == 1200.0 for r in rollouts)
@@ -127,7 +128,7 @@ def test_the_policy_is_published_as_a_proxy_llm_routed_to_the_vllm_servers(
     ]
     assert all(m["litellm_params"]["model"] == "hosted_vllm/policy" for m in daemon.llm_proxy.model_list)
     assert daemon.resources_id is not None
-    update = asyncio.run_coroutine_threadsafe(store.get_resources_by_id(daemon.resources_id), daemon._loop).result()  # pyright: ignore[reportPrivateUsage]
+    update = io_loop().run(store.get_resources_by_id(daemon.resources_id))
     assert update is not None
     llm = update.resources["main_llm"]
     assert isinstance(llm, ProxyLLM)
@@ -261,7 +262,7 @@ def test_the_initial_resources_are_published_next_to_the_policy(store: InMemoryL
     try:
         daemon.set_up_data_and_server([{"x": 1}], ["127.0.0.1:8000"])
         assert daemon.resources_id is not None
-        update = asyncio.run_coroutine_threadsafe(store.get_resources_by_id(daemon.resources_id), daemon._loop).result()  # pyright: ignore[reportPrivateUsage]
+        update = io_loop().run(store.get_resources_by_id(daemon.resources_id))
     finally:
         daemon.close()
         if proxy.is_running():
@@ -315,7 +316,7 @@ def test_the_proxys_recorded_log_probs_reach_the_training_batch(
 
     daemon.set_up_data_and_server([{"x": 1}], ["127.0.0.1:8000"])
     assert daemon.llm_proxy is not None and daemon.llm_proxy.request_logprobs
-    future = asyncio.run_coroutine_threadsafe(runner(), daemon._loop)  # pyright: ignore[reportPrivateUsage]
+    future = io_loop().submit(runner())
     daemon.run_until_all_finished(timeout_seconds=60)
     future.result(timeout=60)
     batch = daemon.get_train_batch(max_prompt_length=1, max_response_length=3)

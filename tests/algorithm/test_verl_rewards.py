@@ -16,6 +16,7 @@ from agentlightning.algorithm.verl.daemon import AgentModeDaemon
 from agentlightning.llm_proxy import LLMProxy
 from agentlightning.store.memory.store import InMemoryLightningStore
 from agentlightning.types import Span
+from agentlightning.utils.io_loop import io_loop
 
 pytest.importorskip("numpy")
 
@@ -86,7 +87,7 @@ def daemon(store: InMemoryLightningStore) -> Iterator[AgentModeDaemon]:
 
 def run(daemon: AgentModeDaemon, store: InMemoryLightningStore, tasks: list[dict[str, Any]]) -> None:
     daemon.set_up_data_and_server(tasks, ["127.0.0.1:8000"], is_train=True)
-    future = asyncio.run_coroutine_threadsafe(scripted_runner(store, len(tasks)), daemon._loop)  # pyright: ignore[reportPrivateUsage]
+    future = io_loop().submit(scripted_runner(store, len(tasks)))
     daemon.run_until_all_finished(timeout_seconds=60)
     future.result(timeout=60)
 

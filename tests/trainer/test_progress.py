@@ -240,13 +240,9 @@ async def test_the_monitor_shows_a_store_it_cannot_reach_as_waiting() -> None:
     monitor = ProgressMonitor(store, mode="off")
     shown = Shown()
     monitor._sinks = [shown]  # type: ignore[list-item]
-    loop = asyncio.new_event_loop()
-    try:
-        await asyncio.to_thread(monitor._tick, loop)
-        store.down = True
-        await asyncio.to_thread(monitor._tick, loop)
-        store.down = False
-        await asyncio.to_thread(monitor._tick, loop)
-    finally:
-        loop.close()
+    await asyncio.to_thread(monitor._tick)
+    store.down = True
+    await asyncio.to_thread(monitor._tick)
+    store.down = False
+    await asyncio.to_thread(monitor._tick)
     assert [snapshot.store_unreachable_for is not None for snapshot in shown.snapshots] == [False, True, False]

@@ -16,10 +16,8 @@ daemon never talks to them. It needs neither verl nor a GPU, so it is tested her
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
-import threading
 import time
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
@@ -30,6 +28,7 @@ from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletB
 from agentlightning.algorithm.failures import check_failure_reward, read_failed_in_agent
 from agentlightning.algorithm.grpo.rollouts.proxy_calls import index_proxy_calls
 from agentlightning.types import EnqueueRolloutRequest, Rollout, RolloutConfig, Triplet
+from agentlightning.utils.io_loop import io_loop
 
 from .batch import AggregationLevel, RolloutTrace, VerlBatch, build_batch
 
@@ -210,9 +209,6 @@ class AgentModeDaemon:
         self.llm_proxy = llm_proxy
         self._owns_proxy = False
         self._server_addresses: list[str] = []
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="agl-verl-daemon", daemon=True)
-        self._thread.start()
         self.is_train = True
         self.resources_id: Optional[str] = None
         self._samples: dict[str, dict[str, Any]] = {}  # rollout id -> sample (with data_id)
@@ -220,15 +216,13 @@ class AgentModeDaemon:
 
     # ------------------------------------------------------------------------------------------------ plumbing
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        """Run a store coroutine on the process's I/O loop (verl calls the daemon from its synchronous trainer)."""
+        return io_loop().run(coro)
 
     def close(self) -> None:
-        """Stop the proxy the daemon created and its event loop thread."""
+        """Stop the proxy the daemon created."""
         if self._owns_proxy and self.llm_proxy is not None and self.llm_proxy.is_running():
             self.llm_proxy.stop()
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=10)
 
     def _model_name(self) -> str:
         model = self.train_information.get("model")

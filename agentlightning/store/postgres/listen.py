@@ -3,7 +3,8 @@
 Every write transaction that finishes rollouts or sets an earlier health deadline sends a NOTIFY on the store's
 channel (its schema name) before it commits, so the notification is delivered exactly when the change becomes
 visible, and never for a rolled-back change. Each store object keeps one dedicated connection that LISTENs on the
-channel, in a daemon thread with its own event loop (the store itself may be used from any thread and loop).
+channel, in a task on the process's I/O loop (`agentlightning.utils.io_loop`; the store itself may be used from any
+thread and loop).
 
 While that connection is up, waiters sleep until notified; while it is down, the store falls back to polling and the
 listener reconnects (logging the loss and the recovery). Every (re)connection is reported through `on_reset`:
@@ -13,6 +14,7 @@ whatever was committed while nobody listened must be re-read.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import math
@@ -24,6 +26,8 @@ from typing import Optional
 
 import psycopg
 from psycopg import AsyncConnection, sql
+
+from agentlightning.utils.io_loop import io_loop
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ def deadline_payload(token: str, deadline: float) -> str:
 
 
 class PostgresListener:
-    """LISTENs on `channel` in a background thread and hands each notification from another store object to the
+    """LISTENs on `channel` in a task on the process's I/O loop and hands each notification from another store object to the
     callbacks (which must be thread-safe and quick).
 
     Args:
@@ -82,7 +86,7 @@ class PostgresListener:
         self._max_retry_seconds = max_retry_seconds
         self._location = location
         self._lock = threading.Lock()
-        self._thread: Optional[threading.Thread] = None
+        self._listening: Optional[concurrent.futures.Future[None]] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._task: Optional[asyncio.Task[None]] = None
         self._pid = os.getpid()
@@ -96,35 +100,40 @@ class PostgresListener:
         """How many times the LISTEN connection was (re)established."""
 
     def ensure_running(self) -> None:
-        """Start the listening thread unless it runs (also in a child process after fork())."""
-        thread = self._thread
-        if thread is not None and thread.is_alive() and self._pid == os.getpid():
+        """Start listening unless it runs (also in a child process after fork())."""
+        listening = self._listening
+        if listening is not None and not listening.done() and self._pid == os.getpid():
             return
         with self._lock:
             if self._stopped:
                 return
-            if self._pid != os.getpid():  # a forked child: the parent's thread and connection are not ours
+            if self._pid != os.getpid():  # a forked child: the parent's task and connection are not ours
                 self._pid = os.getpid()
-                self._thread = None
+                self._listening = None
+                self._loop = self._task = None
                 self.live = False
-            if self._thread is not None and self._thread.is_alive():
+            if self._listening is not None and not self._listening.done():
                 return
-            self._thread = threading.Thread(target=self._main, name=f"agl-pg-listen:{self.channel}", daemon=True)
-            self._thread.start()
+            self._listening = io_loop().submit(self._run())
 
     async def stop(self) -> None:
         """Stop listening and close the connection."""
         with self._lock:
             self._stopped = True
-            thread, loop, task = self._thread, self._loop, self._task
-        if thread is None or self._pid != os.getpid():
+            listening, loop, task = self._listening, self._loop, self._task
+        if listening is None or self._pid != os.getpid():
             return
         if loop is not None and task is not None:
             try:
                 loop.call_soon_threadsafe(task.cancel)
-            except RuntimeError:  # the thread's loop already ended
+            except RuntimeError:  # the loop already ended
                 pass
-        await asyncio.to_thread(thread.join, 10.0)
+        elif listening.cancel():  # it had not started
+            return
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(listening), 10.0)
+        except asyncio.TimeoutError:
+            pass
 
     def wait_live(self, timeout: float) -> bool:
         """Block until the LISTEN connection is up (True) or `timeout` seconds pass (False)."""
@@ -140,10 +149,7 @@ class PostgresListener:
             self.live = live
             self._changed.notify_all()
 
-    # ---------------------------------------------------------------------------------------------------- thread
-    def _main(self) -> None:
-        asyncio.run(self._run())
-
+    # -------------------------------------------------------------------------------------------- on the I/O loop
     async def _run(self) -> None:
         with self._lock:
             if self._stopped:
