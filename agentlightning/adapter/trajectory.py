@@ -42,6 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Optional
 
+from agentlightning.utils.token_prefix import common_prefix_length
+
 if TYPE_CHECKING:
     from agentlightning.types import Triplet
 
@@ -128,20 +130,6 @@ class StitchReport:
         return self.drifted / self.continuations if self.continuations else 0.0
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    limit = min(len(a), len(b))
-    if a[:limit] == b[:limit]:
-        return limit
-    low, high = 0, limit  # invariant: a[:low] == b[:low], a[:high] != b[:high]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
 def stitch_calls(calls: Sequence[CallIds]) -> StitchReport:
     """Join `calls` (in the order they were made) into sequences; see the module docstring for the rules."""
     report = StitchReport(sequences=[], calls=len(calls))
@@ -159,7 +147,7 @@ def stitch_calls(calls: Sequence[CallIds]) -> StitchReport:
                 extended = True
                 break
             first = len(sequence.prompt_ids)
-            if len(prompt) > first and _common_prefix(prompt, full) >= first:
+            if len(prompt) > first and common_prefix_length(prompt, full, first) >= first:
                 drifted = True
         if extended:
             report.continuations += 1

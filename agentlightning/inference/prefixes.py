@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from agentlightning.utils.token_prefix import common_prefix_length
+
 __all__ = ["KeptPrefix", "PrefixCache"]
 
 
@@ -32,20 +34,6 @@ class KeptPrefix:
     @property
     def length(self) -> int:
         return len(self.ids)
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    limit = min(len(a), len(b))
-    if list(a[:limit]) == list(b[:limit]):
-        return limit
-    low, high = 0, limit
-    while high - low > 1:
-        middle = (low + high) // 2
-        if list(a[:middle]) == list(b[:middle]):
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 class PrefixCache:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
+from agentlightning.utils.token_prefix import shared_prefix_length
+
 if TYPE_CHECKING:
     import torch
 
@@ -119,7 +121,7 @@ def make_batch(samples: Sequence[Sample], pad_token_id: int, device: Optional[An
         if sampler_log_probs is not None and sampler_mask is not None:
             sampler_log_probs, sampler_mask = sampler_log_probs.to(device), sampler_mask.to(device)
     first_prediction = min(len(s.prompt_ids) for s in samples) - 1
-    shared = common_prefix([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
+    shared = shared_prefix_length([s.prompt_ids + s.response_ids for s in samples], limit=first_prediction)
     return PolicyBatch(
         input_ids,
         attention,
@@ -149,24 +151,6 @@ def _sampler_tensors(samples: Sequence[Sample], width: int) -> tuple[Optional[to
                 values[row, start + offset] = value
                 present[row, start + offset] = 1.0
     return values, present
-
-
-def common_prefix(rows: Sequence[list[int]], limit: int) -> int:
-    """How many leading ids all `rows` share, at most `limit`."""
-    first = rows[0]
-    length = min(limit, *(len(row) for row in rows))
-    for other in rows[1:]:
-        if other[:length] == first[:length]:
-            continue
-        low, high = 0, length
-        while high - low > 1:
-            middle = (low + high) // 2
-            if other[:middle] == first[:middle]:
-                low = middle
-            else:
-                high = middle
-        length = low
-    return max(length, 0)
 
 
 def sequence_log_probs(

@@ -6,9 +6,11 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from agentlightning.utils.token_prefix import shared_prefix_length
+
 from ..config import GRPOConfig
 from .entropy import EntropySum
-from .loss import MIN_SHARED_PREFIX, Sample, clipped_policy_loss, common_prefix, make_batch, sequence_log_probs
+from .loss import MIN_SHARED_PREFIX, Sample, clipped_policy_loss, make_batch, sequence_log_probs
 from .normaliser import loss_normalisers
 from .policy import Policy
 from .sampler_gap import GapTotals, gap_totals, tis_weights
@@ -49,7 +51,7 @@ def shared_opening(samples: Sequence[Sample]) -> int:
     sample. Any micro-batch cut from `samples` shares at least this much."""
     if len(samples) < 2:
         return 0
-    shared = common_prefix([s.prompt_ids for s in samples], limit=min(len(s.prompt_ids) for s in samples) - 1)
+    shared = shared_prefix_length([s.prompt_ids for s in samples], limit=min(len(s.prompt_ids) for s in samples) - 1)
     return shared if shared >= MIN_SHARED_PREFIX else 0
 
 
