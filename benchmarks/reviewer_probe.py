@@ -9,8 +9,8 @@ the same verdict (and about the same log-odds) for both kinds.
     python benchmarks/reviewer_probe.py                 # 30 tasks, the example's reply format
     python benchmarks/reviewer_probe.py --tasks 10      # shorter
 
-Prints, per kind, the greedy verdict accuracy and the mean log-odds of "yes" over "no" (and each reply with
-`--replies`).
+Prints, per kind, the greedy verdict accuracy, the share of correct reviews (`team.review_reward`: the verdict right
+and following from faithful working) and the mean log-odds of "yes" over "no" (and each reply with `--replies`).
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def main() -> dict[str, Any]:
     _, held_out_pairs = train.split_tasks(0)
     tasks = train.held_out_tasks(held_out_pairs, 0)[: args.tasks]
     kinds: dict[str, dict[str, list[Any]]] = {
-        "right": {"correct": [], "log_odds": []},
-        "wrong": {"correct": [], "log_odds": []},
+        "right": {"correct": [], "reviewed": [], "log_odds": []},
+        "wrong": {"correct": [], "reviewed": [], "log_odds": []},
     }
     for task in tasks:
         shown, shown_right = team.review_input(task, "")
@@ -78,7 +78,8 @@ def main() -> dict[str, Any]:
                 logits = model(ids).logits[0, -1].log_softmax(-1)
             log_odds = float(logits[yes_id] - logits[no_id])
         kind = "right" if shown_right else "wrong"
-        kinds[kind]["correct"].append(team.review_reward(reply, shown_right))
+        kinds[kind]["correct"].append(1.0 if team.verdict(reply) == shown_right else 0.0)
+        kinds[kind]["reviewed"].append(team.review_reward(reply, task["a"], task["b"], shown, shown_right))
         if log_odds is not None:
             kinds[kind]["log_odds"].append(log_odds)
         if args.replies:
@@ -94,6 +95,7 @@ def main() -> dict[str, Any]:
         result[kind] = {
             "tasks": len(values["correct"]),
             "verdict_accuracy": round(statistics.fmean(values["correct"]), 3) if values["correct"] else None,
+            "correct_reviews": round(statistics.fmean(values["reviewed"]), 3) if values["reviewed"] else None,
             "mean_log_odds_yes_over_no": round(statistics.fmean(values["log_odds"]), 3) if values["log_odds"] else None,
             "replies_with_a_verdict_point": len(values["log_odds"]),
         }

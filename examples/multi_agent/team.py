@@ -2,13 +2,18 @@
 
 The solver answers "What is a + b?" after two worked examples (the main job's prompt, built by
 examples/arithmetic_rl/agent.py); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the first
-integer of its answer. The reviewer is shown a proposed answer and must say whether it is right; its reward is 1 when
-its verdict ("yes" / "no") is correct, else 0. Which answer it is shown is fixed by the task (`review_input`): a
+integer of its answer. The reviewer is shown a proposed answer and must say whether it is right; its reward is 1 for a
+correct review, else 0 (`review_reward`): its verdict ("yes" / "no") is right and follows from its own working, which
+names the question's numbers, their sum and the proposed answer beside it. Which answer it is shown is fixed by the
+task (`review_input`): a
 "right" task shows the sum (the solver's own answer whenever the solver got it right), a "wrong" task the solver's
 wrong number when it gave one (`"solver_mistakes": true`), else the sum moved by the task's `offset`. Half of the
 tasks are of each kind, so neither "yes" nor "no" is a base rate the reviewer can learn instead of checking, however
 good the solver gets. The reviewer writes the sum and sets it beside the answer before its verdict
-("3 + 5 = 8; 8 vs 8, so yes"), after four worked examples, two of each verdict. Each agent's work runs inside an
+("3 + 5 = 8; 8 vs 8, so yes"), after four worked examples, two of each verdict. A right verdict after wrong working
+("5 vs 2, so yes" when the answer shown is 5) earns nothing: paid for its verdict alone, the untrained reviewer (which
+gets 94 % of the sums right but copies the proposed answer wrongly in a quarter of its reviews and says "no" even to
+"7 vs 7") learned one verdict for everything instead of the comparison. Each agent's work runs inside an
 `agl.operation` span with `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that
 agent. The rollout returns the solver's reward (what a single-policy run, `agent_match="solver"`, trains on).
 
@@ -122,10 +127,23 @@ def review_input(task: dict[str, Any], answer: str) -> tuple[str, bool]:
     return str(expected + int(task["offset"])), False
 
 
-def review_reward(review: str, shown_right: bool) -> float:
-    """1 when the verdict says correctly whether the shown answer is right; 0 otherwise (no verdict: 0)."""
-    said = verdict(review)
-    return 1.0 if said is not None and said == shown_right else 0.0
+REVIEW_WORK = re.compile(
+    r"^\s*(-?\d+)\s*\+\s*(-?\d+)\s*=\s*(-?\d+)\s*;\s*(-?\d+)\s*vs\s*(-?\d+)\s*,\s*so\s+(yes|no)\b", re.IGNORECASE
+)
+"""A review written as the worked examples are: "a + b = total; total vs answer, so verdict"."""
+
+
+def review_reward(review: str, a: int, b: int, shown: str, shown_right: bool) -> float:
+    """1 for a correct review of `shown` as the answer to a + b, else 0: written as the worked examples are, with the
+    question's numbers, their sum, that sum beside the answer shown, and the verdict that follows ("yes" exactly when
+    they are equal, which is when `shown_right`)."""
+    match = REVIEW_WORK.match(review)
+    if match is None:
+        return 0.0
+    x, y, total, left, right = (int(group) for group in match.groups()[:5])
+    said_yes = match.group(6).lower() == "yes"
+    faithful = (x, y, total, left, right) == (a, b, a + b, a + b, int(shown))
+    return 1.0 if faithful and said_yes == shown_right else 0.0
 
 
 def agent_llm(resources: NamedResources, rollout: Rollout, agent: str) -> LLM:
@@ -154,7 +172,7 @@ class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
             shown, shown_right = review_input(task, answer)
             messages = review_messages(int(task["a"]), int(task["b"]), shown)
             review = _chat(agent_llm(resources, rollout, "reviewer"), messages, max_tokens=REVIEW_TOKENS)
-            agl.emit_reward(review_reward(review, shown_right))
+            agl.emit_reward(review_reward(review, int(task["a"]), int(task["b"]), shown, shown_right))
         return solved
 
 
