@@ -30,7 +30,7 @@ def test_the_limit_caps_the_shared_length() -> None:
 def test_every_position_of_a_long_sequence_is_found() -> None:
     base = list(range(1000))
     for cut in (0, 1, 499, 500, 998, 999):
-        other = base[:cut] + [-1] + base[cut + 1 :]
+        other = [*base[:cut], -1, *base[cut + 1 :]]
         assert common_prefix_length(base, other) == cut
 
 
