@@ -51,8 +51,8 @@ def deadline_payload(token: str, deadline: float) -> str:
 
 
 class PostgresListener:
-    """LISTENs on `channel` in a task on the process's I/O loop and hands each notification from another store object to the
-    callbacks (which must be thread-safe and quick).
+    """LISTENs on `channel` in a task on the process's I/O loop and hands each notification from another store
+    object to the callbacks (which must be thread-safe and quick).
 
     Args:
         connect: opens a new autocommit connection for listening.
