@@ -152,9 +152,9 @@ class Heartbeat:
         if self.mode == "thread":
             self._wake = asyncio.Event()  # binds to the I/O loop on its first wait there
             io = io_loop()
-            self._on_io_loop = (io.loop, io.submit(self._io_main(self._wake)))
-        else:
-            self._task = asyncio.get_running_loop().create_task(self._task_main())
+            self._on_io_loop = (io.loop, io.submit(self._beats(self._wake)))
+        else:  # never woken: stop() cancels the task
+            self._task = asyncio.get_running_loop().create_task(self._beats(asyncio.Event()))
 
     async def stop(self) -> None:
         """Stop beating and wait for the beat in flight (a few seconds at most)."""
@@ -172,10 +172,11 @@ class Heartbeat:
                 await asyncio.wait_for(asyncio.wrap_future(running), 5.0)
             except asyncio.TimeoutError:  # a beat stuck on an unresponsive store: wait_for cancelled it
                 pass
-            except Exception:  # pragma: no cover - _io_main logs its own failures
+            except Exception:  # pragma: no cover - _beats logs its own failures
                 pass
 
-    async def _io_main(self, wake: asyncio.Event) -> None:
+    async def _beats(self, wake: asyncio.Event) -> None:
+        """Beat every `interval` seconds (with jitter) until stopped; `wake` ends the wait between beats at once."""
         try:
             while not self._stop.is_set():
                 try:
@@ -187,8 +188,3 @@ class Heartbeat:
                 await self._beat()
         except Exception:  # never let the heartbeats end with an unlogged error
             logger.exception("Heartbeats of %s stopped", self.worker_id)
-
-    async def _task_main(self) -> None:
-        while not self._stop.is_set():
-            await asyncio.sleep(jittered(self.interval, self.jitter))
-            await self._beat()

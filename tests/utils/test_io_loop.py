@@ -16,6 +16,14 @@ async def _thread_name() -> str:
     return threading.current_thread().name
 
 
+async def _sleep_until_cancelled(cancelled: threading.Event) -> None:
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
 def test_the_process_has_one_io_loop() -> None:
     assert io_loop() is io_loop()
     assert io_loop().thread.daemon
@@ -35,16 +43,8 @@ def test_run_raises_what_the_coroutine_raised() -> None:
 
 def test_run_cancels_a_coroutine_that_outlives_its_timeout() -> None:
     cancelled = threading.Event()
-
-    async def slow() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
     with pytest.raises(TimeoutError):
-        io_loop().run(slow(), timeout=0.05)
+        io_loop().run(_sleep_until_cancelled(cancelled), timeout=0.05)
     assert cancelled.wait(5)
 
 
@@ -75,16 +75,8 @@ async def test_run_async_awaits_without_blocking_the_callers_loop() -> None:
 
 async def test_cancelling_the_caller_cancels_the_coroutine_on_the_io_loop() -> None:
     cancelled = threading.Event()
-
-    async def slow() -> None:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
     with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(io_loop().run_async(slow()), 0.05)
+        await asyncio.wait_for(io_loop().run_async(_sleep_until_cancelled(cancelled)), 0.05)
     assert await asyncio.to_thread(cancelled.wait, 5)
 
 
