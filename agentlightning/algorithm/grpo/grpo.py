@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -52,19 +52,19 @@ from .reporting.step_log import (
     log_evaluation,
     log_no_update,
     log_step,
-    require_llm_calls,
     step_details,
 )
 from .reporting.tracking import track_or_stop
 from .rollouts.agents import AgentMatch, AgentRollouts
 from .rollouts.call_checks import ServedBy
-from .rollouts.dispatch import cancel_stale_rollouts, run_rollouts
+from .rollouts.collector import RolloutCollector
+from .rollouts.dispatch import cancel_stale_rollouts
 from .rollouts.reading import RolloutData, SkipCounts, count_skips
 from .rollouts.sampling_check import SamplingMismatches
 from .sampling.balance import stratify
 from .sampling.rounds import sample_groups
 from .sampling.saturation import reward_saturated
-from .sampling.schedule import SamplingCounts, deadline, max_steps
+from .sampling.schedule import SamplingCounts, StepBudget
 from .sampling.task_stream import TaskStream
 from .serving.build import build_policy_and_serving, choose_serving
 from .serving.endpoint import Endpoint
@@ -99,9 +99,7 @@ class GRPO(Algorithm):
         serving: "vllm" samples from a vLLM server instead of our inference server (started here, or given by
             `vllm={"url": ...}`); LoRA adapters (or, for a full fine-tune, the weights) reach it at runtime. See
             docs/vllm.md. The policy is trained from `model` (default: the embedded SmolLM2's folder).
-        vllm: options of the vLLM server, a `VllmOptions` or a dict of its fields: `url`, `command` (default
-            `$AGL_VLLM_COMMAND`, else `vllm` on the PATH), `args` (extra `vllm serve` arguments), `model_name`,
-            `api_key`, `startup_timeout`, `log_path`, `env`, `publish`.
+        vllm: options of the vLLM server: a `VllmOptions` or a dict of its fields (`url`, `command`, `args`, ...).
         output_dir: where checkpoints and, at the end of `run` (also after Ctrl-C, for what ran), `summary.json`,
             `reward_curve.png`, `accuracy.png` and `final_model/` go (see `report.write_run_outputs`; None: none of
             them).
@@ -120,11 +118,8 @@ class GRPO(Algorithm):
             tasks evenly across the strata (see `sampling/balance.py`; each step's history says how many of each it drew),
             and its health record holds the mean reward per stratum (a stratum left far behind is warned about).
             None: a seeded shuffle of the whole dataset.
-        proxy: options of the `LLMProxy` GRPO starts when the Trainer gave none, to make it reachable from runners
-            on other machines, a `ProxyOptions` or a dict of its fields: `bind_host` (e.g. "0.0.0.0"), `host` (the
-            address they dial, advertised in the resource), `port`, `api_key` (required off loopback; default
-            `$AGL_PROXY_API_KEY`), `insecure`, `num_retries`, `request_timeout`. A Trainer `llm_proxy=` is used as
-            it is instead.
+        proxy: options of the `LLMProxy` GRPO starts when the Trainer gave none (to reach runners on other
+            machines): a `ProxyOptions` or a dict of its fields. A Trainer's `llm_proxy=` is used as it is instead.
         on_event: called with `(kind, payload)` for "resumed", "rollouts", "update" (an update starts), "step",
             "evaluation" and "checkpoint", before the listeners of `add_event_listener` (the Trainer's progress
             display shows these events; `on_event` is for your own use of them).
@@ -276,33 +271,26 @@ class GRPO(Algorithm):
         assert self._endpoint is not None
         return self._endpoint.start_proxy(self.get_llm_proxy(), self.get_store(), self.proxy_options)
 
-    async def _publish_resources(self, *, temperature: float, suffix: str = "") -> str:
+    def _collector(self) -> RolloutCollector:
+        """How this run enqueues and reads rollouts (`rollouts/collector.py`), once the model is served."""
         assert self._endpoint is not None
-        return await self._endpoint.publish_resources(
+        writer = self._health_writer
+
+        def progress(mode: RolloutMode, done: int, total: int) -> None:
+            self._emit("rollouts", step=self.step + 1, mode=mode, done=done, total=total)
+
+        pointer = {POINTER_KEY: writer.rollout_id} if writer is not None and writer.rollout_id is not None else {}
+        return RolloutCollector(
             self.get_store(),
-            f"grpo-{self._version}{suffix}",
-            self.resource_name,
-            temperature,
-            self.get_initial_resources(),
+            self._endpoint,
+            self.trained,
+            self.config,
+            resource_name=self.resource_name,
+            initial_resources=self.get_initial_resources(),
+            skips=self.skips,
+            on_progress=progress,
+            meta=pointer,
         )
-
-    async def _read_training_rollouts(
-        self, finished: list[Rollout]
-    ) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
-        """`_read`, and the checks of a training step's calls: an agent pattern that selects none of the run's first
-        step's calls is an error, and so is a step whose rollouts made no LLM call at all."""
-        data, read = await self._read(finished)
-        if self.step == self.start_step:
-            self.trained.check_first_step(read, self.step + 1)
-        require_llm_calls(self.step + 1, data, self.resource_name)
-        return data, read
-
-    async def _read(self, finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
-        """The finished rollouts' calls and rewards, once the proxy wrote its spans (with several agents: split by
-        agent, the merged view first)."""
-        if self._endpoint is not None:
-            await self._endpoint.flush()
-        return await self.trained.read(self.get_store(), finished, self.config.failure_reward)
 
     def _adapter(self) -> Optional[TraceToTripletBase]:
         if self.agent_match is not None:
@@ -372,17 +360,13 @@ class GRPO(Algorithm):
                 with timed(self.phase_seconds, "evaluation_after"):
                     await self.evaluate(val_dataset, label="after")
                 await self._health_writer.save(self.history, log_verdict(self.history, self.evaluations))
-            self._checkpoint(final=True)
-            self.phase_seconds["total"] = round(time.monotonic() - started, 3)
-            self._write_outputs()
+            self._finish(started)
         except (KeyboardInterrupt, asyncio.CancelledError):
             logger.warning("GRPO interrupted at step %d; saving a checkpoint before stopping", self.step)
             if self._updates.finish_pending():
                 self.step += 1  # the interrupted step's update completed: its weights are what gets saved
                 self.history.append({"step": self.step, "interrupted": True, "samples": len(self.last_samples)})
-            self._checkpoint(final=True)
-            self.phase_seconds["total"] = round(time.monotonic() - started, 3)
-            self._write_outputs()
+            self._finish(started)
             raise
         finally:
             self._shutdown()
@@ -394,9 +378,11 @@ class GRPO(Algorithm):
         (its folder, or None). A script may add keys of its own and write it again (`report.write_summary`)."""
         return run_summary(self)
 
-    def _write_outputs(self) -> None:
-        """Write the run's outputs into `output_dir` (see `report.write_run_outputs`); a failure is logged, never
-        raised (the checkpoints are already written)."""
+    def _finish(self, started: float) -> None:
+        """The end of a run, an interrupted one too: the last checkpoint, then the run's outputs into `output_dir`
+        (see `report.write_run_outputs`; a failure there is logged, never raised: the checkpoint is written)."""
+        self._checkpoint(final=True)
+        self.phase_seconds["total"] = round(time.monotonic() - started, 3)
         if self.output_dir is None:
             return
         try:
@@ -413,59 +399,27 @@ class GRPO(Algorithm):
             self._endpoint.stop()
 
     async def _train(self, dataset: Dataset[Any]) -> None:
-        n = len(dataset)
-        last_step = max_steps(self.config, n)
-        stop_at = deadline(self.config, time.monotonic())
-        if stop_at is not None:
-            logger.info(
-                "GRPO: max_minutes=%g bounds the training steps (a step started in time finishes); the held-out "
-                "evaluations before and after are not counted in it",
-                self.config.max_minutes,
-            )
-        while last_step is None or self.step < last_step:
-            if stop_at is not None and time.monotonic() >= stop_at:
-                logger.info(
-                    "GRPO: the time budget (%.1f min) is used up after step %d", self.config.max_minutes, self.step
-                )
-                break
+        budget = StepBudget(self.config, len(dataset))
+        while budget.allows(self.step):
             await self._train_step(dataset)
             if self.step % self.config.checkpoint_every == 0:
                 self._checkpoint()
-
-    async def _run_rollouts(
-        self, tasks: Sequence[Any], mode: RolloutMode, resources_id: str, repeat: int, meta: dict[str, Any]
-    ) -> tuple[list[Rollout], list[int]]:
-        """Enqueue `repeat` rollouts per task; return the finished rollouts and each one's task index."""
-
-        if self._health_writer is not None and self._health_writer.rollout_id is not None:
-            meta = {**meta, POINTER_KEY: self._health_writer.rollout_id}
-
-        def progress(done: int, total: int) -> None:
-            self._emit("rollouts", step=self.step + 1, mode=mode, done=done, total=total)
-
-        return await run_rollouts(
-            self.get_store(),
-            tasks,
-            mode=mode,
-            resources_id=resources_id,
-            repeat=repeat,
-            meta=meta,
-            timeout=self.config.rollout_timeout,
-            skips=self.skips,
-            on_progress=progress,
-        )
 
     async def _train_step(self, dataset: Dataset[Any]) -> None:
         assert self.policy is not None and self._endpoint is not None
         config = self.config
         started = time.monotonic()
-        resources_id = await self._publish_resources(temperature=config.temperature)
+        rollouts = self._collector()
+        resources_id = await rollouts.publish(self._version, temperature=config.temperature)
         meta = {"step": self.step + 1, "version": self._version}
         saturated = reward_saturated(self.history, config.saturation_reward, config.saturation_window)
         assert self.tasks is not None
 
         async def run_round(tasks: list[Any], round: int) -> tuple[list[Rollout], list[int]]:
-            return await self._run_rollouts(tasks, "train", resources_id, config.group_size, {**meta, "round": round})
+            return await rollouts.run(tasks, "train", resources_id, config.group_size, {**meta, "round": round})
+
+        async def read(finished: list[Rollout]) -> tuple[list[RolloutData], Optional[AgentRollouts]]:
+            return await rollouts.read_training(finished, step=self.step + 1, first=self.step == self.start_step)
 
         sampled = await sample_groups(
             dataset,
@@ -473,8 +427,8 @@ class GRPO(Algorithm):
             self.group_sampling,
             self.tasks,
             run_round,
-            self._read_training_rollouts,
-            self.agents,
+            read,
+            self.trained.build_round,
             served=ServedBy(self._endpoint.serving.model_name, base_allowed=self._version == "base"),
             extra=not saturated,
         )
@@ -535,12 +489,13 @@ class GRPO(Algorithm):
         """Run every task once with greedy decoding (temperature 0) against the current weights."""
         if self._endpoint is None or self._endpoint.proxy is None:
             raise RuntimeError("GRPO.evaluate runs inside run(), after the model is served")
-        resources_id = await self._publish_resources(temperature=0.0, suffix="-greedy")
+        rollouts = self._collector()
+        resources_id = await rollouts.publish(self._version, temperature=0.0, suffix="-greedy")
         tasks = [dataset[i] for i in range(len(dataset))]
-        finished, positions = await self._run_rollouts(
+        finished, positions = await rollouts.run(
             tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
         )
-        data, read = await self._read(finished)
+        data, read = await rollouts.read(finished)
         self.trained.evaluated(label, read)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)

@@ -13,10 +13,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .config import GRPOConfig
+from .learning.agent_samples import agent_step_samples, merge_step_samples
+from .learning.samples import StepSamples
 from .reporting.agent_history import agent_history_entry
 from .rollouts.agents import AgentMatch, AgentRollouts, describe_agents, parse_agent_match, read_agent_rollouts
+from .rollouts.collector import Read
 from .rollouts.reading import RolloutData, read_rollouts
-from .sampling.rounds import SampledGroups
+from .sampling.rounds import SampledGroups, build_round_samples
 
 if TYPE_CHECKING:
     from agentlightning.adapter.triplet import TraceToTripletBase
@@ -24,14 +27,12 @@ if TYPE_CHECKING:
 
     from .learning.agent_policy import AgentPolicies
     from .learning.policy import Policy
+    from .rollouts.call_checks import ServedBy
     from .serving.base import Serving
 
 __all__ = ["AgentAdapters", "OnePolicy", "Trained", "trained_for"]
 
 logger = logging.getLogger("agentlightning.algorithm.grpo.grpo")
-
-Read = tuple[list[RolloutData], Optional[AgentRollouts]]
-"""The finished rollouts' calls and rewards (all agents' together), and with several agents each agent's view."""
 
 
 class OnePolicy:
@@ -54,6 +55,8 @@ class OnePolicy:
 
     def check_first_step(self, read: Optional[AgentRollouts], step: int) -> None:
         """Nothing beyond the check of every step (a step whose rollouts made no LLM call at all is an error)."""
+
+    build_round = staticmethod(build_round_samples)
 
     def update(
         self, policy: Policy, sampled: SampledGroups, config: GRPOConfig, correct: bool
@@ -103,6 +106,27 @@ class AgentAdapters:
         """A pattern that selects none of the first step's calls is an error (`AgentMatchError`)."""
         if read is not None:
             read.require_calls(self.agents, step)
+
+    def build_round(
+        self,
+        sampled: SampledGroups,
+        data: list[RolloutData],
+        read: Optional[AgentRollouts],
+        groups: list[int],
+        config: GRPOConfig,
+        served: Optional[ServedBy],
+    ) -> None:
+        """Each agent's samples of one round, built from its own view of the rollouts (`sampling.rounds.BuildRound`);
+        the step's totals hold every agent's samples together, in the agents' order."""
+        assert read is not None
+        if not sampled.per_agent:
+            sampled.per_agent = {agent: StepSamples() for agent in self.agents}
+        per_agent = agent_step_samples(
+            read, self.agents, groups, sampled.indices, sampled.build_skips, config, served=served
+        )
+        for agent, part in per_agent.items():
+            sampled.per_agent[agent].add(part)
+        sampled.built = merge_step_samples(list(sampled.per_agent.values()))
 
     def update(
         self, policy: Policy, sampled: SampledGroups, config: GRPOConfig, correct: bool

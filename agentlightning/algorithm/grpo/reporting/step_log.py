@@ -9,7 +9,6 @@ import statistics
 import time
 from typing import Any, Optional
 
-from ...errors import CAPTURE_HINT, NoLLMCallsError
 from ..learning.samples import DriftCounts, StepSamples
 from ..rollouts.reading import RolloutData, SkipCounts
 from ..rollouts.sampling_check import SamplingMismatches, count_mismatches
@@ -25,7 +24,6 @@ __all__ = [
     "log_evaluation",
     "log_no_update",
     "log_step",
-    "require_llm_calls",
     "step_details",
 ]
 
@@ -111,17 +109,6 @@ def count_drift(step: int, built: StepSamples, drift: DriftCounts, rollout_drift
             built.drift.drifted,
             built.drift.continuations,
             100 * built.drift.rate,
-        )
-
-
-def require_llm_calls(step: int, data: list[RolloutData], resource_name: str) -> None:
-    """Stop the run when step `step`'s rollouts ran but none recorded an LLM call (client-side or through the
-    proxy)."""
-    succeeded = sum(1 for item in data if item.rollout.status == "succeeded")
-    if succeeded and not any(item.calls or item.sampling for item in data):
-        raise NoLLMCallsError(
-            f"GRPO step {step}: none of the {len(data)} finished rollouts ({succeeded} succeeded) made an "
-            f"LLM call through the published model {resource_name!r}, so there is nothing to train on. " + CAPTURE_HINT
         )
 
 

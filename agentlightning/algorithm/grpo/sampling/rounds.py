@@ -12,14 +12,13 @@ time spent, the counts.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from agentlightning.types import Dataset, Rollout
 
 from ..config import GRPOConfig
-from ..learning.agent_samples import agent_step_samples, merge_step_samples
 from ..learning.samples import StepSamples, build_samples
 from ..rollouts.agents import AgentRollouts
 from ..rollouts.call_checks import ServedBy
@@ -27,7 +26,7 @@ from ..rollouts.reading import RolloutData, SkipCounts
 from .schedule import SamplingCounts
 from .task_stream import TaskStream
 
-__all__ = ["ReadRollouts", "RunRollouts", "SampledGroups", "sample_groups"]
+__all__ = ["BuildRound", "ReadRollouts", "RunRollouts", "SampledGroups", "build_round_samples", "sample_groups"]
 
 RunRollouts = Callable[[list[Any], int], Awaitable[tuple[list[Rollout], list[int]]]]
 """Run each of the tasks `group_size` times in sampling round `round` (the second argument): the finished rollouts
@@ -54,25 +53,24 @@ class SampledGroups:
     build_skips: SkipCounts = field(default_factory=SkipCounts)  # what building the samples left out
 
 
-def _build_round(
+BuildRound = Callable[
+    [SampledGroups, list[RolloutData], Optional[AgentRollouts], list[int], GRPOConfig, Optional[ServedBy]], None
+]
+"""Build one round's samples into the step's `SampledGroups`, from the round's rollouts (with several agents, each
+agent's view of them too) and their tasks' positions in the step (`served`: what may serve the calls). What is trained
+decides how: `build_round_samples` for one policy, `trained.AgentAdapters.build_round` for one adapter per agent."""
+
+
+def build_round_samples(
     sampled: SampledGroups,
     data: list[RolloutData],
     read: Optional[AgentRollouts],
     groups: list[int],
     config: GRPOConfig,
-    agents: Optional[Mapping[str, str]],
     served: Optional[ServedBy],
 ) -> None:
-    """Build the samples of one round's rollouts (`groups`: their tasks' positions in the step) into `sampled`."""
-    if agents is None:
-        sampled.built.add(build_samples(data, groups, sampled.indices, sampled.build_skips, config))
-        return
-    assert read is not None
-    per_agent = agent_step_samples(read, agents, groups, sampled.indices, sampled.build_skips, config, served=served)
-    for agent, part in per_agent.items():
-        sampled.per_agent[agent].add(part)
-    # the totals hold each agent's samples together, in the agents' order (what the update and the logs saw before)
-    sampled.built = merge_step_samples(list(sampled.per_agent.values()))
+    """One policy's samples of one round's rollouts (`groups`: their tasks' positions in the step), into `sampled`."""
+    sampled.built.add(build_samples(data, groups, sampled.indices, sampled.build_skips, config))
 
 
 async def sample_groups(
@@ -82,20 +80,18 @@ async def sample_groups(
     tasks: TaskStream,
     run: RunRollouts,
     read: ReadRollouts,
-    agents: Optional[Mapping[str, str]] = None,
+    build: BuildRound = build_round_samples,
     *,
     served: Optional[ServedBy] = None,
     extra: bool = True,
 ) -> SampledGroups:
     """Sample the step's groups from `dataset` (the next tasks of `tasks`), build their samples, and add to `counts`;
-    `extra=False` (the reward saturated, see `saturation`) trains on what the first tasks give. With several
-    `agents`, each agent's samples are built from its own view (`served`: what may serve its calls)."""
+    `extra=False` (the reward saturated, see `saturation`) trains on what the first tasks give. `build` turns each
+    round's rollouts into samples (`served`: what may serve their calls)."""
     schedule = config.schedule
     target = schedule.target_informative_groups if extra else 0
     budget = max(schedule.task_budget_per_step, schedule.tasks_per_step)
     sampled = SampledGroups()
-    if agents is not None:
-        sampled.per_agent = {agent: StepSamples() for agent in agents}
     count = schedule.tasks_per_step
     missing = 0
     while True:
@@ -114,7 +110,7 @@ async def sample_groups(
         sampled.data.extend(data)
         sampled.groups.extend(groups)
         sampled.rounds += 1
-        _build_round(sampled, data, agent_read, groups, config, agents, served)
+        build(sampled, data, agent_read, groups, config, served)
         missing = target - sampled.built.informative_groups
         if missing <= 0 or len(sampled.indices) >= budget:
             break
