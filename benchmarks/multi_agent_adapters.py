@@ -2,8 +2,9 @@
 
 Runs `examples/multi_agent/train.py` (a solver and a reviewer of answers balanced between right and wrong ones, each
 with its own reward; GRPO with `agent_match=["solver", "reviewer"]` on SmolLM2-135M-Instruct, the example's defaults)
-for `--minutes` and reports each agent's held-out gain (target: each +0.2 over its untrained value in 15 minutes),
-with the reviewer's held-out accuracy per kind of input (right / wrong answers) and the solver's strict accuracy
+for `--minutes` and reports each agent's held-out gain (target: each +0.2 over its untrained value in 15 minutes;
+the solver's in its reward, the reviewer's in its share of correct reviews, `team.correct_review`, which is what its
+reward was until it was shaped), with the reviewer's held-out accuracy per kind of input (right / wrong answers) and the solver's strict accuracy
 before and after. Half of the reviewer's tasks show a right answer and half a wrong one, so a constant verdict
 ("yes" to everything) scores exactly 0.5: the reviewer's target is met only when its accuracy after training is
 above that base rate too (an untrained reviewer that mostly fails to answer "yes" or "no" gains +0.3 by learning to
@@ -92,13 +93,20 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
     summary = json.loads((args.run_dir / "summary.json").read_text())
     figures = []
     for agent, result in summary["agents"].items():
-        gain = result["gain"]
+        gain, label = result["gain"], f"the {agent}'s held-out reward gain in {args.minutes:g} minutes"
+        unit = "held-out reward gain"
+        reviews = summary.get("reviewer_correct_reviews") or {}
+        if agent == "reviewer" and reviews.get("before") is not None and reviews.get("after") is not None:
+            # trained on a shaped reward (team.review_reward), measured on correct reviews (its reward until then)
+            gain = round(reviews["after"] - reviews["before"], 4)
+            label = f"the reviewer's held-out gain in correct reviews in {args.minutes:g} minutes"
+            unit = "share of correct reviews"
         figures.append(
             Figure(
                 key=f"grpo.multi_agent.{agent}_gain",
-                label=f"Two adapters in one run: the {agent}'s held-out reward gain in {args.minutes:g} minutes",
+                label=f"Two adapters in one run: {label}",
                 value=gain if gain is not None else float("nan"),
-                unit="held-out reward gain",
+                unit=unit,
                 target=target_of(agent),
                 met=met(agent, gain, summary.get("reviewer_accuracy")),
                 detail={
@@ -107,6 +115,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                     "steps": summary["steps"],
                     "solver_strict_accuracy": summary["solver_strict_accuracy"],
                     "reviewer_accuracy": summary.get("reviewer_accuracy"),
+                    "reviewer_correct_reviews": summary.get("reviewer_correct_reviews"),
                     "seed": args.seed,
                     "group_size": summary["settings"]["group_size"],
                     "tasks_per_step": summary["settings"]["tasks_per_step"],

@@ -9,7 +9,7 @@ the same verdict (and about the same log-odds) for both kinds.
     python benchmarks/reviewer_probe.py                 # 30 tasks, the example's reply format
     python benchmarks/reviewer_probe.py --tasks 10      # shorter
 
-Prints, per kind, the greedy verdict accuracy, the share of correct reviews (`team.review_reward`: the verdict right
+Prints, per kind, the greedy verdict accuracy, the share of correct reviews (`team.correct_review`: the verdict right
 and following from faithful working) and the mean log-odds of "yes" over "no" (and each reply with `--replies`).
 """
 
@@ -79,7 +79,7 @@ def main() -> dict[str, Any]:
             log_odds = float(logits[yes_id] - logits[no_id])
         kind = "right" if shown_right else "wrong"
         kinds[kind]["correct"].append(1.0 if team.verdict(reply) == shown_right else 0.0)
-        kinds[kind]["reviewed"].append(team.review_reward(reply, task["a"], task["b"], shown, shown_right))
+        kinds[kind]["reviewed"].append(1.0 if team.correct_review(reply, task["a"], task["b"], shown) else 0.0)
         if log_odds is not None:
             kinds[kind]["log_odds"].append(log_odds)
         if args.replies:

@@ -2,18 +2,19 @@
 
 The solver answers "What is a + b?" after two worked examples (the main job's prompt, built by
 examples/arithmetic_rl/agent.py); its reward is 1 for exactly the number, else 0.5 / (1 + distance) for the first
-integer of its answer. The reviewer is shown a proposed answer and must say whether it is right; its reward is 1 for a
-correct review, else 0 (`review_reward`): its verdict ("yes" / "no") is right and follows from its own working, which
-names the question's numbers, their sum and the proposed answer beside it. Which answer it is shown is fixed by the
-task (`review_input`): a
+integer of its answer. The reviewer is shown a proposed answer and must say whether it is right. It writes the sum and
+sets it beside the answer before its verdict ("3 + 5 = 8; 8 vs 8, so yes"), after four worked examples, two of each
+verdict. It is measured on correct reviews (`correct_review`: faithful working, naming the question's numbers, their
+sum and the answer shown, and the verdict that follows) and trained on `review_reward`: 0.5 for faithful working plus
+0.5 for a verdict that follows from the two numbers it wrote side by side, whatever they are, so that a review whose
+working went wrong still teaches the comparison. Which answer it is shown is fixed by the task (`review_input`): a
 "right" task shows the sum (the solver's own answer whenever the solver got it right), a "wrong" task the solver's
 wrong number when it gave one (`"solver_mistakes": true`), else the sum moved by the task's `offset`. Half of the
 tasks are of each kind, so neither "yes" nor "no" is a base rate the reviewer can learn instead of checking, however
-good the solver gets. The reviewer writes the sum and sets it beside the answer before its verdict
-("3 + 5 = 8; 8 vs 8, so yes"), after four worked examples, two of each verdict. A right verdict after wrong working
-("5 vs 2, so yes" when the answer shown is 5) earns nothing: paid for its verdict alone, the untrained reviewer (which
-gets 94 % of the sums right but copies the proposed answer wrongly in a quarter of its reviews and says "no" even to
-"7 vs 7") learned one verdict for everything instead of the comparison. Each agent's work runs inside an
+good the solver gets. Paid for its verdict alone, the untrained reviewer (which gets 94 % of the sums right but copies
+the proposed answer wrongly in a quarter of its reviews and says "no" even to "7 vs 7") learned one verdict for
+everything instead of the comparison; paid for correct reviews alone, it learned faithful working and "yes" to
+everything (docs/benchmarks-appendix.md). Each agent's work runs inside an
 `agl.operation` span with `agent.name`, and each emits its reward inside that span, so GRPO attributes it to that
 agent. The rollout returns the solver's reward (what a single-policy run, `agent_match="solver"`, trains on).
 
@@ -133,17 +134,36 @@ REVIEW_WORK = re.compile(
 """A review written as the worked examples are: "a + b = total; total vs answer, so verdict"."""
 
 
-def review_reward(review: str, a: int, b: int, shown: str, shown_right: bool) -> float:
-    """1 for a correct review of `shown` as the answer to a + b, else 0: written as the worked examples are, with the
-    question's numbers, their sum, that sum beside the answer shown, and the verdict that follows ("yes" exactly when
-    they are equal, which is when `shown_right`)."""
+def review_checks(review: str, a: int, b: int, shown: str) -> Optional[tuple[bool, bool]]:
+    """Two checks of a review of `shown` as the answer to a + b, or None when it is not written as the worked
+    examples are: whether its working is faithful (the question's numbers, their sum, that sum beside the answer
+    shown), and whether its verdict follows from the two numbers it set side by side ("yes" exactly when they are
+    equal), whatever they are."""
     match = REVIEW_WORK.match(review)
     if match is None:
-        return 0.0
+        return None
     x, y, total, left, right = (int(group) for group in match.groups()[:5])
     said_yes = match.group(6).lower() == "yes"
-    faithful = (x, y, total, left, right) == (a, b, a + b, a + b, int(shown))
-    return 1.0 if faithful and said_yes == shown_right else 0.0
+    return (x, y, total, left, right) == (a, b, a + b, a + b, int(shown)), said_yes == (left == right)
+
+
+def correct_review(review: str, a: int, b: int, shown: str) -> bool:
+    """A correct review: faithful working and the verdict that follows from it (so "yes" exactly when `shown` is
+    a + b). What the reviewer is measured on."""
+    return review_checks(review, a, b, shown) == (True, True)
+
+
+def review_reward(review: str, a: int, b: int, shown: str) -> float:
+    """The reviewer's training reward: 0.5 for faithful working plus 0.5 for a verdict that follows from the numbers
+    it wrote side by side (1 exactly for a correct review, 0 for a review not written as the worked examples are).
+
+    The verdict's half is judged on the reviewer's own numbers so that a review whose working went wrong still
+    teaches the comparison: rewarded for correct reviews alone, a miscopied review ("7 vs 2, so no" when shown 7)
+    scored 0 and pushed its "no" down with the rest of its tokens, and as the untrained reviewer miscopies a
+    quarter of its inputs and says "no" to nearly everything, that pushed every verdict towards "yes" until it said
+    "yes" to everything (docs/benchmarks-appendix.md)."""
+    checks = review_checks(review, a, b, shown)
+    return 0.0 if checks is None else 0.5 * checks[0] + 0.5 * checks[1]
 
 
 def agent_llm(resources: NamedResources, rollout: Rollout, agent: str) -> LLM:
@@ -158,21 +178,26 @@ def agent_llm(resources: NamedResources, rollout: Rollout, agent: str) -> LLM:
     return llm
 
 
+def agent_attributes(agent: str) -> dict[str, Any]:
+    """The span attributes that name the agent whose work an `agl.operation` span holds (`agent.name`)."""
+    return {"agent.name": agent}
+
+
 class SolverAndReviewer(agl.LitAgent[dict[str, Any]]):
     """The team: the solver answers, the reviewer judges the task's review input; each rewarded inside its own span."""
 
     def rollout(self, task: dict[str, Any], resources: NamedResources, rollout: Rollout) -> float:
         review_kind(task)  # a malformed task fails here, before any call
         expected = int(task["a"]) + int(task["b"])
-        with agl.operation("solve", **{"agent.name": "solver"}):
+        with agl.operation("solve", **agent_attributes("solver")):
             answer = _chat(agent_llm(resources, rollout, "solver"), messages_for(task), max_tokens=8)
             solved = closeness(answer, expected)
             agl.emit_reward(solved)
-        with agl.operation("review", **{"agent.name": "reviewer"}):
-            shown, shown_right = review_input(task, answer)
+        with agl.operation("review", **agent_attributes("reviewer")):
+            shown, _ = review_input(task, answer)
             messages = review_messages(int(task["a"]), int(task["b"]), shown)
             review = _chat(agent_llm(resources, rollout, "reviewer"), messages, max_tokens=REVIEW_TOKENS)
-            agl.emit_reward(review_reward(review, int(task["a"]), int(task["b"]), shown, shown_right))
+            agl.emit_reward(review_reward(review, int(task["a"]), int(task["b"]), shown))
         return solved
 
 

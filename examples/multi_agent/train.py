@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from team import (
     REVIEW_KINDS,
+    correct_review,
+    review_input,
     review_kind,
     solver_and_reviewer,
     verdict,
@@ -175,7 +177,8 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
 
 def write_summary(path: Path, args: argparse.Namespace, algorithm: GRPO, seconds: float) -> dict[str, Any]:
     """Each agent's held-out reward before and after (and its gain), the reviewer's held-out accuracy per kind of
-    review input, the strict accuracy of the solver's answers, and the run's settings."""
+    review input and its share of correct reviews, the strict accuracy of the solver's answers, and the run's
+    settings."""
     reports = {report.label: report for report in algorithm.evaluations}
     per_agent: dict[str, Any] = {}
     for agent in args.agent_list if not args.single else []:
@@ -184,9 +187,11 @@ def write_summary(path: Path, args: argparse.Namespace, algorithm: GRPO, seconds
         gain = round(after - before, 4) if before is not None and after is not None else None
         per_agent[agent] = {"held_out_before": before, "held_out_after": after, "gain": gain}
     reviewer = {label: reviewer_accuracy(reports[label].items) for label in reports} if not args.single else {}
+    reviews = {label: correct_reviews(reports[label].items) for label in reports} if not args.single else {}
     summary = {
         "agents": per_agent,
         "reviewer_accuracy": reviewer,
+        "reviewer_correct_reviews": reviews,
         "final_reward": {label: reports[label].mean_reward for label in ("before", "after") if label in reports},
         "solver_strict_accuracy": {label: _strict(reports[label].items) for label in reports},
         "steps": algorithm.step,
@@ -206,6 +211,7 @@ def write_summary(path: Path, args: argparse.Namespace, algorithm: GRPO, seconds
     shown = {
         "agents": per_agent,
         "reviewer_accuracy": reviewer,
+        "reviewer_correct_reviews": reviews,
         "solver_strict_accuracy": summary["solver_strict_accuracy"],
     }
     print(json.dumps(shown, indent=2))
@@ -225,6 +231,19 @@ def reviewer_accuracy(items: list[dict[str, Any]]) -> dict[str, Any]:
     found: dict[str, Any] = {kind: _share(values) for kind, values in correct.items()}
     found["all"] = _share(every)
     return found
+
+
+def correct_reviews(items: list[dict[str, Any]]) -> Optional[float]:
+    """The share of held-out tasks whose review is correct (`team.correct_review`; the reviewer's reply is each
+    rollout's last call). Held-out tasks fix the answer shown by the task alone, so it is read from the task."""
+    correct = [
+        isinstance(item.get("answer"), str)
+        and correct_review(
+            item["answer"], int(item["task"]["a"]), int(item["task"]["b"]), review_input(item["task"], "")[0]
+        )
+        for item in items
+    ]
+    return _share(correct)
 
 
 def _strict(items: list[dict[str, Any]]) -> Optional[float]:

@@ -33,26 +33,40 @@ def test_a_wrong_review_shows_the_solvers_mistake_or_else_the_offset_sum() -> No
     assert team.review_input(fixed, "8") == ("9", False)
 
 
-def test_a_correct_review_earns_the_reward() -> None:
+def test_a_correct_review_earns_the_whole_reward() -> None:
     team = load("multi_agent", "team")
-    assert team.review_reward("3 + 4 = 7; 7 vs 7, so yes", 3, 4, "7", True) == 1.0
-    assert team.review_reward("3 + 4 = 7; 7 vs 9, so no.", 3, 4, "9", False) == 1.0
-    assert team.review_reward(" 3+4 = 7 ; 7 vs 9, so No", 3, 4, "9", False) == 1.0  # spacing and case do not matter
+    assert team.review_reward("3 + 4 = 7; 7 vs 7, so yes", 3, 4, "7") == 1.0
+    assert team.review_reward("3 + 4 = 7; 7 vs 9, so no.", 3, 4, "9") == 1.0
+    assert team.review_reward(" 3+4 = 7 ; 7 vs 9, so No", 3, 4, "9") == 1.0  # spacing and case do not matter
+    assert team.correct_review("3 + 4 = 7; 7 vs 9, so no.", 3, 4, "9")
 
 
-def test_a_wrong_verdict_earns_nothing() -> None:
+def test_a_wrong_verdict_after_faithful_working_earns_half() -> None:
     team = load("multi_agent", "team")
-    assert team.review_reward("3 + 4 = 7; 7 vs 7, so no", 3, 4, "7", True) == 0.0
-    assert team.review_reward("3 + 4 = 7; 7 vs 9, so yes", 3, 4, "9", False) == 0.0
+    assert team.review_reward("3 + 4 = 7; 7 vs 7, so no", 3, 4, "7") == 0.5
+    assert team.review_reward("3 + 4 = 7; 7 vs 9, so yes", 3, 4, "9") == 0.5
+    assert not team.correct_review("3 + 4 = 7; 7 vs 9, so yes", 3, 4, "9")
 
 
-def test_a_right_verdict_after_wrong_working_earns_nothing() -> None:
+def test_a_verdict_that_follows_from_wrong_working_earns_half_and_is_not_a_correct_review() -> None:
     team = load("multi_agent", "team")
-    assert team.review_reward("3 + 4 = 7; 7 vs 2, so yes", 3, 4, "7", True) == 0.0  # the answer shown miscopied
-    assert team.review_reward("3 + 4 = 8; 8 vs 7, so no", 3, 4, "9", False) == 0.0  # a wrong sum
-    assert team.review_reward("3 + 5 = 8; 8 vs 9, so no", 3, 4, "9", False) == 0.0  # not the question's numbers
-    assert team.review_reward("9 vs 7, so no", 3, 4, "9", False) == 0.0  # no working
-    assert team.review_reward("yes", 3, 4, "7", True) == 0.0 and team.review_reward("", 3, 4, "7", True) == 0.0
+    assert team.review_reward("3 + 4 = 7; 7 vs 2, so no", 3, 4, "7") == 0.5  # the answer shown miscopied
+    assert team.review_reward("3 + 4 = 8; 8 vs 8, so yes", 3, 4, "9") == 0.5  # a wrong sum, then the sum copied
+    assert team.review_reward("3 + 5 = 8; 8 vs 9, so no", 3, 4, "9") == 0.5  # not the question's numbers
+    assert not team.correct_review("3 + 4 = 7; 7 vs 2, so no", 3, 4, "7")
+
+
+def test_a_verdict_that_contradicts_wrong_working_earns_nothing() -> None:
+    team = load("multi_agent", "team")
+    assert team.review_reward("3 + 4 = 7; 7 vs 2, so yes", 3, 4, "7") == 0.0  # right verdict, miscopied, "yes"
+    assert team.review_reward("3 + 4 = 8; 8 vs 7, so yes", 3, 4, "7") == 0.0
+
+
+def test_a_review_not_written_as_the_examples_are_earns_nothing() -> None:
+    team = load("multi_agent", "team")
+    assert team.review_reward("9 vs 7, so no", 3, 4, "9") == 0.0  # no working
+    assert team.review_reward("yes", 3, 4, "7") == 0.0 and team.review_reward("", 3, 4, "7") == 0.0
+    assert team.review_checks("7 vs 7", 3, 4, "7") is None
 
 
 def test_the_verdict_is_the_last_yes_or_no_after_the_written_sum() -> None:
