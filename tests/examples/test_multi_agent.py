@@ -140,7 +140,20 @@ def test_both_agents_train_their_own_adapter_on_their_own_calls(tmp_path: Path) 
         assert summary["reviewer_accuracy"][label]["all"] == pytest.approx(
             summary["agents"]["reviewer"][f"held_out_{label}"]
         )
+        reward = summary["agents"]["reviewer"][f"held_out_{label}"]
+        assert 0.0 <= summary["reviewer_correct_reviews"][label] <= reward  # a correct review is a reward of 1
     assert (run_dir / "checkpoints" / "step-000002" / "model" / "reviewer" / "adapter_model.safetensors").is_file()
+
+
+def test_the_summary_counts_correct_reviews_of_the_answers_the_held_out_tasks_fix() -> None:
+    train = load("multi_agent", "train")
+    items = [
+        {"task": {"a": 3, "b": 4, "review": "right"}, "answer": "3 + 4 = 7; 7 vs 7, so yes"},
+        {"task": {"a": 3, "b": 4, "review": "wrong", "offset": 2}, "answer": "3 + 4 = 7; 7 vs 9, so yes"},
+        {"task": {"a": 3, "b": 4, "review": "wrong", "offset": 2}, "answer": None},  # no reply: not correct
+        {"task": {"a": 1, "b": 1, "review": "wrong", "offset": -1}, "answer": "1 + 1 = 2; 2 vs 1, so no"},
+    ]
+    assert train.correct_reviews(items) == 0.5
 
 
 def test_the_single_pattern_form_trains_only_the_solver_as_one_policy(tmp_path: Path) -> None:
