@@ -2,8 +2,9 @@
 (`AgentAdapters`, `GRPO(agent_match=[...] or {...})`; see `rollouts/agents.py`).
 
 The run loop takes one path for both; where they differ it asks this object, chosen once from `agent_match`
-(`trained_for`): how a step's rollouts are read, what its update runs, how new weights are served, and what the
-step's history entry, an evaluation and a checkpoint record besides what every run records.
+(`trained_for`): how a step's rollouts are read, how a sampling round's samples are built, what its update runs, how
+new weights are served, and what the step's history entry, an evaluation and a checkpoint record besides what every
+run records.
 """
 
 from __future__ import annotations
