@@ -53,6 +53,10 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "pg_wakeup": ("How soon does a finished rollout wake a waiter (PostgreSQL)?", ("*.wakeup_notify_p50_ms",)),
+    "io_loop_hop": (
+        "What does routing a store call through the process's I/O loop cost?",
+        ("io_loop.hop.http_us", "io_loop.hop.memory_us"),
+    ),
     "proxy_latency": ("What latency does the LLM proxy add to a call?", ("proxy.*",)),
     "dashboard_load": ("Is the dashboard usable at 100,000 rollouts?", ("*.rollout_table_ms", "*.detail_complete_ms")),
     "capture_overhead": ("What does zero-code capture cost an agent?", ()),

@@ -132,6 +132,7 @@ REGISTRY: list[Benchmark] = [
           full="--rounds 3", notes="agentlightning 0.3.0 side by side (its own venv)"),
     bench("pg_wakeup", "pg_wakeup.py", "store.postgres.wakeup_*", 900,
           quick="--trials 20 --compare-poll", full="--trials 100 --compare-poll"),
+    bench("io_loop_hop", "io_loop_hop.py", "io_loop.*", 600, quick="--rounds 2 --calls 50", full="--rounds 10"),
     bench("proxy_latency", "proxy_latency.py", "proxy.*", 900,
           quick="--requests 300 --warmup 50", full="--requests 2000"),
     bench("dashboard_load", "dashboard_load.py", "dashboard.*", 1800, quick="--rollouts 10000 --loads 3",
