@@ -11,6 +11,8 @@ import pytest
 
 from agentlightning.algorithm.grpo import GRPOConfig
 from agentlightning.algorithm.grpo.learning import samples as samples_module
+from agentlightning.algorithm.grpo.learning.agent_samples import merge_step_samples
+from agentlightning.algorithm.grpo.learning.samples import StepSamples
 from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCounts
 from agentlightning.algorithm.grpo.sampling import rounds
 from agentlightning.algorithm.grpo.sampling.rounds import SampledGroups, sample_groups
@@ -114,3 +116,36 @@ def test_the_rounds_take_their_tasks_from_the_stream_and_run_each_round_by_numbe
     assert sampled.indices == tasks_at(config.seed, len(DATASET), start, len(sampled.indices))
     assert [round for _, round in fake.runs] == list(range(sampled.rounds))
     assert [task for tasks, _ in fake.runs for task in tasks] == sampled.indices
+
+
+def test_with_several_agents_a_step_samples_until_every_agent_has_its_informative_groups() -> None:
+    config = _config(tasks_per_step=1, informative_groups=1, max_tasks_per_step=4)
+    # the informative groups each round gives each agent: the solver's first round would do for the step's total
+    found = {"solver": [1, 0, 0, 0], "reviewer": [0, 0, 1, 0]}
+
+    def build(sampled: SampledGroups, data: Any, read: Any, groups: Any, config: Any, served: Any) -> None:
+        for agent, per_round in found.items():
+            part = StepSamples(informative_groups=per_round[sampled.rounds - 1])
+            sampled.per_agent.setdefault(agent, StepSamples()).add(part)
+        sampled.built = merge_step_samples(list(sampled.per_agent.values()))
+
+    fake = FakeRollouts(config.group_size)
+    stream = TaskStream(len(DATASET), config.seed)
+    sampled = asyncio.run(sample_groups(DATASET, config, SamplingCounts(), stream, fake.run, fake.read, build))
+    assert sampled.rounds == 3 and sampled.informative_groups == 1
+    assert sampled.built.informative_groups == 2  # the step's total: one group of each agent
+
+
+def test_with_several_agents_the_task_budget_still_ends_the_sampling() -> None:
+    config = _config(tasks_per_step=1, informative_groups=1, max_tasks_per_step=2)
+
+    def build(sampled: SampledGroups, data: Any, read: Any, groups: Any, config: Any, served: Any) -> None:
+        sampled.per_agent.setdefault("solver", StepSamples()).add(StepSamples(informative_groups=1))
+        sampled.per_agent.setdefault("reviewer", StepSamples())  # never informative
+        sampled.built = merge_step_samples(list(sampled.per_agent.values()))
+
+    fake = FakeRollouts(config.group_size)
+    stream = TaskStream(len(DATASET), config.seed)
+    counts = SamplingCounts()
+    sampled = asyncio.run(sample_groups(DATASET, config, counts, stream, fake.run, fake.read, build))
+    assert sampled.rounds == 2 and len(sampled.indices) == 2 and counts.steps_short == 1

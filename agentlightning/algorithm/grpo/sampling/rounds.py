@@ -2,9 +2,10 @@
 
 A step runs `tasks_per_step` tasks `group_size` times each; while fewer than `target_informative_groups` groups have
 rewards that vary (and the step's task budget is not spent) it samples more fresh tasks, as many as groups are
-missing (see `GRPOConfig.informative_groups`). Each round's rollouts are turned into samples once, as soon as they
-are read (`learning.samples.build_samples`; groups never span rounds, so the step's samples are the rounds' samples
-one after the other), and those are what the step trains on. Where the tasks come from (`TaskStream`), running them
+missing (see `GRPOConfig.informative_groups`; with several agents, until every agent has that many of its own).
+Each round's rollouts are turned into samples once, as soon as they are read (`learning.samples.build_samples`;
+groups never span rounds, so the step's samples are the rounds' samples one after the other), and those are what
+the step trains on. Where the tasks come from (`TaskStream`), running them
 and reading them back are the caller's; this module keeps the bookkeeping: which task each rollout belongs to, the
 time spent, the counts.
 """
@@ -51,6 +52,14 @@ class SampledGroups:
     built: StepSamples = field(default_factory=StepSamples)  # what the step trains on (with several agents: all)
     per_agent: dict[str, StepSamples] = field(default_factory=dict)  # each agent's samples (several agents only)
     build_skips: SkipCounts = field(default_factory=SkipCounts)  # what building the samples left out
+
+    @property
+    def informative_groups(self) -> int:
+        """The informative groups found so far for the update that has fewest: with several agents each adapter
+        trains on its own agent's groups, so another agent's groups do not make up for its own."""
+        if self.per_agent:
+            return min(part.informative_groups for part in self.per_agent.values())
+        return self.built.informative_groups
 
 
 BuildRound = Callable[
@@ -111,7 +120,7 @@ async def sample_groups(
         sampled.groups.extend(groups)
         sampled.rounds += 1
         build(sampled, data, agent_read, groups, config, served)
-        missing = target - sampled.built.informative_groups
+        missing = target - sampled.informative_groups
         if missing <= 0 or len(sampled.indices) >= budget:
             break
         count = min(missing, budget - len(sampled.indices))
