@@ -5,9 +5,8 @@ rewards that vary (and the step's task budget is not spent) it samples more fres
 missing (see `GRPOConfig.informative_groups`; with several agents, until every agent has that many of its own).
 Each round's rollouts are turned into samples once, as soon as they are read (`learning.samples.build_samples`;
 groups never span rounds, so the step's samples are the rounds' samples one after the other), and those are what
-the step trains on. Where the tasks come from (`TaskStream`), running them
-and reading them back are the caller's; this module keeps the bookkeeping: which task each rollout belongs to, the
-time spent, the counts.
+the step trains on. Where the tasks come from (`TaskStream`), running them and reading them back are the caller's;
+this module keeps the bookkeeping: which task each rollout belongs to, the time spent, the counts.
 """
 
 from __future__ import annotations
