@@ -116,6 +116,14 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         help="sampling temperature of the training rollouts (default 0.7: at 1.0 the untrained model's tool calls "
         "are mostly malformed, so groups rarely differ)",
     )
+    parser.add_argument(
+        "--failed-group-advantage",
+        type=float,
+        default=None,
+        help="train the groups whose rollouts all scored 0 with this negative advantage (GRPO's "
+        "failed_group_reward=0.0, failed_group_advantage=A): a question answered with the wrong tool every time "
+        "then pushes that tool down instead of being skipped (default: off, such groups are skipped)",
+    )
     parser.add_argument("--held-out", type=int, default=50, help="held-out questions (default 50)")
     parser.add_argument("--max-steps", type=int, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=10)
@@ -123,6 +131,13 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of SmolLM2 (smoke tests)")
     parser.add_argument("--no-live", action="store_true", help="progress as plain log lines instead of the live panel")
     return parser.parse_args(argv)
+
+
+def failed_groups(advantage: Optional[float]) -> dict[str, float]:
+    """GRPO's settings for `--failed-group-advantage` (none when it is not given)."""
+    if advantage is None:
+        return {}
+    return {"failed_group_reward": 0.0, "failed_group_advantage": advantage}
 
 
 def budget_note(args: argparse.Namespace) -> str:
@@ -176,6 +191,7 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
         max_response_tokens=calc_task.MAX_TOKENS,
         temperature=args.temperature,
         seed=args.seed,
+        **failed_groups(args.failed_group_advantage),
     )
     trainer = agl.Trainer(
         algorithm=algorithm,

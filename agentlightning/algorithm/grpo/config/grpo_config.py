@@ -146,6 +146,8 @@ class GRPOConfig:
     tis_cap = _InSection[float]("sampler")
     truncated = _InSection[TruncatedCalls]("rewards")
     truncation_reward = _InSection[float]("rewards")
+    failed_group_reward = _InSection[Optional[float]]("rewards")
+    failed_group_advantage = _InSection[float]("rewards")
 
     def __init__(
         self,

@@ -187,6 +187,14 @@ class RewardSettings:
             calls are counted in `skips.calls_hit_length_limit`; the step's `truncation_rate` is all such calls per
             call the proxy recorded.
         truncation_reward: the reward of a rollout with a truncated call under `truncated="failure_reward"`.
+        failed_group_reward: None (default): a group whose rewards do not vary is skipped, whatever they are. A
+            number: a group whose rewards are all at most this (every rollout failed; 0.0 for 0/1 rewards) is
+            trained with `failed_group_advantage` on every rollout (negative reinforcement: it lowers what the model
+            did on that task, so that it tries something else; counted as `failed_groups`). Against a policy that
+            settles on one action (one tool for every question): the questions it now gets wrong all score 0, and
+            without this nothing in the update pushes back.
+        failed_group_advantage: the (negative) advantage of every rollout of a failed group; the failures of a
+            group of 4 with one success get -0.58, of one with two -1.0.
     """
 
     credit: Credit = "final"
@@ -195,6 +203,8 @@ class RewardSettings:
     failure_reward: Optional[float] = None
     truncated: TruncatedCalls = "mask"
     truncation_reward: float = 0.0
+    failed_group_reward: Optional[float] = None
+    failed_group_advantage: float = -0.5
 
     def __post_init__(self) -> None:
         non_negative_number("min_reward_std", self.min_reward_std)
@@ -203,6 +213,12 @@ class RewardSettings:
         one_of("truncated", self.truncated, ("mask", "failure_reward", "keep"))
         if not finite_number(self.truncation_reward):
             raise ValueError(f"truncation_reward must be a finite number, got {self.truncation_reward!r}")
+        if self.failed_group_reward is not None and not finite_number(self.failed_group_reward):
+            raise ValueError(f"failed_group_reward must be a finite number or None, got {self.failed_group_reward!r}")
+        if not (finite_number(self.failed_group_advantage) and self.failed_group_advantage < 0):
+            raise ValueError(
+                f"failed_group_advantage must be a negative finite number, got {self.failed_group_advantage!r}"
+            )
 
 
 @dataclass(frozen=True)

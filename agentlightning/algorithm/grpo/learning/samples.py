@@ -32,7 +32,7 @@ from ..config import GRPOConfig, RewardSettings
 from ..rollouts.call_checks import CallVerdict, ServedBy, judge_call
 from ..rollouts.proxy_calls import ProxyCall
 from ..rollouts.reading import RolloutData, SkipCounts
-from .advantages import group_advantages, turn_advantages
+from .advantages import FailedGroups, group_advantages, turn_advantages
 from .loss import Sample
 
 __all__ = ["DriftCounts", "StepSamples", "build_samples", "call_ids"]
@@ -106,6 +106,7 @@ class StepSamples:
     drift: DriftCounts = field(default_factory=DriftCounts)
     rollout_drift: dict[str, float] = field(default_factory=dict)  # drift rate of each rollout that drifted
     informative_groups: int = 0  # groups whose rewards varied (they produced the samples)
+    failed_groups: int = 0  # groups that failed throughout, trained with `failed_group_advantage`
     transition_tokens: int = 0  # tokens one sample per call would process for the same rollouts (for comparison)
     calls_recorded: int = 0  # calls with a proxy record (checked for sampling, adapter and truncation)
     calls_hit_length_limit: int = 0  # of those, calls that stopped on the length limit
@@ -117,6 +118,7 @@ class StepSamples:
         self.drift.add(other.drift)
         self.rollout_drift.update(other.rollout_drift)
         self.informative_groups += other.informative_groups
+        self.failed_groups += other.failed_groups
         self.transition_tokens += other.transition_tokens
         self.calls_recorded += other.calls_recorded
         self.calls_hit_length_limit += other.calls_hit_length_limit
@@ -225,26 +227,34 @@ def _with_truncation_reward(item: RolloutData, verdicts: list[CallVerdict], rewa
 def _call_advantages(
     data: list[RolloutData], groups: list[int], skips: SkipCounts, rewards: RewardSettings, step: StepSamples
 ) -> dict[int, list[float]]:
-    """The advantage of each call of each rollout that has calls and belongs to an informative group."""
+    """The advantage of each call of each rollout that has calls and belongs to an informative group (or, with
+    `failed_group_reward`, to a group that failed throughout)."""
+    failed = None
+    if rewards.failed_group_reward is not None:
+        failed = FailedGroups(rewards.failed_group_reward, rewards.failed_group_advantage)
     if rewards.credit == "turn":
         by_group_turns: dict[Hashable, list[tuple[Hashable, Sequence[Optional[float]]]]] = defaultdict(list)
         for position, (item, group) in enumerate(zip(data, groups, strict=True)):
             if item.reward is None or not math.isfinite(item.reward):
                 continue
             by_group_turns[group].append((position, _turn_rewards(item)))
-        turns = turn_advantages(by_group_turns, scale=rewards.scale_rewards, min_std=rewards.min_reward_std)
+        turns = turn_advantages(
+            by_group_turns, scale=rewards.scale_rewards, min_std=rewards.min_reward_std, failed=failed
+        )
         skips.groups_zero_variance += turns.groups_zero_variance
         skips.groups_too_small += turns.groups_too_small
         step.informative_groups = turns.groups_used
+        step.failed_groups = turns.groups_failed
         return {int(k): v for k, v in turns.advantages.items() if data[int(k)].calls}  # type: ignore[call-overload]
     by_group: dict[Hashable, list[tuple[Hashable, float]]] = defaultdict(list)
     for position, (item, group) in enumerate(zip(data, groups, strict=True)):
         if item.reward is not None:
             by_group[group].append((position, item.reward))
-    result = group_advantages(by_group, scale=rewards.scale_rewards, min_std=rewards.min_reward_std)
+    result = group_advantages(by_group, scale=rewards.scale_rewards, min_std=rewards.min_reward_std, failed=failed)
     skips.groups_zero_variance += result.groups_zero_variance
     skips.groups_too_small += result.groups_too_small
     step.informative_groups = result.groups_used
+    step.failed_groups = result.groups_failed
     return {
         int(k): [advantage] * len(data[int(k)].calls)  # type: ignore[call-overload]
         for k, advantage in result.advantages.items()

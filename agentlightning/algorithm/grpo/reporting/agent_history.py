@@ -23,6 +23,7 @@ def agent_history(
             "calls": read.calls(name),
             "samples": len(part.samples),
             "informative_groups": part.informative_groups,
+            "failed_groups": part.failed_groups,
             "rewards_from_rollout": read.rewards_from_rollout.get(name, 0),
         }
         prefix = f"{name}."

@@ -5,6 +5,7 @@ A small model fails to train in a few known ways: nothing to learn from (every g
 trainer's log-probabilities. `step_health` gathers, per step, what tells them apart:
 
 - `informative_share` / `zero_variance_share`: groups whose rewards varied / were all equal, per task sampled;
+- `failed_group_share`: groups that failed throughout and were trained as such (`failed_group_reward`), per task;
 - `entropy` (mean entropy, in nats, of the policy's sampling distribution over the trained tokens) and
   `sampled_nll` (their mean negative log-probability), measured by the update's forward pass;
 - `tool_calls`: the calls' tool calls (`tool_call_stats`): how many, the share that parse, which tools were chosen,
@@ -171,6 +172,7 @@ def step_health(
         "reward_mean": entry.get("reward_mean"),
         "informative_share": round(informative / tasks, 4) if tasks and informative is not None else None,
         "zero_variance_share": round(skips.get("groups_zero_variance", 0) / tasks, 4) if tasks else None,
+        "failed_group_share": round((entry.get("failed_groups") or 0) / tasks, 4) if tasks else None,
         "entropy": _agents_mean(metrics, "entropy"),
         "sampled_nll": _agents_mean(metrics, "sampled_nll"),
         "drift_rate": drift.get("rate") if drift.get("continuations") else None,

@@ -48,6 +48,7 @@ def history_entry(
         "tasks": len(sampled.indices),
         "sampling_rounds": sampled.rounds,
         "informative_groups": built.informative_groups,
+        "failed_groups": built.failed_groups,
         "samples": len(built.samples),
         "response_tokens": sum(s.trained_tokens for s in built.samples),
         "sample_tokens": sum(s.length for s in built.samples),
