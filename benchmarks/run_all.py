@@ -99,14 +99,16 @@ def store_http(name: str, arguments: str, keys: str) -> Benchmark:
 
 
 def calc_framework(framework: str) -> Benchmark:
-    """calc_frameworks.py for one framework, three seeds of 15 minutes with balanced steps and the worked examples in
-    mixed order: one entry (and one result file) per framework, so that a framework measured in a later session
-    replaces only its own figures."""
+    """calc_frameworks.py for one framework, three seeds of 15 minutes with balanced steps, the worked examples in
+    mixed order and the groups that failed throughout trained as failures (from the twelfth session on: see the
+    appendix's reading note): one entry (and one result file) per framework, so that a framework measured in a later
+    session replaces only its own figures."""
     return bench(calc_table.benchmark_name(framework), "calc_frameworks.py", f"calc.{framework}.*", 3 * 3600,
                  quick=None,
-                 full=f"--frameworks {framework} --seeds 0 1 2 --minutes 15 -- --balance-by-op --mix-example-order",
+                 full=f"--frameworks {framework} --seeds 0 1 2 --minutes 15 -- --balance-by-op --mix-example-order "
+                      "--failed-group-advantage -0.5",
                  notes="resumable: a rerun reads the seeds that finished with the same settings; balanced steps, "
-                       "worked examples in mixed order")  # fmt: skip
+                       "worked examples in mixed order, failed groups trained")  # fmt: skip
 
 
 # The lead extends this list; names are the file names in benchmarks/results/ and the order of the summary table.

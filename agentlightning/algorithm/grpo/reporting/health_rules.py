@@ -116,8 +116,10 @@ def tool_collapse(records: Sequence[Record]) -> Optional[HealthWarning]:
         "tool_collapse",
         f"{100 * count / total:.0f}% of the last {total} tool calls pick {name!r} (of {len(tools)} tools): the "
         "policy is collapsing onto one action.",
-        "Try balanced steps (balance_by, every kind of task in each step) or a lower learning rate; a KL penalty "
-        "(kl_coef) also holds the policy near the model it started from.",
+        "Try balanced steps (balance_by, every kind of task in each step) and training the groups that failed "
+        "throughout (failed_group_reward, e.g. 0.0 for 0/1 rewards: the questions the one tool gets wrong then "
+        "push it down), or a lower learning rate; a KL penalty (kl_coef) also holds the policy near the model it "
+        "started from.",
     )
 
 

@@ -150,13 +150,14 @@ def describe_skips(skips: SkipCounts) -> str:
 def log_step(entry: dict[str, Any], built: StepSamples, metrics: dict[str, float]) -> None:
     """The INFO line of a finished step (its history `entry`)."""
     logger.info(
-        "GRPO step %d: reward %s over %d rollouts (%d tasks, %d informative groups), %d samples, drift %.2f, "
+        "GRPO step %d: reward %s over %d rollouts (%d tasks, %d informative groups%s), %d samples, drift %.2f, "
         "%s lineages per rollout, loss %.4f (%s)",
         entry["step"],
         "n/a" if entry["reward_mean"] is None else f"{entry['reward_mean']:.3f}",
         entry["rollouts"],
         entry["tasks"],
         built.informative_groups,
+        f", {built.failed_groups} failed groups trained" if built.failed_groups else "",
         len(built.samples),
         built.drift.rate,
         "n/a" if built.drift.lineages_per_rollout is None else f"{built.drift.lineages_per_rollout:.2f}",
