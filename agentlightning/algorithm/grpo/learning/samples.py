@@ -49,7 +49,7 @@ class DriftCounts:
     drifted: int = 0  # continuations whose prompt did not extend the conversation's ids exactly (fit no lineage)
     rollouts_drifted: int = 0
     lineages: int = 0  # root conversations of those rollouts (each trained as one multi-turn sample)
-    generated_tokens: int = 0  # tokens the model generated in the rollouts the step trained on (informative groups)
+    generated_tokens: int = 0  # tokens the model generated in the rollouts the step trained on (its trained groups)
     trained_tokens: int = 0  # of those, the tokens in the loss of a sample (after masking and cuts)
 
     @property
@@ -105,7 +105,7 @@ class StepSamples:
     rewards: list[float] = field(default_factory=list)  # the finite final rewards seen
     drift: DriftCounts = field(default_factory=DriftCounts)
     rollout_drift: dict[str, float] = field(default_factory=dict)  # drift rate of each rollout that drifted
-    informative_groups: int = 0  # groups whose rewards varied (they produced the samples)
+    informative_groups: int = 0  # groups whose rewards varied (they, and any failed groups, produced the samples)
     failed_groups: int = 0  # groups that failed throughout, trained with `failed_group_advantage`
     transition_tokens: int = 0  # tokens one sample per call would process for the same rollouts (for comparison)
     calls_recorded: int = 0  # calls with a proxy record (checked for sampling, adapter and truncation)
