@@ -114,6 +114,17 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         default=[],
         help="an extra `vllm serve` argument (repeat: --vllm-arg=--dtype --vllm-arg=float32)",
     )
+    parser.add_argument(
+        "--failed-group-reward",
+        type=float,
+        default=None,
+        help="train the groups whose rewards do not vary and are all at most R with a negative advantage instead of "
+        "skipping them (GRPO's failed_group_reward; 0.5 catches the reviewer's 'no' to every right answer, which "
+        "scores 0.5 throughout under its shaped reward; default: off)",
+    )
+    parser.add_argument(
+        "--failed-group-advantage", type=float, default=-0.5, help="the advantage of such groups (default -0.5)"
+    )
     args = parser.parse_args(argv)
     args.agent_list = [name.strip() for name in args.agents.split(",") if name.strip()]
     if args.single and len(args.agent_list) != 1:
@@ -125,6 +136,13 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     if args.minutes is None and args.max_steps is None:
         args.minutes = 15.0
     return args
+
+
+def failed_groups(args: argparse.Namespace) -> dict[str, float]:
+    """GRPO's settings for `--failed-group-reward` / `--failed-group-advantage` (none without the first)."""
+    if args.failed_group_reward is None:
+        return {}
+    return {"failed_group_reward": args.failed_group_reward, "failed_group_advantage": args.failed_group_advantage}
 
 
 def main(argv: Optional[list[str]] = None) -> GRPO:
@@ -162,6 +180,7 @@ def main(argv: Optional[list[str]] = None) -> GRPO:
         # an answer that runs past them is scored as cut, and trained on, so the policy learns to stop in time
         truncated="keep",
         seed=args.seed,
+        **failed_groups(args),
     )
     trainer = agl.Trainer(
         algorithm=algorithm,

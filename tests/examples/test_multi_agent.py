@@ -167,3 +167,14 @@ def test_the_single_pattern_form_trains_only_the_solver_as_one_policy(tmp_path: 
     assert all("Answer with just the number." in prompt for prompt in prompts)
     assert not any("Proposed answer" in prompt for prompt in prompts)
     assert len(algorithm.last_samples) <= algorithm.history[-1]["rollouts"]  # one (solver) call per rollout, never two
+
+
+def test_failed_groups_are_trained_only_when_a_failed_group_reward_is_given() -> None:
+    train = load("multi_agent", "train")
+    assert train.failed_groups(train.parse_args([])) == {}
+    args = train.parse_args(["--failed-group-reward", "0.5", "--failed-group-advantage", "-0.25"])
+    settings = train.failed_groups(args)
+    assert settings == {"failed_group_reward": 0.5, "failed_group_advantage": -0.25}
+    algorithm = train.GRPO(lora_rank=4, **settings)
+    assert algorithm.config.rewards.failed_group_reward == 0.5
+    assert algorithm.config.rewards.failed_group_advantage == -0.25

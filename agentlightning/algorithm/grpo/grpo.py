@@ -27,7 +27,6 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
 from agentlightning.types import Dataset, Rollout, RolloutMode
 from agentlightning.utils.memory import release_free_memory
 
@@ -74,7 +73,6 @@ from .trained import trained_for
 if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
-    from agentlightning.llm_proxy import LLMProxy
 
     from .learning.agent_policy import AgentPolicies
     from .learning.policy import Policy
@@ -173,7 +171,7 @@ class GRPO(Algorithm):
             self.config,
             server_url=server_url,
             vllm_options=self.serving_choice.vllm,
-            adapter=self._adapter,
+            adapter=self.get_adapter,
         )
         self.last_agent_samples: dict[str, list[Sample]] = {}  # what each agent's latest update trained on
         self.resource_name = resource_name
@@ -239,7 +237,7 @@ class GRPO(Algorithm):
         self.emit_event(kind, payload)  # the listeners (the Trainer's progress display), each failure logged
 
     # --------------------------------------------------------------------------------------------- set-up
-    def _build(self) -> None:
+    def _build(self) -> Endpoint:
         import torch
 
         torch.manual_seed(self.config.seed)  # LoRA's initialisation (a resumed run restores the RNG state later)
@@ -248,10 +246,9 @@ class GRPO(Algorithm):
             self.config.effective_learning_rate,
             "" if self.config.learning_rate is not None else " (the default for a LoRA run or a full fine-tune)",
         )
-        built = build_policy_and_serving(self.config, self.serving_choice, agents=self.agents, step=self.step)
+        built = build_policy_and_serving(self.config, self.serving_choice, self.trained, step=self.step)
         self.policy, self._serves_policy_weights = built.policy, built.serves_policy_weights
         self._endpoint = Endpoint(built.serving, self.agents)
-        self.trained.policies = built.agent_policies
         if built.engine is not None:
             self.engine = built.engine
         if self.config.kl_coef > 0:
@@ -261,15 +258,12 @@ class GRPO(Algorithm):
         )
         release_free_memory()  # what loading and de-quantizing the model files used on the way
         built.serving.start()
+        return self._endpoint
 
     def _publish_weights(self) -> None:
         """Serve the current weights (every agent's adapter, with several agents) as version `self._version`."""
         assert self._endpoint is not None and self.policy is not None
         self.trained.publish(self._endpoint.serving, self.policy, self._version)
-
-    def _start_proxy(self) -> LLMProxy:
-        assert self._endpoint is not None
-        return self._endpoint.start_proxy(self.get_llm_proxy(), self.get_store(), self.proxy_options)
 
     def _collector(self) -> RolloutCollector:
         """How this run enqueues and reads rollouts (`rollouts/collector.py`), once the model is served."""
@@ -291,15 +285,6 @@ class GRPO(Algorithm):
             on_progress=progress,
             meta=pointer,
         )
-
-    def _adapter(self) -> Optional[TraceToTripletBase]:
-        if self.agent_match is not None:
-            return TracerTraceToTriplet(agent_match=self.agent_match)
-        try:
-            adapter = self.get_adapter()
-        except ValueError:
-            return None
-        return adapter if isinstance(adapter, TraceToTripletBase) else None
 
     def _try_resume(self) -> None:
         assert self.policy is not None and self._endpoint is not None
@@ -339,7 +324,7 @@ class GRPO(Algorithm):
             self._tracker.log_params(self.config.to_dict())
         started = time.monotonic()
         self.phase_seconds = {}
-        self._build()
+        endpoint = self._build()
         try:
             self._try_resume()
             if not self._serves_policy_weights:
@@ -350,7 +335,7 @@ class GRPO(Algorithm):
             await cancel_stale_rollouts(self.get_store())
             self._health_writer = HealthRecordWriter(self.get_store())
             await self._health_writer.save(self.history)
-            self._start_proxy()
+            endpoint.start_proxy(self.get_llm_proxy(), self.get_store(), self.proxy_options)
             if val_dataset is not None and len(val_dataset) and not any(e.label == "before" for e in self.evaluations):
                 with timed(self.phase_seconds, "evaluation_before"):
                     await self.evaluate(val_dataset, label="before")
@@ -489,13 +474,8 @@ class GRPO(Algorithm):
         """Run every task once with greedy decoding (temperature 0) against the current weights."""
         if self._endpoint is None or self._endpoint.proxy is None:
             raise RuntimeError("GRPO.evaluate runs inside run(), after the model is served")
-        rollouts = self._collector()
-        resources_id = await rollouts.publish(self._version, temperature=0.0, suffix="-greedy")
         tasks = [dataset[i] for i in range(len(dataset))]
-        finished, positions = await rollouts.run(
-            tasks, "val", resources_id, 1, {"evaluation": label, "version": self._version}
-        )
-        data, read = await rollouts.read(finished)
+        (data, read), positions = await self._collector().run_greedy(tasks, self._version, label)
         self.trained.evaluated(label, read)
         tokenizer = self.policy.tokenizer if self.policy is not None else None
         report = evaluation_report(label, self.step, tasks, data, positions, tokenizer)

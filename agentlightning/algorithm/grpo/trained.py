@@ -2,16 +2,17 @@
 (`AgentAdapters`, `GRPO(agent_match=[...] or {...})`; see `rollouts/agents.py`).
 
 The run loop takes one path for both; where they differ it asks this object, chosen once from `agent_match`
-(`trained_for`): how a step's rollouts are read, how a sampling round's samples are built, what its update runs, how
-new weights are served, and what the step's history entry, an evaluation and a checkpoint record besides what every
-run records.
+(`trained_for`): how the policy is built (`serving.base.PolicyFactory`), how a step's rollouts are read, how a
+sampling round's samples are built, what its update runs, how new weights are served, and what the step's history
+entry, an evaluation and a checkpoint record besides what every run records.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional, Union
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
 
 from .config import GRPOConfig
 from .learning.agent_samples import agent_step_samples, merge_step_samples
@@ -24,6 +25,7 @@ from .sampling.rounds import SampledGroups, build_round_samples
 
 if TYPE_CHECKING:
     from agentlightning.adapter.triplet import TraceToTripletBase
+    from agentlightning.inference.engine import InferenceEngine
     from agentlightning.store.base import LightningStore
 
     from .learning.agent_policy import AgentPolicies
@@ -42,11 +44,43 @@ class OnePolicy:
 
     agents: Optional[dict[str, str]] = None
 
-    def __init__(self, agent_match: Optional[str], adapter: Callable[[], Optional[TraceToTripletBase]]) -> None:
+    def __init__(self, agent_match: Optional[str], adapter: Callable[[], Any]) -> None:
         self.agent_match = agent_match
-        self._adapter = adapter  # the adapter the rollouts are read with (the Trainer's, unless agent_match)
+        self._given_adapter = adapter  # the Trainer's adapter (raises ValueError when there is none)
         self.policies: Optional[AgentPolicies] = None  # no adapters: the policy is the one GRPO builds
         self.evaluations: dict[str, dict[str, Optional[float]]] = {}
+
+    adapter_count = 1
+
+    def from_pretrained(self, path: Path, config: GRPOConfig) -> Policy:
+        from .learning.policy import Policy
+
+        return Policy.from_pretrained(path, config)
+
+    def from_engine(self, engine: InferenceEngine, config: GRPOConfig, *, default_model: bool) -> tuple[Policy, bool]:
+        """The policy trains the served tensors (or a copy of them); the engine serves its weights."""
+        from .learning.policy import Policy
+
+        if default_model and config.precision == "bfloat16":
+            # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come from
+            # the file, so training starts from exactly the weights a float32 run starts from.
+            from agentlightning.inference.model_files import ensure_converted
+
+            return Policy.from_pretrained(ensure_converted(), config), True
+        return Policy.from_engine(engine, config, share_base=True), True
+
+    def _adapter(self) -> Optional[TraceToTripletBase]:
+        """The adapter the rollouts are read with: one selecting `agent_match`'s calls, else the Trainer's (when it
+        builds triplets from traces), else the default one."""
+        from agentlightning.adapter.triplet import TracerTraceToTriplet, TraceToTripletBase
+
+        if self.agent_match is not None:
+            return TracerTraceToTriplet(agent_match=self.agent_match)
+        try:
+            adapter = self._given_adapter()
+        except ValueError:
+            return None
+        return adapter if isinstance(adapter, TraceToTripletBase) else None
 
     async def read(self, store: LightningStore, finished: list[Any], failure_reward: Optional[float]) -> Read:
         data = await read_rollouts(
@@ -98,6 +132,23 @@ class AgentAdapters:
         self.agents = agents
         self.policies: Optional[AgentPolicies] = None  # the adapters, once built
         self.evaluations: dict[str, dict[str, Optional[float]]] = {}  # label -> agent -> mean reward
+
+    @property
+    def adapter_count(self) -> int:
+        return len(self.agents)
+
+    def from_pretrained(self, path: Path, config: GRPOConfig) -> Policy:
+        from .learning.agent_policy import AgentPolicies
+
+        self.policies = AgentPolicies.from_pretrained(path, config, list(self.agents))
+        return cast("Policy", self.policies)  # the run loop and checkpoints use what both kinds have
+
+    def from_engine(self, engine: InferenceEngine, config: GRPOConfig, *, default_model: bool) -> tuple[Policy, bool]:
+        """The adapters on the engine's model (its tensors, or a copy); the engine serves none of them yet."""
+        from .learning.agent_policy import AgentPolicies
+
+        self.policies = AgentPolicies.from_engine(engine, config, list(self.agents))
+        return cast("Policy", self.policies), False
 
     async def read(self, store: LightningStore, finished: list[Any], failure_reward: Optional[float]) -> Read:
         read = await read_agent_rollouts(store, finished, self.agents, failure_reward=failure_reward)
@@ -175,9 +226,10 @@ def trained_for(
     *,
     server_url: Optional[str],
     vllm_options: Mapping[str, Any],
-    adapter: Callable[[], Optional[TraceToTripletBase]],
+    adapter: Callable[[], Any],
 ) -> Trained:
-    """What `agent_match` asks to train (a list or dict: one adapter per agent, which these settings must allow)."""
+    """What `agent_match` asks to train (a list or dict: one adapter per agent, which these settings must allow);
+    `adapter` returns the Trainer's adapter (raising ValueError when there is none)."""
     agents = parse_agent_match(agent_match)
     if agents is None:
         return OnePolicy(agent_match if isinstance(agent_match, str) else None, adapter)

@@ -21,6 +21,7 @@ from agentlightning.algorithm.grpo.rollouts.agents import AgentMatchError
 from agentlightning.algorithm.grpo.serving.base import ServingError
 from agentlightning.algorithm.grpo.serving.routing import model_entries
 from agentlightning.algorithm.grpo.serving.vllm import VllmServing, build_vllm_serving
+from agentlightning.algorithm.grpo.trained import AgentAdapters, OnePolicy
 from agentlightning.store import InMemoryLightningStore
 from agentlightning.tracer.otel import OtelTracer
 
@@ -144,12 +145,15 @@ def test_an_adapter_name_a_server_given_by_url_already_holds_is_replaced(
 
 def test_a_server_started_here_batches_two_adapters_per_agent(tiny_folder: Path, tmp_path: Path) -> None:
     config = GRPOConfig(lora_rank=4)
-    policies, serving = build_vllm_serving(tiny_folder, tmp_path, config, {"command": sys.executable}, AGENTS)
+    team = AgentAdapters({agent: agent for agent in AGENTS})
+    policies, serving = build_vllm_serving(tiny_folder, tmp_path, config, {"command": sys.executable}, team)
     assert isinstance(policies, AgentPolicies) and policies.agents == AGENTS
     command, env = serving.launch_command(8000)
     assert command[command.index("--max-loras") + 1] == "4"
     assert "--enable-lora" in command and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
-    _, single = build_vllm_serving(tiny_folder, tmp_path, config, {"command": sys.executable})
+    _, single = build_vllm_serving(
+        tiny_folder, tmp_path, config, {"command": sys.executable}, OnePolicy(None, lambda: None)
+    )
     assert single.max_loras == 2  # one policy: its newest and previous adapter
 
 

@@ -121,6 +121,13 @@ class RolloutCollector:
         await self.endpoint.flush()
         return await self.trained.read(self.store, finished, self.config.failure_reward)
 
+    async def run_greedy(self, tasks: list[Any], version: str, label: str) -> tuple[Read, list[int]]:
+        """Every task once with greedy decoding (temperature 0) against `version`'s weights: what `read` returns, and
+        each finished rollout's task position."""
+        resources_id = await self.publish(version, temperature=0.0, suffix="-greedy")
+        finished, positions = await self.run(tasks, "val", resources_id, 1, {"evaluation": label, "version": version})
+        return await self.read(finished), positions
+
     async def read_training(self, finished: list[Rollout], *, step: int, first: bool) -> Read:
         """`read`, and the checks of training step `step`'s calls (`first`: the run's first step, where an agent
         pattern that selects none of the calls is an error)."""

@@ -1,15 +1,20 @@
-"""What GRPO needs of whatever serves the policy (`Serving`), its error, and how every agent's adapter is served
-(`publish_adapters`): the in-process engine (`inference_server`) or vLLM (`vllm`)."""
+"""What GRPO needs of whatever serves the policy (`Serving`), its error, how every agent's adapter is served
+(`publish_adapters`): the in-process engine (`inference_server`) or vLLM (`vllm`), and what builds the policy that
+is served (`PolicyFactory`: one policy, or one adapter per agent)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from agentlightning.inference.engine import InferenceEngine
+
+    from ..config import GRPOConfig
     from ..learning.agent_policy import AgentPolicies
     from ..learning.policy import Policy
 
-__all__ = ["Serving", "ServingError", "publish_adapters"]
+__all__ = ["PolicyFactory", "Serving", "ServingError", "publish_adapters"]
 
 
 class ServingError(RuntimeError):
@@ -25,6 +30,24 @@ class Serving(Protocol):
     def publish(self, policy: Policy, version: str) -> None: ...
 
     def stop(self) -> None: ...
+
+
+class PolicyFactory(Protocol):
+    """Builds what a run trains (`trained.py`: one policy, or one LoRA adapter per agent on one base model)."""
+
+    @property
+    def adapter_count(self) -> int:
+        """How many policies are served side by side (1, or one per agent)."""
+        ...
+
+    def from_pretrained(self, path: Path, config: GRPOConfig) -> Policy:
+        """The policy trained from a model folder (the served model is not known to hold its weights yet)."""
+        ...
+
+    def from_engine(self, engine: InferenceEngine, config: GRPOConfig, *, default_model: bool) -> tuple[Policy, bool]:
+        """The policy on the model `engine` serves (`default_model`: the embedded one), and whether the engine is
+        known to serve the policy's weights."""
+        ...
 
 
 def publish_adapters(serving: Any, policies: AgentPolicies, version: str) -> None:

@@ -3,12 +3,13 @@ and its serving (the in-process inference engine, a separate server by URL, or v
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..config import GRPOConfig
+from .base import PolicyFactory
 from .options import VllmOptions, option_dict
 from .vllm import build_vllm_serving, check_vllm_options
 
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     from agentlightning.inference.engine import InferenceEngine
     from agentlightning.inference.server import InferenceServer
 
-    from ..learning.agent_policy import AgentPolicies
     from ..learning.policy import Policy
     from .base import Serving
 
@@ -42,32 +42,24 @@ class Built:
 
     policy: Policy  # with several agents: the `AgentPolicies` (checkpoints use what both kinds have)
     serving: Serving
-    agent_policies: Optional[AgentPolicies] = None
     engine: Optional[InferenceEngine] = None  # the in-process engine, when one serves
     serves_policy_weights: bool = False  # True when the served model is known to hold the policy's weights
 
 
-def build_policy_and_serving(
-    config: GRPOConfig, choice: ServingChoice, *, agents: Optional[Collection[str]], step: int
-) -> Built:
-    """The policy and serving of a run (`agents`: one LoRA adapter per agent; `step`: seeds the engine's sampling)."""
+def build_policy_and_serving(config: GRPOConfig, choice: ServingChoice, make: PolicyFactory, *, step: int) -> Built:
+    """The policy `make` builds (one, or one LoRA adapter per agent) and its serving (`step` seeds the engine's
+    sampling)."""
     model_path, output_dir, engine, server_url = choice.model_path, choice.output_dir, choice.engine, choice.server_url
-    from ..learning.policy import Policy
     from .inference_server import LocalServing, RemoteServing
 
     if choice.kind == "vllm":
         # vLLM serves the folder the policy is loaded from (with several agents, each agent's calls go to the base
         # model until its first adapter is loaded: a fresh LoRA adapter changes nothing).
-        trained, vllm = build_vllm_serving(model_path, output_dir, config, choice.vllm, agents)
-        if agents is not None:
-            from ..learning.agent_policy import AgentPolicies
-
-            assert isinstance(trained, AgentPolicies)
-            return Built(cast("Policy", trained), vllm, trained, serves_policy_weights=True)
-        return Built(cast("Policy", trained), vllm, serves_policy_weights=True)
+        policy, vllm = build_vllm_serving(model_path, output_dir, config, choice.vllm, make)
+        return Built(policy, vllm, serves_policy_weights=True)
     if server_url is not None:
         assert model_path is not None and output_dir is not None
-        return Built(Policy.from_pretrained(model_path, config), RemoteServing(server_url, output_dir / "published"))
+        return Built(make.from_pretrained(model_path, config), RemoteServing(server_url, output_dir / "published"))
     default_model = engine is None and model_path is None
     if engine is None:
         from agentlightning.inference.engine import InferenceEngine
@@ -78,32 +70,13 @@ def build_policy_and_serving(
             if model_path is not None
             else InferenceEngine.from_default(device=config.device, dtype=dtype)
         )
-    agent_policies: Optional[AgentPolicies] = None
-    serves_policy_weights = False
-    if agents is not None:
-        from ..learning.agent_policy import AgentPolicies
-
-        agent_policies = (
-            AgentPolicies.from_pretrained(model_path, config, list(agents))
-            if model_path is not None
-            else AgentPolicies.from_engine(engine, config, list(agents))
-        )
-        policy = cast("Policy", agent_policies)
-    elif model_path is not None:
-        policy = Policy.from_pretrained(model_path, config)
-    elif default_model and config.precision == "bfloat16":
-        # The engine holds the embedded model rounded to bfloat16; the policy's float32 master weights come from the
-        # file, so training starts from exactly the weights a float32 run starts from.
-        from agentlightning.inference.model_files import ensure_converted
-
-        policy = Policy.from_pretrained(ensure_converted(), config)
-        serves_policy_weights = True  # the engine serves the same weights, rounded
+    if model_path is not None:
+        policy, serves_policy_weights = make.from_pretrained(model_path, config), False
     else:
-        policy = Policy.from_engine(engine, config, share_base=True)
-        serves_policy_weights = True  # the policy trains the served tensors (or a copy of them)
+        policy, serves_policy_weights = make.from_engine(engine, config, default_model=default_model)
     engine.seed_sampling(f"{config.seed}:{step}")
     local = LocalServing(engine, choice.server, shared=getattr(policy, "shared", None))
-    return Built(policy, local, agent_policies, engine, serves_policy_weights)
+    return Built(policy, local, engine, serves_policy_weights)
 
 
 def choose_serving(

@@ -41,11 +41,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Optional, Union
 
-from .base import ServingError
+from .base import PolicyFactory, ServingError
 from .options import VLLM_OPTIONS
 from .vllm_process import (
     LOG_TAIL_LINES,
@@ -422,24 +422,17 @@ def build_vllm_serving(
     output_dir: Optional[Path],
     config: GRPOConfig,
     options: dict[str, Any],
-    agents: Optional[Collection[str]] = None,
-) -> tuple[Union[Policy, AgentPolicies], VllmServing]:
-    """The policy (from `model_path`, default the embedded SmolLM2's folder; with `agents`, one LoRA adapter per
-    agent on it) and the vLLM serving of it."""
-    from ..learning.agent_policy import AgentPolicies
-    from ..learning.policy import Policy
-
+    make: PolicyFactory,
+) -> tuple[Policy, VllmServing]:
+    """The policy built by `make` from `model_path` (default the embedded SmolLM2's folder; one policy, or one LoRA
+    adapter per agent on it) and the vLLM serving of it."""
     options = dict(options)
     if model_path is None:
         from agentlightning.inference.model_files import DEFAULT_MODEL_NAME, ensure_converted
 
         model_path = ensure_converted()
         options.setdefault("model_name", DEFAULT_MODEL_NAME)
-    policy: Union[Policy, AgentPolicies] = (
-        AgentPolicies.from_pretrained(model_path, config, list(agents))
-        if agents
-        else Policy.from_pretrained(model_path, config)
-    )
+    policy = make.from_pretrained(model_path, config)
     if output_dir is not None:
         publish_dir = output_dir / "published"
     else:
@@ -450,7 +443,7 @@ def build_vllm_serving(
         publish_dir,
         lora=config.lora_rank is not None,
         max_lora_rank=max(16, rank),
-        max_loras=2 * max(1, len(agents or ())),  # each policy's newest and previous adapter
+        max_loras=2 * make.adapter_count,  # each policy's newest and previous adapter
         **options,
     )
     return policy, serving
