@@ -17,11 +17,20 @@ rollouts/s, these hardly depend on what else the machine runs.
 (`store/http/client/lite.py`), the library it replaces, and `--client httpx` through httpx
 (`benchmarks/_httpx_session.py`): compared on the same run.
 
+`--routing starlette` has the server started here route the store operations through Starlette's router inside
+the FastAPI app (routes registered on it) instead of the store's own dispatcher in front of it (the default,
+`--routing dispatcher`; see `store/http/server/dispatch.py`), through the private AGL_STORE_ROUTING variable of the
+server process; compared side by side on the same machine:
+
+    .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20 --json results/dispatcher.json
+    .venv/bin/python benchmarks/store_http.py --clients 16 --seconds 20 --routing starlette \
+        --json results/starlette.json
+
 `--client-per-task` runs the short-lived-client workloads of `benchmarks/store_http_per_task.py` instead (a fresh
 client and `asyncio.run` per task; see that module).
 
 `--json PATH` writes the figures (benchmarks/_results.py), keyed by the configuration: `store.http.<backend>.<spans>`
-(plus `.aiohttp`, `.httpx`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
+(plus `.aiohttp`, `.httpx`, `.starlette`, `.workers<N>` for the alternatives), `store.http.per_task.<task>`,
 `store.http.first_request_ms`.
 """
 
@@ -158,12 +167,13 @@ def _client_process(url: str, seconds: float, span_mode: str, index: int, queue:
     queue.put(result)
 
 
-def _start_server(backend: str, workers: int = 1) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(backend: str, workers: int = 1, routing: str = "dispatcher") -> tuple[subprocess.Popen[bytes], str]:
     def command(port: int) -> list[str]:
         command = [sys.executable, "-m", "agentlightning", "store", "--backend", backend, "--port", str(port)]
         return command + ["--log-level", "warning"] + (["--workers", str(workers)] if workers > 1 else [])
 
-    env = {key: value for key, value in os.environ.items() if key != "AGL_STORE_API_KEY"}
+    env = {key: value for key, value in os.environ.items() if key not in ("AGL_STORE_API_KEY", "AGL_STORE_ROUTING")}
+    env["AGL_STORE_ROUTING"] = routing  # read by the server's app factory (private, for this measurement only)
     process, port = servers.start_server(
         command, name="the store server", timeout=30, env=env, stderr=subprocess.DEVNULL
     )
@@ -187,8 +197,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument(
         "--client", choices=["lite", "aiohttp", "httpx"], default="lite", help="the clients' HTTP library"
     )
+    parser.add_argument(
+        "--routing",
+        choices=["dispatcher", "starlette"],
+        default="dispatcher",
+        help="how the server started here routes store operations: its own dispatcher or Starlette's router",
+    )
     add_json_argument(parser)
     args = parser.parse_args(argv)
+    if args.url is not None and args.routing != "dispatcher":
+        parser.error("--routing applies to the server started here, not to --url")
     if args.client != "lite":
         os.environ["_AGL_HTTP_CLIENT"] = args.client  # inherited by the client processes
     print(f"load average before: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
@@ -196,7 +214,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = None
     url = args.url
     if url is None:
-        server, url = _start_server(args.backend, args.server_workers)
+        server, url = _start_server(args.backend, args.server_workers, args.routing)
     if args.client_per_task or args.first_request:
         try:
             return _per_task(args, url)
@@ -238,7 +256,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     requests_per_rollout = 3 + (4 if args.spans == "single" else 1)
     print(
         f"clients={args.clients} seconds={args.seconds} spans={args.spans} backend={args.backend} "
-        f"server_workers={args.server_workers} client={args.client}"
+        f"server_workers={args.server_workers} client={args.client} routing={args.routing}"
     )
     print(f"rollouts: {rollouts} in {elapsed:.1f} s = {rollouts / elapsed:.1f} rollouts/s")
     print(
@@ -278,6 +296,7 @@ def _backend_kind(url: str) -> str:
 def _variant(args: argparse.Namespace) -> str:
     """The key suffix of the alternatives (the project's own client has none)."""
     parts = [args.client] if args.client != "lite" else []
+    parts += [args.routing] if args.routing != "dispatcher" else []
     parts += [f"workers{args.server_workers}"] if args.server_workers > 1 else []
     return "".join(f".{part}" for part in parts)
 

@@ -22,7 +22,7 @@ from starlette.responses import Response
 from agentlightning.store.base import LightningStore
 from agentlightning.store.http.operations import API_PREFIX, OPERATIONS
 from agentlightning.store.http.server.claims import ClaimLedger
-from agentlightning.store.http.server.dispatch import OperationDispatcher, RouteEntry
+from agentlightning.store.http.server.dispatch import OperationDispatcher, RouteEntry, operation_routes
 from agentlightning.store.http.server.handlers import (
     OperationHandler,
     ServerLimits,
@@ -57,6 +57,9 @@ OTLP_TRACES_PATH = "/v1/traces"
 OTLP_UNSUPPORTED_PATHS = ("/v1/metrics", "/v1/logs", "/v1/development/profiles")
 """OTLP signals a store does not take: answered 501."""
 _HEALTH_READ_TIMEOUT = 5.0
+_ROUTING_ENV = "AGL_STORE_ROUTING"
+"""Private, for measurement only (`benchmarks/store_http.py --routing`, which sets it for its server process):
+"starlette" routes the store operations through Starlette's router instead of the dispatcher. Not a setting."""
 
 
 ServerMount = Callable[["StoreApp", LightningStore, "ServerSettings"], Iterable[str]]
@@ -105,9 +108,18 @@ class StoreApp(FastAPI):
         return app
 
 
-def create_app(store: LightningStore, settings: Optional[ServerSettings] = None) -> StoreApp:
-    """An ASGI app serving `store` under /v1/agl (see docs/http.md)."""
+def create_app(
+    store: LightningStore, settings: Optional[ServerSettings] = None, *, _routing: Optional[str] = None
+) -> StoreApp:
+    """An ASGI app serving `store` under /v1/agl (see docs/http.md).
+
+    `_routing` (private, for measurement): "dispatcher" (the default) routes the store operations with the
+    `OperationDispatcher` in front of FastAPI; "starlette" registers them as routes of the FastAPI app's own router,
+    answering the same. None reads AGL_STORE_ROUTING (set by `benchmarks/store_http.py --routing` only)."""
     settings = settings or ServerSettings()
+    routing = _routing or os.environ.get(_ROUTING_ENV) or "dispatcher"
+    if routing not in ("dispatcher", "starlette"):
+        raise ValueError(f"Unknown store routing {routing!r}: 'dispatcher' or 'starlette'")
     from agentlightning.store.http.openapi import build_openapi
     from agentlightning.version import __version__
 
@@ -145,8 +157,15 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         open_paths |= frozenset(mount(app, store, settings))
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
 
+    if routing == "starlette":
+        # Ahead of health, docs and the mounts' routes, as the dispatcher is ahead of them. The dispatcher answers 404
+        # to a store path with a trailing slash, which the router would redirect to the path without; not
+        # redirecting also answers 404 to health or docs with a trailing slash (redirected with the dispatcher).
+        app.router.routes[0:0] = operation_routes(routes)
+        app.router.redirect_slashes = False
+
     # The key check, timing and the operation dispatcher run in front of FastAPI's own middleware and router:
-    # store operations never pay for them. Outermost first.
+    # store operations never pay for them (but with the "starlette" routing). Outermost first.
     app.front_middleware.append((TimingMiddleware, {"observe": app.observe_request, "keyless": not settings.api_key}))
     if settings.cors_allow_origins:
         from starlette.middleware.cors import CORSMiddleware
@@ -161,7 +180,8 @@ def create_app(store: LightningStore, settings: Optional[ServerSettings] = None)
         app.front_middleware.append((CORSMiddleware, cors))
     if settings.api_key:
         app.front_middleware.append((ApiKeyMiddleware, {"api_key": settings.api_key, "open_paths": open_paths}))
-    app.front_middleware.append((OperationDispatcher, {"routes": routes}))
+    if routing == "dispatcher":
+        app.front_middleware.append((OperationDispatcher, {"routes": routes}))
     if settings.allowed_hosts is not None:
         from agentlightning.utils.hosts import LoopbackHostGuard
 

@@ -2,17 +2,23 @@
 
 The dispatcher sits in front of the FastAPI app: requests for a store operation go straight to its endpoint; every
 other request (health, metrics, OTLP, docs, unknown paths) continues to the app.
+
+`operation_routes` is the alternative measured against it (`benchmarks/store_http.py --routing starlette`): the same
+endpoints as routes of Starlette's own router, inside the FastAPI app, answering as the dispatcher does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Optional
+
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from agentlightning.store.http.operations import API_PREFIX
 from agentlightning.store.http.server.handlers import error_body
 
-__all__ = ["OperationDispatcher", "RouteEntry"]
+__all__ = ["OperationDispatcher", "OperationRoute", "RouteEntry", "operation_routes"]
 
 ASGIApp = Callable[..., Any]
 RouteEntry = tuple[str, str, ASGIApp]
@@ -37,7 +43,7 @@ class OperationDispatcher:
         self.app = app
         self.routes = list(routes)
         self._shapes: dict[tuple[int, str], list[tuple[str, tuple[Optional[str], ...], tuple[str, ...], ASGIApp]]] = {}
-        for method, path, endpoint in sorted(self.routes, key=lambda route: route[1].count("{")):
+        for method, path, endpoint in sorted(self.routes, key=_param_count):
             pattern = _pattern(path)
             key = (len(pattern), pattern[0] or "")
             self._shapes.setdefault(key, []).append((method, pattern, _names(path), endpoint))
@@ -77,8 +83,33 @@ def _match(pattern: tuple[Optional[str], ...], segments: list[str]) -> Optional[
     return values
 
 
-async def _method_not_allowed(scope: dict[str, Any], send: Any) -> None:
+async def _method_not_allowed(scope: Mapping[str, Any], send: Any) -> None:
     body = error_body(405, "MethodNotAllowed", f"{scope['method']} is not allowed on {scope['path']}")
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 405, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+class OperationRoute(Route):
+    """A store operation as a route of Starlette's router, answering as the dispatcher does: to its one method only
+    (Starlette would also take HEAD on a GET route), and to another method on its path with the dispatcher's 405."""
+
+    def __init__(self, method: str, path: str, endpoint: ASGIApp) -> None:
+        super().__init__(path, endpoint, methods=[method], include_in_schema=False)  # a class instance: raw ASGI
+        self.methods = {method}
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] in self.methods:
+            await self.app(scope, receive, send)
+        else:  # the router's partial match: this path, another method
+            await _method_not_allowed(scope, send)
+
+
+def operation_routes(routes: list[RouteEntry]) -> list[OperationRoute]:
+    """The routes for Starlette's router, in the dispatcher's precedence: literal segments before `{param}` ones
+    (the router takes the first route whose path and method match)."""
+    return [OperationRoute(method, path, endpoint) for method, path, endpoint in sorted(routes, key=_param_count)]
+
+
+def _param_count(route: RouteEntry) -> int:
+    return route[1].count("{")
