@@ -42,6 +42,10 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Does our HTTP client beat the libraries a user would pick (aiohttp, httpx)?",
         ("*.client.rollouts_per_s", "*.httpx.rollouts_per_s"),
     ),
+    "store_http_routing": (
+        "Does Starlette's router serve the store as fast as the store's own dispatcher?",
+        ("*.memory.rollouts_per_s", "*.postgres_batch.rollouts_per_s"),
+    ),
     "store_reference": (
         "How does the store compare with agentlightning 0.3.0?",
         (

@@ -130,6 +130,8 @@ REGISTRY: list[Benchmark] = [
           quick="--first-request --runs 5", full="--first-request --runs 10"),
     bench("store_http_libraries", "store_http_libraries.py", "store.http.libraries.*", 3600,
           quick="--rounds 1 --seconds 5", full="--rounds 2 --seconds 20"),
+    bench("store_http_routing", "store_http_routing.py", "store.http.routing.*", 1800,
+          quick="--rounds 1 --seconds 5", full="--rounds 2 --seconds 20"),
     bench("store_reference", "store_reference.py", "peer.store.*", 3600, quick="--quick --rounds 1",
           full="--rounds 3", notes="agentlightning 0.3.0 side by side (its own venv)"),
     bench("pg_wakeup", "pg_wakeup.py", "store.postgres.wakeup_*", 900,
