@@ -16,6 +16,7 @@ from agentlightning.algorithm.grpo.rollouts.reading import RolloutData, SkipCoun
 from agentlightning.store import InMemoryLightningStore
 
 from ..stored_rollouts import stored_rollout
+from .test_call_checks import _rollout as two_call_rollout
 
 FAILED = FailedGroups(reward=0.0, advantage=-0.5)
 
@@ -126,6 +127,25 @@ async def test_without_the_option_a_step_skips_its_failed_groups(store: InMemory
     config = GRPOConfig(group_size=2, tasks_per_step=2, aggregation="transition")
     built = build_samples(data, [0, 0, 1, 1], [7, 8], SkipCounts(), config)
     assert {sample.group for sample in built.samples} == {"8"} and built.failed_groups == 0
+
+
+def test_a_failed_groups_truncated_calls_are_pushed_down_with_the_rest_of_it() -> None:
+    cut = {"finish_reason": "length"}  # masked by default: left out of a varying group's loss
+    data = [two_call_rollout("a", 0.0, 40, first=cut), two_call_rollout("b", 0.0, 41)]
+    config = GRPOConfig(group_size=2, tasks_per_step=1, failed_group_reward=0.0)
+    skips = SkipCounts()
+    built = build_samples(data, [0, 0], [7], skips, config)
+    by_rollout = {sample.rollout_id: sample for sample in built.samples}
+    assert by_rollout["a"].advantage == -0.5 and by_rollout["a"].loss_mask == [1, 1, 0, 0, 1]
+    assert skips.calls_hit_length_limit == 1 and built.failed_groups == 1  # still counted as cut
+
+
+def test_a_varying_groups_truncated_calls_stay_masked_with_the_option() -> None:
+    cut = {"finish_reason": "length"}
+    data = [two_call_rollout("a", 0.0, 40, first=cut), two_call_rollout("b", 1.0, 41)]
+    config = GRPOConfig(group_size=2, tasks_per_step=1, failed_group_reward=0.0)
+    built = build_samples(data, [0, 0], [7], SkipCounts(), config)
+    assert {s.rollout_id: s.loss_mask for s in built.samples}["a"] == [0, 0, 0, 0, 1]
 
 
 def test_the_health_record_shows_the_share_of_failed_groups() -> None:

@@ -45,6 +45,7 @@ class GroupAdvantages:
     groups_too_small: int = 0
     rewards_not_finite: int = 0
     groups_failed: int = 0  # zero-variance groups trained as failures (`FailedGroups`)
+    failed_keys: set[Hashable] = field(default_factory=set)  # the rollouts of those groups
 
 
 def group_advantages(
@@ -80,6 +81,7 @@ def group_advantages(
             if failed is not None and failed.holds(rewards):
                 result.groups_failed += 1
                 result.advantages.update((key, failed.advantage) for key, _ in usable)
+                result.failed_keys.update(key for key, _ in usable)
             else:
                 result.groups_zero_variance += 1
             continue
@@ -99,6 +101,7 @@ class TurnAdvantages:
     groups_zero_variance: int = 0
     groups_too_small: int = 0
     groups_failed: int = 0  # groups trained as failures (`FailedGroups`)
+    failed_keys: set[Hashable] = field(default_factory=set)  # the rollouts of those groups
 
 
 def returns_to_go(rewards: Sequence[Optional[float]]) -> list[float]:
@@ -154,6 +157,7 @@ def turn_advantages(
             if failed is not None and failed.holds([r[0] for r in returns.values() if r]):
                 result.groups_failed += 1
                 result.advantages.update((key, [failed.advantage] * len(r)) for key, r in returns.items())
+                result.failed_keys.update(returns)
             else:
                 result.groups_zero_variance += 1
             continue

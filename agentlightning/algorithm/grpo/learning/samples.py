@@ -14,7 +14,9 @@ generated tokens that ended up in the loss.
 Each call is first checked against what the proxy recorded of it (`rollouts.call_checks`): calls sampled otherwise than
 configured, served by another agent's adapter, or (with `truncated="mask"`) stopped on the length limit keep their
 place in their conversation but leave the loss (counted in `SkipCounts`); with `truncated="failure_reward"` a
-rollout with a truncated call is rewarded `truncation_reward`. The sampler's recorded log-probs of each call follow
+rollout with a truncated call is rewarded `truncation_reward`. A group that failed throughout (`failed_group_reward`)
+trains its truncated calls too, with its negative advantage: masked, they would be the one thing the push down
+spares, and a policy pushed off its short wrong answers drifts into ever longer cut ones. The sampler's recorded log-probs of each call follow
 its tokens into the sample (`Sample.sampler_log_probs`, None on the tokens the model did not generate).
 """
 
@@ -167,12 +169,14 @@ def build_samples(
             _with_truncation_reward(item, checked[p][1], config.rewards) if p in checked else item
             for p, item in enumerate(data)
         ]
-    advantages = _call_advantages(data, groups, skips, config.rewards, step)
+    advantages, failed = _call_advantages(data, groups, skips, config.rewards, step)
     for position, per_call in advantages.items():
         item = data[position]
         group = str(indices[groups[position]])
         step.transition_tokens += sum(len(c.prompt["token_ids"]) + len(c.response["token_ids"]) for c in item.calls)
         records, verdicts = checked[position]
+        if position in failed:  # pushed down with the rest of its failed group (see the module docstring)
+            verdicts = [replace(v, excluded=None) if v.excluded == "truncated" else v for v in verdicts]
         for sequence in stitched[position].sequences:
             made = _sequence_samples(item, sequence, per_call, group, skips, config, records, verdicts)
             step.drift.generated_tokens += sequence.generated_tokens
@@ -226,9 +230,9 @@ def _with_truncation_reward(item: RolloutData, verdicts: list[CallVerdict], rewa
 
 def _call_advantages(
     data: list[RolloutData], groups: list[int], skips: SkipCounts, rewards: RewardSettings, step: StepSamples
-) -> dict[int, list[float]]:
+) -> tuple[dict[int, list[float]], set[int]]:
     """The advantage of each call of each rollout that has calls and belongs to an informative group (or, with
-    `failed_group_reward`, to a group that failed throughout)."""
+    `failed_group_reward`, to a group that failed throughout), and the positions of the rollouts of failed groups."""
     failed = None
     if rewards.failed_group_reward is not None:
         failed = FailedGroups(rewards.failed_group_reward, rewards.failed_group_advantage)
@@ -245,7 +249,8 @@ def _call_advantages(
         skips.groups_too_small += turns.groups_too_small
         step.informative_groups = turns.groups_used
         step.failed_groups = turns.groups_failed
-        return {int(k): v for k, v in turns.advantages.items() if data[int(k)].calls}  # type: ignore[call-overload]
+        per_call = {int(k): v for k, v in turns.advantages.items() if data[int(k)].calls}  # type: ignore[call-overload]
+        return per_call, {int(k) for k in turns.failed_keys}  # type: ignore[call-overload]
     by_group: dict[Hashable, list[tuple[Hashable, float]]] = defaultdict(list)
     for position, (item, group) in enumerate(zip(data, groups, strict=True)):
         if item.reward is not None:
@@ -255,11 +260,12 @@ def _call_advantages(
     skips.groups_too_small += result.groups_too_small
     step.informative_groups = result.groups_used
     step.failed_groups = result.groups_failed
-    return {
+    per_call = {
         int(k): [advantage] * len(data[int(k)].calls)  # type: ignore[call-overload]
         for k, advantage in result.advantages.items()
         if data[int(k)].calls  # type: ignore[call-overload]
     }
+    return per_call, {int(k) for k in result.failed_keys}  # type: ignore[call-overload]
 
 
 def _turn_rewards(item: RolloutData) -> list[Optional[float]]:
