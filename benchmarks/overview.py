@@ -43,7 +43,7 @@ QUESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("*.client.rollouts_per_s", "*.httpx.rollouts_per_s"),
     ),
     "store_http_routing": (
-        "Does Starlette's router serve the store as fast as the store's own dispatcher?",
+        "Does the store's own dispatcher beat Starlette's router (it stays only if it does)?",
         ("*.memory.rollouts_per_s", "*.postgres_batch.rollouts_per_s"),
     ),
     "store_reference": (
