@@ -15,6 +15,12 @@ if [ -n "$SETUP_ONLY" ]; then
     exit 0
 fi
 if [ "$#" -eq 0 ]; then
-    echo "Running the whole test suite: pytest first imports every test module (a few minutes on a small machine, silently), then shows its progress" >&2
+    # The whole suite runs on two worker processes (AGL_TEST_WORKERS=N for another count, 0 for none); the tests
+    # of a group marked in tests/conftest.py stay on one worker.
+    WORKERS="${AGL_TEST_WORKERS:-2}"
+    echo "Running the whole test suite on $WORKERS workers: each first imports every test module (a few minutes on a small machine, silently), then pytest shows its progress" >&2
+    if [ "$WORKERS" != "0" ]; then
+        set -- -n "$WORKERS" --dist loadgroup
+    fi
 fi
 exec .venv/bin/python -m pytest "$@"

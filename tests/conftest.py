@@ -8,6 +8,19 @@ from collections.abc import Iterator
 
 import pytest
 
+# Test files whose tests must not run beside each other's when the suite runs on several workers (scripts/test.sh
+# runs `pytest -n 2 --dist loadgroup`): each group runs on one worker, one test after another.
+_SERIAL_GROUPS = {
+    "tests/execution/test_ray.py": "ray",  # each test starts a local Ray cluster: two at once overload 2 cores
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _SERIAL_GROUPS.get(item.nodeid.split("::")[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """A suite started in the background by a shell (`bash scripts/test.sh &`, nohup) inherits SIGINT ignored, and

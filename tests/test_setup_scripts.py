@@ -101,11 +101,18 @@ def test_a_prepared_venv_is_not_set_up_again_and_says_nothing(checkout: Path) ->
     assert calls[-1] == "-m pytest tests/store -x"
 
 
-def test_the_whole_suite_says_that_collection_comes_first(checkout: Path) -> None:
+def test_the_whole_suite_runs_on_two_workers_and_says_that_collection_comes_first(checkout: Path) -> None:
     assert _run(checkout, "--setup-only").returncode == 0
     result = _run(checkout)
     assert result.returncode == 0
-    assert result.stderr.startswith("Running the whole test suite: pytest first imports every test module")
+    assert result.stderr.startswith("Running the whole test suite on 2 workers: each first imports every test module")
+    assert _calls(checkout)[-1] == "-m pytest -n 2 --dist loadgroup"
+
+
+def test_the_whole_suite_runs_in_one_process_with_no_workers_asked_for(checkout: Path) -> None:
+    assert _run(checkout, "--setup-only").returncode == 0
+    assert _run(checkout, AGL_TEST_WORKERS="0").returncode == 0
+    assert _calls(checkout)[-1] == "-m pytest"
 
 
 def test_a_failed_step_shows_pips_output_after_its_progress_line(checkout: Path, tmp_path: Path) -> None:
