@@ -23,6 +23,7 @@ import pytest
 
 from agentlightning.adapter.trajectory import stitch_calls
 from agentlightning.algorithm.grpo.learning.samples import call_ids
+from agentlightning.inference.server import InferenceServer
 
 from .harness import (
     CAPTURES,
@@ -131,10 +132,17 @@ def failing_once(task: dict[str, Any]) -> Script:
 
 @pytest.mark.parametrize("capture", CAPTURES)
 async def test_a_call_the_server_fails_is_retried_and_recorded_once(
-    framework: str, capture: str, rollouts: Rollouts, scripts: Scripts
+    framework: str, capture: str, rollouts: Rollouts, scripts: Scripts, model_server: InferenceServer
 ) -> None:
     task = scripts.new_task(failing_once)
-    outcome = await rollouts.run(agent_module(framework).calc_agent, task, capture)
+    # The failure must reach the client: with a prompt prefix kept from earlier tests, the engine would take the
+    # model's error for one of its prefix cache and prefill the prompt again without it, asking the script twice.
+    prefixes = model_server.engine._scheduler.prefixes  # pyright: ignore[reportPrivateUsage]
+    enabled, prefixes.enabled = prefixes.enabled, False
+    try:
+        outcome = await rollouts.run(agent_module(framework).calc_agent, task, capture)
+    finally:
+        prefixes.enabled = enabled
     assert (outcome.rollout.status, outcome.reward) == ("succeeded", 1.0), outcome.error
     calls = len(plan(task)) + 1
     assert len(scripts.shown(task)) == calls + 1  # the model was asked once more: the second call twice
